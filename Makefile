@@ -1,0 +1,86 @@
+# The interface that the README, CI and every issue use.  CMake does the work.
+#   make        Release build into build/ (build/lib, build/bin)
+#   make test   installs missing Debian packages (as root), then Debug + ctest, ASan+UBSan,
+#               TSan, and a clang build; non-zero exit on any failure
+#   make demo   the project's main job on its default, as a readable table
+#   make bench  the full benchmark set, JSON under out/
+#   make torture SECONDS=600   the RCU torture test for as long as asked
+
+NPROC   ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE   ?= cmake
+CTEST   ?= ctest
+CC      ?= cc
+SECONDS ?= 300
+# ctest parallelism: tests are multi-threaded themselves, two at a time is plenty
+CTEST_J ?= 2
+
+.PHONY: all release debug asan tsan clang test test-debug test-asan test-tsan test-clang \
+        demo bench torture deps clean
+
+all: release
+
+deps:
+	@./scripts/install-deps.sh
+
+define configure
+	@$(CMAKE) -S . -B $(1) -DCMAKE_BUILD_TYPE=$(2) $(3) >/dev/null
+	@$(CMAKE) --build $(1) -j$(NPROC)
+endef
+
+release:
+	$(call configure,build,Release,)
+
+debug:
+	$(call configure,build-debug,Debug,)
+
+asan:
+	$(call configure,build-asan,Debug,-DPRD_SANITIZE=address$(,)undefined)
+
+tsan:
+	$(call configure,build-tsan,Debug,-DPRD_SANITIZE=thread)
+
+clang:
+	@if command -v clang >/dev/null 2>&1; then \
+	  $(CMAKE) -S . -B build-clang -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null && \
+	  $(CMAKE) --build build-clang -j$(NPROC); \
+	else echo "clang not installed: skipping the clang build"; fi
+
+, := ,
+
+test-debug: debug
+	@echo "== Debug build (gcc): every test"
+	$(CTEST) --test-dir build-debug --output-on-failure -j$(CTEST_J)
+
+test-asan: asan
+	@echo "== ASan+UBSan build"
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(CTEST) --test-dir build-asan --output-on-failure -j$(CTEST_J) -LE 'no-asan|bench'
+
+test-tsan: tsan
+	@echo "== TSan build"
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(CTEST) --test-dir build-tsan --output-on-failure -j$(CTEST_J) -LE 'no-tsan|bench'
+
+test-clang: clang
+	@if [ -d build-clang ]; then echo "== Debug build (clang): unit tests"; \
+	  $(CTEST) --test-dir build-clang --output-on-failure -j$(CTEST_J) -L 'unit|example'; fi
+
+test: deps
+	@$(MAKE) --no-print-directory -s test-debug
+	@$(MAKE) --no-print-directory -s test-asan
+	@$(MAKE) --no-print-directory -s test-tsan
+	@$(MAKE) --no-print-directory -s test-clang
+	@echo "== make test: all passed"
+
+demo: deps release
+	@./scripts/demo.sh
+
+bench: release
+	@mkdir -p out
+	./build/bin/prd-bench all --json --out out
+
+torture: release
+	./build/bin/rcu_torture --seconds $(SECONDS)
+
+clean:
+	rm -rf build build-debug build-asan build-tsan build-clang out

@@ -1,0 +1,81 @@
+/*
+ * internal.h: what the files of libprudence share, grouped by the file that defines it.
+ * Cross-file internal names start with prd__; file-local ones are static.
+ */
+#ifndef PRD_INTERNAL_H
+#define PRD_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "options.h"
+#include "types.h"
+
+/* ---- compiler helpers ---------------------------------------------------------------- */
+#define prd_likely(x)   __builtin_expect(!!(x), 1)
+#define prd_unlikely(x) __builtin_expect(!!(x), 0)
+#define PRD_NOINLINE    __attribute__((noinline))
+#define PRD_COLD        __attribute__((cold))
+#define PRD_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define PRD_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define PRD_P2ALIGN(x, a)   ((x) & -(a))                   /* round down to a power of two */
+#define PRD_P2ROUNDUP(x, a) (-(-(x) & -(a)))               /* round up to a power of two */
+#define PRD_ISP2(x)         (((x) & ((x) - 1)) == 0)
+#define PRD_IS_P2ALIGNED(v, a) ((((uintptr_t)(v)) & ((uintptr_t)(a) - 1)) == 0)
+#define PRD_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PRD_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- debug.c: reporting errors and internal assertions ------------------------------ */
+/* Prints "prudence: <message>" on stderr without allocating (safe inside the allocator)
+ * and counts it.  Callers that print several lines call prd__report_done() once after. */
+void prd__report(const char *fmt, ...) PRD_PRINTF(1, 2) PRD_COLD;
+/* Aborts when the option abort_on_error is set; else returns. */
+void prd__report_done(void) PRD_COLD;
+/* prd__report + prd__report_done. */
+void prd__error(const char *fmt, ...) PRD_PRINTF(1, 2) PRD_COLD;
+/* Number of errors reported so far (tests read it). */
+uint64_t prd__error_count(void);
+_Noreturn void prd__assert_fail(const char *expr, const char *file, int line) PRD_COLD;
+/* Writes without allocating; used by every printer that may run inside malloc. */
+void prd__vwrite(int fd, const char *fmt, va_list ap);
+
+#ifdef PRD_DEBUG
+#define PRD_ASSERT(e) ((e) ? (void)0 : prd__assert_fail(#e, __FILE__, __LINE__))
+#else
+#define PRD_ASSERT(e) ((void)0)
+#endif
+
+/* ---- options.c ----------------------------------------------------------------------- */
+#define PRD__OPT_FIELD(kind, name, def, doc) _Atomic long name;
+struct prd__options { PRD_OPTIONS(PRD__OPT_FIELD) };
+#undef PRD__OPT_FIELD
+extern struct prd__options prd__options;
+/* Read an option (relaxed: options are settings, not synchronization). */
+#define prd__opt(name) atomic_load_explicit(&prd__options.name, memory_order_relaxed)
+/* Reads PRUDENCE_OPTIONS and friends once; every entry point may call it, it is idempotent. */
+void prd__init(void);
+
+/* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
+size_t prd__os_page_size(void);
+/* Reserve and commit `size` bytes (page multiple), read-write, zero-filled.  NULL + ENOMEM. */
+void  *prd__os_map(size_t size);
+/* As prd__os_map, aligned to `align` (a power of two >= the page size). */
+void  *prd__os_map_aligned(size_t size, size_t align);
+/* Reserve address space only (PROT_NONE); prd__os_commit makes part of it usable. */
+void  *prd__os_reserve(size_t size, size_t align);
+int    prd__os_commit(void *addr, size_t size);
+/* Return memory to the kernel: the range stays mapped and reads back as zeroes. */
+int    prd__os_decommit(void *addr, size_t size);
+void   prd__os_unmap(void *addr, size_t size);
+/* Make a range inaccessible (debug: unmapped slabs, guard pages) or usable again. */
+int    prd__os_protect_none(void *addr, size_t size);
+int    prd__os_protect_rw(void *addr, size_t size);
+/* Fault injection: every nth mapping fails (0 = off).  Also option fault_mmap. */
+void   prd__os_fault_every(long n);
+/* Bytes currently mapped through os.c, and the number of failed mappings so far. */
+size_t prd__os_mapped_bytes(void);
+uint64_t prd__os_map_failures(void);
+
+#endif

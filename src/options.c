@@ -1,0 +1,165 @@
+/*
+ * options.c: the options of libprudence, from one table (options.h).
+ *
+ * 1. Sources, in order: the table's defaults; the environment at first use
+ *    (PRUDENCE_OPTIONS="name=value,...", PRUDENCE_FAULT_MMAP=N); prd_option_set() at any time.
+ * 2. Bad input: an unknown name or a value that does not parse is reported once on stderr,
+ *    naming the source, and ignored; nothing else changes.  Never a crash, never an abort.
+ * 3. No allocation: the environment is parsed in place (this runs inside malloc later on).
+ * 4. Storage: one _Atomic long per option, read with relaxed loads (prd__opt): an option is a
+ *    setting, not a synchronization variable, and a reader seeing an old value briefly is fine.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+enum prd__opt_kind { PRD__OPT_BOOL, PRD__OPT_LONG, PRD__OPT_MS };
+
+struct prd__opt_desc {
+  const char *od_name;
+  enum prd__opt_kind od_kind;
+  long od_default;
+  const char *od_doc;
+  _Atomic long *od_value;
+};
+
+#define PRD__OPT_INIT(kind, name, def, doc) .name = (def),
+struct prd__options prd__options = { PRD_OPTIONS(PRD__OPT_INIT) };
+#undef PRD__OPT_INIT
+
+#define PRD__OPT_DESC(kind, name, def, doc) \
+  { #name, PRD__OPT_##kind, (def), doc, &prd__options.name },
+static const struct prd__opt_desc opt_table[] = { PRD_OPTIONS(PRD__OPT_DESC) };
+#undef PRD__OPT_DESC
+
+static const struct prd__opt_desc *opt_find(const char *name, size_t len)
+{
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(opt_table); i++)
+    if (strlen(opt_table[i].od_name) == len && strncmp(opt_table[i].od_name, name, len) == 0)
+      return &opt_table[i];
+  return NULL;
+}
+
+/* Parses value text [s, s+len) for an option of this kind; 0 on success. */
+static int opt_parse(enum prd__opt_kind kind, const char *s, size_t len, long *out)
+{
+  char buf[64];
+  if (len == 0 || len >= sizeof(buf))
+    return -1;
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  if (kind == PRD__OPT_BOOL) {
+    static const char *const yes[] = { "1", "true", "yes", "on" };
+    static const char *const no[] = { "0", "false", "no", "off" };
+    for (size_t i = 0; i < 4; i++) {
+      if (strcasecmp(buf, yes[i]) == 0) { *out = 1; return 0; }
+      if (strcasecmp(buf, no[i]) == 0) { *out = 0; return 0; }
+    }
+    return -1;
+  }
+  char *end;
+  errno = 0;
+  long v = strtol(buf, &end, 0);
+  if (errno != 0 || end == buf)
+    return -1;
+  long mult = 1;
+  if (*end != '\0' && kind == PRD__OPT_LONG) {
+    switch (*end) {
+    case 'k': case 'K': mult = 1L << 10; break;
+    case 'm': case 'M': mult = 1L << 20; break;
+    case 'g': case 'G': mult = 1L << 30; break;
+    default: return -1;
+    }
+    end++;
+  }
+  if (*end != '\0' || v < 0 || (mult > 1 && v > __LONG_MAX__ / mult))
+    return -1;
+  *out = v * mult;
+  return 0;
+}
+
+static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, const char *src)
+{
+  const struct prd__opt_desc *d = opt_find(name, nlen);
+  long v;
+  if (d == NULL) {
+    prd__report("%s: unknown option '%.*s' (ignored)", src, (int)nlen, name);
+    errno = EINVAL;
+    return -1;
+  }
+  if (opt_parse(d->od_kind, val, vlen, &v) != 0) {
+    prd__report("%s: bad value '%.*s' for option %s (ignored)", src, (int)vlen, val, d->od_name);
+    errno = EINVAL;
+    return -1;
+  }
+  atomic_store_explicit(d->od_value, v, memory_order_relaxed);
+  return 0;
+}
+
+/* "a=1,b=2": each entry set in turn; a bad entry is reported and the rest still apply. */
+static void opt_parse_list(const char *list, const char *src)
+{
+  const char *p = list;
+  while (*p != '\0') {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    const char *eq = memchr(p, '=', len);
+    if (len > 0) {
+      if (eq == NULL)
+        prd__report("%s: '%.*s' is not name=value (ignored)", src, (int)len, p);
+      else
+        (void)opt_set(p, (size_t)(eq - p), eq + 1, len - (size_t)(eq - p) - 1, src);
+    }
+    p += len;
+    if (*p == ',')
+      p++;
+  }
+}
+
+static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
+
+static void opt_init_once(void)
+{
+  const char *s = getenv("PRUDENCE_OPTIONS");
+  if (s != NULL)
+    opt_parse_list(s, "PRUDENCE_OPTIONS");
+  s = getenv("PRUDENCE_FAULT_MMAP");
+  if (s != NULL)
+    (void)opt_set("fault_mmap", strlen("fault_mmap"), s, strlen(s), "PRUDENCE_FAULT_MMAP");
+}
+
+void prd__init(void)
+{
+  pthread_once(&opt_once, opt_init_once);
+}
+
+__attribute__((constructor)) static void opt_constructor(void)
+{
+  prd__init();
+}
+
+int prd_option_set(const char *name, const char *value)
+{
+  prd__init();
+  if (name == NULL || value == NULL) {
+    prd__report("prd_option_set: NULL %s (ignored)", name == NULL ? "name" : "value");
+    errno = EINVAL;
+    return -1;
+  }
+  return opt_set(name, strlen(name), value, strlen(value), "prd_option_set");
+}
+
+long prd_option_get(const char *name)
+{
+  prd__init();
+  const struct prd__opt_desc *d = name ? opt_find(name, strlen(name)) : NULL;
+  if (d == NULL) {
+    errno = EINVAL;
+    return -1;
+  }
+  return atomic_load_explicit(d->od_value, memory_order_relaxed);
+}

@@ -1,0 +1,160 @@
+/*
+ * os.c: pages from the kernel.  The only file that calls mmap, munmap, madvise or mprotect.
+ *
+ * 1. Contract.  Every function takes page-multiple sizes and page-aligned addresses (the
+ *    layers above guarantee it; Debug builds assert it).  Mappings are anonymous, private,
+ *    read-write and zero-filled.  Failure returns NULL (or -1) with errno ENOMEM, never aborts:
+ *    running out of memory is a result the layers above handle (vmem sleeps or fails, the
+ *    slab layer reaps and retries, Prudence waits for a grace period).
+ * 2. Aligned mappings (2 MiB / 4 MiB blocks for the heap arena) over-map by `align` and trim
+ *    the ends with munmap, so no address space stays reserved that nobody owns.
+ * 3. Returning memory: prd__os_decommit uses MADV_DONTNEED, which frees the pages at once and
+ *    makes them read back as zeroes (RSS drops right away; the tests read /proc/self/statm);
+ *    unmap gives the address space back too.
+ * 4. Fault injection: with the option fault_mmap=N (or PRUDENCE_FAULT_MMAP=N) every Nth call
+ *    that would create a mapping fails as if the kernel had said ENOMEM, so the tests of every
+ *    layer can prove that allocation failure is handled.  The counter is one relaxed atomic.
+ * 5. Accounting: bytes mapped now and failed mappings, for statistics and tests.
+ */
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static size_t os_page;
+static _Atomic size_t os_mapped;
+static _Atomic uint64_t os_map_calls;
+static _Atomic uint64_t os_failures;
+
+size_t prd__os_page_size(void)
+{
+  size_t p = __atomic_load_n(&os_page, __ATOMIC_RELAXED);
+  if (prd_unlikely(p == 0)) {
+    long v = sysconf(_SC_PAGESIZE);
+    p = v > 0 ? (size_t)v : 4096;
+    __atomic_store_n(&os_page, p, __ATOMIC_RELAXED);
+  }
+  return p;
+}
+
+/* True when this mapping must fail because of fault injection. */
+static bool os_fault_now(void)
+{
+  long every = prd__opt(fault_mmap);
+  if (prd_likely(every <= 0))
+    return false;
+  uint64_t n = atomic_fetch_add_explicit(&os_map_calls, 1, memory_order_relaxed) + 1;
+  if (n % (uint64_t)every != 0)
+    return false;
+  atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
+  return true;
+}
+
+static void *os_mmap(size_t size, int prot)
+{
+  PRD_ASSERT(size > 0 && size % prd__os_page_size() == 0);
+  if (os_fault_now()) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = mmap(NULL, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
+    errno = ENOMEM;
+    return NULL;
+  }
+  atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed);
+  return p;
+}
+
+void *prd__os_map(size_t size)
+{
+  return os_mmap(size, PROT_READ | PROT_WRITE);
+}
+
+/* Over-map by `align`, then unmap the unaligned head and the tail. */
+static void *os_map_aligned_prot(size_t size, size_t align, int prot)
+{
+  size_t page = prd__os_page_size();
+  if (align <= page)
+    return os_mmap(size, prot);
+  PRD_ASSERT(PRD_ISP2(align));
+  if (size + align < size) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  char *raw = os_mmap(size + align, prot);
+  if (raw == NULL)
+    return NULL;
+  char *aligned = (char *)PRD_P2ROUNDUP((uintptr_t)raw, align);
+  size_t head = (size_t)(aligned - raw);
+  size_t tail = align - head;
+  if (head > 0)
+    prd__os_unmap(raw, head);
+  if (tail > 0)
+    prd__os_unmap(aligned + size, tail);
+  return aligned;
+}
+
+void *prd__os_map_aligned(size_t size, size_t align)
+{
+  return os_map_aligned_prot(size, align, PROT_READ | PROT_WRITE);
+}
+
+void *prd__os_reserve(size_t size, size_t align)
+{
+  return os_map_aligned_prot(size, align, PROT_NONE);
+}
+
+int prd__os_commit(void *addr, size_t size)
+{
+  return prd__os_protect_rw(addr, size);
+}
+
+int prd__os_decommit(void *addr, size_t size)
+{
+  PRD_ASSERT(PRD_IS_P2ALIGNED(addr, prd__os_page_size()));
+  if (madvise(addr, size, MADV_DONTNEED) != 0)
+    return -1;
+  return 0;
+}
+
+void prd__os_unmap(void *addr, size_t size)
+{
+  PRD_ASSERT(PRD_IS_P2ALIGNED(addr, prd__os_page_size()));
+  if (munmap(addr, size) == 0)
+    atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
+  else
+    prd__report("os: munmap(%p, %zu) failed (errno %d)", addr, size, errno);
+}
+
+int prd__os_protect_none(void *addr, size_t size)
+{
+  return mprotect(addr, size, PROT_NONE);
+}
+
+int prd__os_protect_rw(void *addr, size_t size)
+{
+  if (mprotect(addr, size, PROT_READ | PROT_WRITE) != 0) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return 0;
+}
+
+void prd__os_fault_every(long n)
+{
+  atomic_store_explicit(&os_map_calls, 0, memory_order_relaxed);
+  atomic_store_explicit(&prd__options.fault_mmap, n, memory_order_relaxed);
+}
+
+size_t prd__os_mapped_bytes(void)
+{
+  return atomic_load_explicit(&os_mapped, memory_order_relaxed);
+}
+
+uint64_t prd__os_map_failures(void)
+{
+  return atomic_load_explicit(&os_failures, memory_order_relaxed);
+}

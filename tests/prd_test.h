@@ -1,0 +1,145 @@
+/*
+ * prd_test.h: the small test harness every test program includes (header only).
+ *
+ *   CHECK(cond), CHECK_EQ(a, b), CHECK_STR_CONTAINS(s, sub)  record a failure and go on
+ *   RUN(fn)        runs one test function, prints "ok - fn" or "not ok - fn" (TAP style)
+ *   prd_test_done() prints "N passed, N failed" and returns the exit status for main
+ *   prd_test_child(fn, arg, buf, len) runs fn in a child process with stderr captured into
+ *                  buf; returns the child's wait status (for reports that abort)
+ *   prd_rng_*      a seeded xorshift generator; the seed comes from PRD_SEED or the clock
+ *                  and is printed, so a failing randomized run can be repeated
+ */
+#ifndef PRD_TEST_H
+#define PRD_TEST_H
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int prd_t_failures;   /* checks failed in the current test */
+static int prd_t_passed, prd_t_failed;
+
+#define CHECK(cond)                                                                    \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                \
+      prd_t_failures++;                                                                \
+    }                                                                                  \
+  } while (0)
+
+#define CHECK_EQ(a, b)                                                                 \
+  do {                                                                                 \
+    long long prd_a_ = (long long)(a), prd_b_ = (long long)(b);                        \
+    if (prd_a_ != prd_b_) {                                                            \
+      fprintf(stderr, "  FAIL %s:%d: %s == %s (%lld != %lld)\n", __FILE__, __LINE__,   \
+              #a, #b, prd_a_, prd_b_);                                                 \
+      prd_t_failures++;                                                                \
+    }                                                                                  \
+  } while (0)
+
+#define CHECK_STR_CONTAINS(s, sub)                                                     \
+  do {                                                                                 \
+    const char *prd_s_ = (s);                                                          \
+    if (prd_s_ == NULL || strstr(prd_s_, (sub)) == NULL) {                             \
+      fprintf(stderr, "  FAIL %s:%d: \"%s\" not in output:\n%s\n", __FILE__, __LINE__, \
+              (sub), prd_s_ ? prd_s_ : "(null)");                                      \
+      prd_t_failures++;                                                                \
+    }                                                                                  \
+  } while (0)
+
+#define RUN(fn)                                                                        \
+  do {                                                                                 \
+    prd_t_failures = 0;                                                                \
+    fn();                                                                              \
+    if (prd_t_failures == 0) {                                                         \
+      prd_t_passed++;                                                                  \
+      printf("ok - %s\n", #fn);                                                        \
+    } else {                                                                           \
+      prd_t_failed++;                                                                  \
+      printf("not ok - %s (%d checks failed)\n", #fn, prd_t_failures);                \
+    }                                                                                  \
+    fflush(stdout);                                                                    \
+  } while (0)
+
+static inline int prd_test_done(void)
+{
+  printf("%d passed, %d failed\n", prd_t_passed, prd_t_failed);
+  return prd_t_failed == 0 ? 0 : 1;
+}
+
+/* Runs fn(arg) in a child with stderr (and stdout) captured into buf (NUL-terminated).
+ * Returns the raw wait status: WIFSIGNALED/WTERMSIG tell an abort from an exit. */
+static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_t len)
+{
+  int fds[2];
+  if (pipe(fds) != 0)
+    return -1;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    dup2(fds[1], STDOUT_FILENO);
+    fn(arg);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(0);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  for (;;) {
+    char tmp[4096];
+    ssize_t n = read(fds[0], tmp, sizeof(tmp));
+    if (n <= 0)
+      break;
+    for (ssize_t i = 0; i < n && got + 1 < len; i++)
+      buf[got++] = tmp[i];
+  }
+  if (len > 0)
+    buf[got] = '\0';
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  return status;
+}
+
+/* ---- seeded random numbers --------------------------------------------------------- */
+typedef struct { uint64_t s; } prd_rng_t;
+
+static inline uint64_t prd_rng_next(prd_rng_t *r)
+{
+  uint64_t x = r->s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return r->s = x;
+}
+
+/* Uniform in [0, n). */
+static inline uint64_t prd_rng_below(prd_rng_t *r, uint64_t n)
+{
+  return n == 0 ? 0 : prd_rng_next(r) % n;
+}
+
+static inline prd_rng_t prd_rng_seeded(const char *what)
+{
+  const char *env = getenv("PRD_SEED");
+  uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+  if (seed == 0)
+    seed = 0x9e3779b97f4a7c15ull;
+  printf("# %s: PRD_SEED=%" PRIu64 "\n", what, seed);
+  prd_rng_t r = { seed };
+  return r;
+}
+
+#endif

@@ -1,0 +1,157 @@
+/* Unit tests of the OS page layer (src/os.c) and of the options that go with it. */
+#include <sys/mman.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+static void test_map_is_zeroed_and_writable(void)
+{
+  size_t pg = prd__os_page_size();
+  size_t before = prd__os_mapped_bytes();
+  unsigned char *p = prd__os_map(4 * pg);
+  CHECK(p != NULL);
+  if (p == NULL)
+    return;
+  CHECK(PRD_IS_P2ALIGNED(p, pg));
+  CHECK_EQ(prd__os_mapped_bytes(), before + 4 * pg);
+  for (size_t i = 0; i < 4 * pg; i++)
+    CHECK(p[i] == 0);
+  memset(p, 0xab, 4 * pg);
+  CHECK(prd__os_decommit(p, 4 * pg) == 0);
+  CHECK(p[0] == 0 && p[4 * pg - 1] == 0);   /* MADV_DONTNEED reads back zeroes */
+  prd__os_unmap(p, 4 * pg);
+  CHECK_EQ(prd__os_mapped_bytes(), before);
+}
+
+static void test_aligned(void)
+{
+  size_t aligns[] = { 1u << 16, 1u << 21, 1u << 22 };
+  for (size_t i = 0; i < 3; i++) {
+    size_t before = prd__os_mapped_bytes();
+    void *p = prd__os_map_aligned(aligns[i], aligns[i]);
+    CHECK(p != NULL);
+    CHECK(PRD_IS_P2ALIGNED(p, aligns[i]));
+    CHECK_EQ(prd__os_mapped_bytes(), before + aligns[i]);   /* the trimmed ends went back */
+    memset(p, 1, aligns[i]);
+    prd__os_unmap(p, aligns[i]);
+    CHECK_EQ(prd__os_mapped_bytes(), before);
+  }
+}
+
+static void test_reserve_commit(void)
+{
+  size_t pg = prd__os_page_size();
+  char *p = prd__os_reserve(16 * pg, 1u << 21);
+  CHECK(p != NULL && PRD_IS_P2ALIGNED(p, 1u << 21));
+  CHECK(prd__os_commit(p + pg, 2 * pg) == 0);
+  p[pg] = 7;
+  CHECK(p[pg] == 7);
+  CHECK(prd__os_protect_none(p + pg, 2 * pg) == 0);
+  prd__os_unmap(p, 16 * pg);
+}
+
+static void touch_protected(void *arg)
+{
+  volatile char *p = arg;
+  *p = 1;   /* must fault */
+}
+
+static void test_protect_none_faults(void)
+{
+  size_t pg = prd__os_page_size();
+  char *p = prd__os_map(pg);
+  CHECK(prd__os_protect_none(p, pg) == 0);
+  char out[256];
+  int st = prd_test_child(touch_protected, p, out, sizeof(out));
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+  CHECK(prd__os_protect_rw(p, pg) == 0);
+  p[0] = 1;
+  prd__os_unmap(p, pg);
+}
+
+static void test_fault_injection(void)
+{
+  size_t pg = prd__os_page_size();
+  uint64_t f0 = prd__os_map_failures();
+  prd__os_fault_every(3);
+  int failed = 0;
+  for (int i = 0; i < 9; i++) {
+    void *p = prd__os_map(pg);
+    if (p == NULL) {
+      CHECK_EQ(errno, ENOMEM);
+      CHECK_EQ(i % 3, 2);   /* exactly every third */
+      failed++;
+    } else {
+      prd__os_unmap(p, pg);
+    }
+  }
+  prd__os_fault_every(0);
+  CHECK_EQ(failed, 3);
+  CHECK_EQ(prd__os_map_failures(), f0 + 3);
+  void *p = prd__os_map(pg);
+  CHECK(p != NULL);
+  prd__os_unmap(p, pg);
+}
+
+static void test_options(void)
+{
+  CHECK_EQ(prd_option_set("abort_on_error", "0"), 0);
+  CHECK_EQ(prd_option_get("abort_on_error"), 0);
+  CHECK_EQ(prd_option_set("abort_on_error", "yes"), 0);
+  CHECK_EQ(prd_option_get("abort_on_error"), 1);
+  uint64_t e0 = prd__error_count();
+  errno = 0;
+  CHECK_EQ(prd_option_set("no_such_option", "1"), -1);
+  CHECK_EQ(errno, EINVAL);
+  CHECK_EQ(prd_option_set("abort_on_error", "maybe"), -1);
+  CHECK_EQ(prd_option_get("abort_on_error"), 1);   /* a bad value changes nothing */
+  CHECK_EQ(prd_option_set("fault_mmap", "4k"), 0);
+  CHECK_EQ(prd_option_get("fault_mmap"), 4096);
+  CHECK_EQ(prd_option_set("fault_mmap", "-3"), -1);
+  CHECK_EQ(prd_option_set("fault_mmap", "0"), 0);
+  CHECK_EQ(prd_option_get("nope"), -1);
+  CHECK_EQ(prd__error_count(), e0 + 3);   /* each bad input reported once */
+  CHECK_EQ(prd_option_set("abort_on_error", "0"), 0);
+}
+
+static void test_env_parsing(void)
+{
+  /* PRUDENCE_OPTIONS is parsed once at start; run a fresh copy of ourselves to see it */
+  char cmd[512];
+  char self[256];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  if (n <= 0)
+    return;
+  self[n] = '\0';
+  snprintf(cmd, sizeof(cmd),
+           "PRUDENCE_OPTIONS='verbose=1,bogus=2,abort_on_error=zz,noequals' %s --print-options 2>&1",
+           self);
+  FILE *f = popen(cmd, "r");
+  CHECK(f != NULL);
+  char out[4096];
+  size_t got = fread(out, 1, sizeof(out) - 1, f);
+  out[got] = '\0';
+  CHECK_EQ(pclose(f), 0);
+  CHECK_STR_CONTAINS(out, "unknown option 'bogus'");
+  CHECK_STR_CONTAINS(out, "bad value 'zz' for option abort_on_error");
+  CHECK_STR_CONTAINS(out, "'noequals' is not name=value");
+  CHECK_STR_CONTAINS(out, "verbose=1");
+}
+
+int main(int argc, char **argv)
+{
+  if (argc > 1 && strcmp(argv[1], "--print-options") == 0) {
+    printf("verbose=%ld\n", prd_option_get("verbose"));
+    return 0;
+  }
+  prd_option_set("abort_on_error", "0");
+  RUN(test_map_is_zeroed_and_writable);
+  RUN(test_aligned);
+  RUN(test_reserve_commit);
+  RUN(test_protect_none_faults);
+  RUN(test_fault_injection);
+  RUN(test_options);
+  RUN(test_env_parsing);
+  return prd_test_done();
+}
