@@ -5,17 +5,19 @@
 #   make demo   the project's main job on its default, as a readable table
 #   make bench  the full benchmark set, JSON under out/
 #   make torture SECONDS=600   the RCU torture test for as long as asked
+#   make install PREFIX=/usr/local   headers, libraries, prudence.pc, CMake package config
 
 NPROC   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE   ?= cmake
 CTEST   ?= ctest
 CC      ?= cc
 SECONDS ?= 300
+PREFIX  ?= /usr/local
 # ctest parallelism: tests are multi-threaded themselves, two at a time is plenty
 CTEST_J ?= 2
 
 .PHONY: all release debug asan tsan clang test test-debug test-asan test-tsan test-clang \
-        demo bench torture deps clean
+        demo bench torture deps install clean
 
 all: release
 
@@ -81,6 +83,9 @@ bench: release
 
 torture: release
 	./build/bin/rcu_torture --seconds $(SECONDS)
+
+install: release
+	$(CMAKE) --install build --prefix $(PREFIX)
 
 clean:
 	rm -rf build build-debug build-asan build-tsan build-clang out

@@ -56,6 +56,9 @@ extern struct prd__options prd__options;
 #define prd__opt(name) atomic_load_explicit(&prd__options.name, memory_order_relaxed)
 /* Reads PRUDENCE_OPTIONS and friends once; every entry point may call it, it is idempotent. */
 void prd__init(void);
+/* Calls fn for every option of the table, in table order (docs check, stats printers). */
+void prd__options_foreach(void (*fn)(void *arg, const char *name, long def, const char *doc),
+                          void *arg);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

@@ -163,3 +163,10 @@ long prd_option_get(const char *name)
   }
   return atomic_load_explicit(d->od_value, memory_order_relaxed);
 }
+
+void prd__options_foreach(void (*fn)(void *arg, const char *name, long def, const char *doc),
+                          void *arg)
+{
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(opt_table); i++)
+    fn(arg, opt_table[i].od_name, opt_table[i].od_default, opt_table[i].od_doc);
+}

@@ -1,0 +1,49 @@
+#!/bin/sh
+# Installs the build into a temporary prefix, then builds and runs a consumer program and
+# every example against the installed copy: once through pkg-config, once through CMake's
+# find_package(prudence).  Examples marked "prd-test-needs: urcu" are built only with liburcu.
+# usage: run.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+pc=$(find "$tmp/prefix" -name prudence.pc | head -n 1)
+[ -n "$pc" ] || { echo "install: prudence.pc not installed"; exit 1; }
+pcdir=$(dirname "$pc")
+libdir=$(dirname "$pcdir")
+[ -f "$tmp/prefix/include/prudence.h" ] || { echo "install: prudence.h not installed"; exit 1; }
+
+have_urcu=0
+pkg-config --exists liburcu-memb liburcu-qsbr 2>/dev/null && have_urcu=1
+
+programs="$src/tests/install/consumer.c"
+for f in "$src"/examples/*.c; do
+  [ -f "$f" ] || continue
+  if grep -q "prd-test-needs: urcu" "$f" && [ $have_urcu = 0 ]; then continue; fi
+  programs="$programs $f"
+done
+
+echo "== pkg-config"
+export PKG_CONFIG_PATH="$pcdir"
+for f in $programs; do
+  name=$(basename "$f" .c)
+  extra=""
+  grep -q "prd-test-needs: urcu" "$f" && extra="$(pkg-config --libs liburcu-memb liburcu-qsbr) -lprudence-urcu"
+  # shellcheck disable=SC2046,SC2086
+  cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags prudence) "$f" -o "$tmp/$name" \
+     $(pkg-config --libs prudence) $extra -pthread -lm
+  LD_LIBRARY_PATH="$libdir" "$tmp/$name" >"$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; echo "FAIL: $name (pkg-config)"; exit 1; }
+  echo "ok - $name built with pkg-config and ran"
+done
+
+echo "== find_package(prudence)"
+cmake -S "$src/tests/install" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+      -DPRD_PROGRAMS="$(echo $programs | tr ' ' ';')" >/dev/null
+cmake --build "$tmp/cm" >/dev/null
+for f in $programs; do
+  name=$(basename "$f" .c)
+  LD_LIBRARY_PATH="$libdir" "$tmp/cm/$name" >"$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; echo "FAIL: $name (cmake)"; exit 1; }
+  echo "ok - $name built with find_package and ran"
+done

@@ -1,0 +1,61 @@
+/* docs/options.md must list exactly the options of the table in src/options.h: a test that
+ * fails when they drift (add a row to docs/options.md when you add an option). */
+#include "internal.h"
+#include "prd_test.h"
+
+static char doc[65536];
+
+static void check_in_doc(void *arg, const char *name, long def, const char *text)
+{
+  (void)def;
+  (void)text;
+  int *missing = arg;
+  char row[256];
+  snprintf(row, sizeof(row), "\n| %s |", name);
+  if (strstr(doc, row) == NULL) {
+    fprintf(stderr, "  option '%s' is in src/options.h but has no row '| %s |' in docs/options.md\n",
+            name, name);
+    (*missing)++;
+  }
+}
+
+static void test_every_option_documented(void)
+{
+  int missing = 0;
+  prd__options_foreach(check_in_doc, &missing);
+  CHECK_EQ(missing, 0);
+}
+
+static void test_every_documented_option_exists(void)
+{
+  /* each table row "| name | default | meaning |" after the header must name an option */
+  int rows = 0;
+  for (char *p = strstr(doc, "\n| "); p != NULL; p = strstr(p + 1, "\n| ")) {
+    char name[128];
+    if (sscanf(p + 3, "%127[a-z0-9_]", name) != 1 || strcmp(name, "name") == 0)
+      continue;
+    rows++;
+    errno = 0;
+    if (prd_option_get(name) == -1 && errno == EINVAL) {
+      fprintf(stderr, "  docs/options.md lists '%s', which src/options.h does not have\n", name);
+      CHECK(0);
+    }
+  }
+  CHECK(rows > 0);
+}
+
+int main(void)
+{
+  FILE *f = fopen(PRD_SOURCE_DIR "/docs/options.md", "r");
+  if (f == NULL) {
+    perror(PRD_SOURCE_DIR "/docs/options.md");
+    return 1;
+  }
+  size_t n = fread(doc + 1, 1, sizeof(doc) - 2, f);
+  doc[0] = '\n';
+  doc[n + 1] = '\0';
+  fclose(f);
+  RUN(test_every_option_documented);
+  RUN(test_every_documented_option_exists);
+  return prd_test_done();
+}
