@@ -69,6 +69,37 @@ PRD_API void   prd_vmem_walk(prd_vmem_t *vmp, int typemask,
                              void (*fn)(void *arg, void *addr, size_t size), void *arg);
 PRD_API prd_vmem_t *prd_heap_arena(void);
 
+/* Per-arena statistics, versioned.  One X-macro list generates the fields, and every printer
+ * (prd-bench, tests) walks the same list, so the names never drift:
+ *   X(field, meaning) */
+#define PRD_VMEM_STATS(X)                                                                   \
+  X(bytes_total,    "integers (bytes for memory) in all spans")                             \
+  X(bytes_alloc,    "integers allocated")                                                   \
+  X(bytes_free,     "integers free")                                                        \
+  X(bytes_imported, "integers in spans imported from the source")                           \
+  X(allocs,         "successful allocations (alloc and xalloc)")                            \
+  X(frees,          "successful frees")                                                     \
+  X(failures,       "allocations that failed for lack of resource (ENOMEM)")                \
+  X(imports,        "spans imported from the source")                                       \
+  X(releases,       "imported spans given back to the source")                              \
+  X(waits,          "times a PRD_VM_SLEEP allocation waited")                               \
+  X(bad_frees,      "bad frees reported (never allocated, wrong size, twice, mispaired)")   \
+  X(segs_alloc,     "allocated segments now")                                               \
+  X(segs_free,      "free segments now")                                                    \
+  X(spans,          "spans now")
+
+#define PRD_VMEM_STATS_VERSION 1
+typedef struct prd_vmem_stats {
+  size_t   size;     /* set by the caller to sizeof(prd_vmem_stats_t); nothing past it is written */
+  uint32_t version;  /* set by prd_vmem_stats to PRD_VMEM_STATS_VERSION */
+#define PRD__VMEM_STAT_FIELD(name, doc) uint64_t name;
+  PRD_VMEM_STATS(PRD__VMEM_STAT_FIELD)
+#undef PRD__VMEM_STAT_FIELD
+} prd_vmem_stats_t;
+/* Fills *st (up to st->size bytes) with a consistent snapshot of the arena's statistics.
+ * Returns 0, or -1 with errno EINVAL (NULL arguments, st->size too small for the header). */
+PRD_API int prd_vmem_stats(prd_vmem_t *vmp, prd_vmem_stats_t *st);
+
 /* ------------------------------------------------------------------------------------------
  * Options (src/options.c): PRUDENCE_OPTIONS="name=value,...", PRUDENCE_DEBUG=...
  * ------------------------------------------------------------------------------------------ */

@@ -81,4 +81,12 @@ void   prd__os_fault_every(long n);
 size_t prd__os_mapped_bytes(void);
 uint64_t prd__os_map_failures(void);
 
+/* ---- vmem.c: resource arenas ------------------------------------------------------------ */
+/* The arena's name and quantum (for the reports and the slab layer above). */
+const char *prd__vmem_name(const prd_vmem_t *vmp);
+size_t prd__vmem_quantum(const prd_vmem_t *vmp);
+/* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
+ * each broken one through prd__report and returns how many were found (0: consistent). */
+int prd__vmem_check(prd_vmem_t *vmp);
+
 #endif

@@ -21,6 +21,9 @@
     "abort after reporting a bad free or corruption (default: 1 in Debug builds, else 0)")      \
   X(BOOL, verbose, 0, "report option parsing and other notices on stderr")                     \
   X(LONG, fault_mmap, 0,                                                                        \
-    "fault injection: make every Nth OS mapping fail (0 = off; also PRUDENCE_FAULT_MMAP=N)")
+    "fault injection: make every Nth OS mapping fail (0 = off; also PRUDENCE_FAULT_MMAP=N)") \
+  X(MS, vmem_sleep_ms, 1000,                                                                    \
+    "how long a PRD_VM_SLEEP allocation from an importing arena retries a failed import "      \
+    "before it returns NULL with ENOMEM")
 
 #endif

@@ -1,0 +1,1176 @@
+/*
+ * vmem.c: resource arenas (Bonwick & Adams, "Magazines and Vmem", USENIX 2001, section 4;
+ * the seed 004 slides "Vmem" and shared/VMEM.md restate it).
+ *
+ * 1. What.  An arena hands out ranges of integers in multiples of its quantum: virtual
+ *    addresses, process ids, device minors, offsets.  It never touches the integers it
+ *    manages, so it works for things that are not memory (examples/ids.c hands out ids from an
+ *    arena whose base is 1).  The arena starts with an initial span [base, base+size) (it may
+ *    be empty), grows by prd_vmem_add() and by importing spans from a source arena through
+ *    afunc, and gives a wholly free imported span back through ffunc.
+ *
+ *    Quantum caches: qcache_max is accepted and stored, but the object caches that will serve
+ *    sizes up to qcache_max (paper section 4.4) need the slab and magazine layers and come
+ *    with the CPU-layer issue.  Until then EVERY size, small or large, is served by the arena
+ *    itself.  What is enforced already is the pairing those caches will need: a segment of
+ *    size <= qcache_max allocated with prd_vmem_alloc must be freed with prd_vmem_free, one
+ *    from prd_vmem_xalloc with prd_vmem_xfree (section 11).
+ *
+ * 2. Segments (paper 4.2, "boundary tags").  Every span and every free or allocated range of
+ *    it is a boundary tag (prd_vseg_t), and all tags sit on ONE address-ordered doubly linked
+ *    list headed by the sentinel vm_seg0: each span tag is followed by the segments that tile
+ *    it exactly.
+ *
+ *        vm_seg0 <-> [SPAN 1000-2000] <-> [ALLOC 1000-1200] <-> [FREE 1200-2000]
+ *                <-> [SPAN 8000-9000] <-> [FREE 8000-8400] <-> [ALLOC 8400-9000] <-> vm_seg0
+ *
+ *    Span tags are also on a span list (vs_knext/vs_kprev, sorted, headed by vm_seg0), which
+ *    is short: it is walked by prd_vmem_add (overlap check) and the "can this ever fit" test.
+ *    Free merges a segment with free neighbours on the list (coalescing), so no two free
+ *    segments are ever adjacent; a span tag between them keeps spans apart.
+ *
+ * 3. Freelists (paper 4.3).  A free segment of size s sits on freelist highbit(s): list n
+ *    holds sizes in [2^n, 2^(n+1)).  vm_freemap has bit n set while list n is not empty.
+ *    64 lists cover every uintptr_t size.
+ *
+ * 4. Policies (paper 4.3), chosen per call in vmflags:
+ *    - instant-fit (default): every segment on list ceil(log2(size)) or above is big enough, so
+ *      one bit scan of vm_freemap (count trailing zeros of the bits at or above that list)
+ *      names a list whose first segment fits: constant time however fragmented the arena.
+ *      Only when no such list exists is list floor(log2(size)) (which may hold a fit) searched.
+ *    - best-fit: the smallest fitting segment of the lowest list that holds a fit (from list
+ *      floor(log2(size)) up; lists above hold only larger segments).
+ *    - first-fit: the lowest-addressed free segment that fits (a walk of the address list).
+ *    - next-fit: the first fit at or after the rotor (the end of the previous next-fit
+ *      allocation), wrapping around once; ids are then not reused soon.  The rotor is a tag
+ *      pointer (vm_rotor) plus an address; removing the rotor's tag moves it to the previous tag.
+ *    With constraints (section 5) a segment may be big enough and still not fit; each policy
+ *    then goes on to the next candidate, so every policy finds a fit whenever one exists.
+ *
+ * 5. Constrained allocation (prd_vmem_xalloc, paper 4.1): the result a satisfies
+ *    a % align == phase, [a, a+size) does not cross a multiple of nocross, and
+ *    minaddr <= a, a+size <= maxaddr.  A request that no address can meet whatever the
+ *    arena holds (phase >= align, size > nocross, phase % nocross + size > nocross,
+ *    maxaddr - minaddr < size) is an invalid argument (EINVAL), not a shortage.
+ *
+ * 6. Allocated segments (paper 4.2) sit in a hash table keyed by start address (multiplicative
+ *    hashing of addr >> quantum shift), so free finds its tag in O(1).  The table starts with
+ *    16 embedded buckets and grows 4x (new buckets from os.c) whenever the arena holds more
+ *    than 2 allocated segments per bucket, so chains stay short as the arena grows; it never
+ *    shrinks (a shrink would only save memory that the peak needed anyway).
+ *
+ * 7. Importing (paper 4.1).  An arena with an afunc that finds no fit imports a span of the
+ *    request's size (plus align - quantum when the alignment exceeds the quantum, so the span
+ *    surely holds an aligned fit), rounded up to the source's quantum or to vm_import_chunk,
+ *    and adds it as an imported span.  Requests with nocross/minaddr/maxaddr do not import:
+ *    the source cannot be told those constraints.  When a free leaves an imported span wholly
+ *    free, the span goes back through ffunc at once.  afunc and ffunc run with the arena lock
+ *    dropped; afunc is always called with PRD_VM_NOSLEEP, so the waiting (section 10) is done
+ *    here, bounded, and never inside a source that might wait forever.
+ *    The heap arena (prd_heap_arena) has a page quantum and no source arena: its afunc maps
+ *    4 MiB-aligned blocks from os.c (requests above 4 MiB are rounded up to a 4 MiB multiple)
+ *    and its ffunc unmaps them.  4 MiB: large enough that an import serves many slabs (one
+ *    mmap per 1024 pages), a multiple of 2 MiB so blocks can be backed by huge pages, small
+ *    enough that a wholly free block goes back to the kernel soon.
+ *
+ * 8. The tag reserve (paper 4.2).  Tags come from pages mapped by os.c, never from an arena, so
+ *    allocating a tag cannot recurse into the arena being served (or any other).  Each arena
+ *    keeps its own reserve: before an operation it makes sure it holds as many tags as the
+ *    operation can consume (a split takes 2, adding a span 2), mapping one more page when short
+ *    (a 4 KiB page holds 63 tags: the first slot links the pages for destroy).  Tags freed by
+ *    coalescing go back to the reserve; pages go back to the kernel when the arena is destroyed.
+ *
+ * 9. Invariants (prd__vmem_check, run by the model test after every step and by Debug builds
+ *    at the end of prd_vmem_add/destroy): spans sorted and disjoint; each span's segments tile
+ *    it exactly, in order; no two adjacent free segments; every free segment on the freelist of
+ *    its size class, every freelist member free, the bitmap equal to the non-empty lists; every
+ *    allocated segment in its hash bucket and nothing else there; no imported span wholly free;
+ *    the statistics equal to what the lists hold; the rotor on the list.
+ *
+ * 10. Locking.  One mutex per arena (vm_lock) protects all of the above.  Why one: every
+ *    operation touches the address list, a freelist and the hash together, and all of them are
+ *    O(1) (instant-fit), so the lock is held for a few dozen instructions; finer locks would
+ *    cost more than they save, and scaling is the job of the quantum caches and the magazine
+ *    layer above (paper section 3), not of the arena.  Lock order: an arena's lock is a leaf;
+ *    it is dropped around afunc/ffunc, so a child never holds its lock while taking its
+ *    source's, and os.c takes no locks.  PRD_VM_SLEEP waits on vm_cv, which frees and adds
+ *    broadcast when vm_waiters > 0 (both under vm_lock, so no wakeup is lost: the mutex orders
+ *    the waiter's check against the free).  An arena without afunc waits until a free or an
+ *    add makes room, without limit, unless no span could ever hold the request (then ENOMEM at
+ *    once).  An importing arena waits in slices of VMEM_SLEEP_SLICE_MS, retrying the import
+ *    after each, and fails with ENOMEM after the option vmem_sleep_ms: an exhausted source or
+ *    kernel must not hang the process.  PRD_VM_NOSLEEP fails at once with ENOMEM.
+ *
+ * 11. Bad input.  Invalid arguments (size 0, size/align/phase/nocross not multiples of the
+ *    quantum, align or nocross not a power of two, phase >= align, impossible constraints,
+ *    minaddr >= maxaddr, more than one policy flag, NULL arena) return NULL with errno EINVAL.
+ *    A bad free (an address that is not the start of an allocated segment: never allocated,
+ *    inside a segment, or already free; a wrong size; an alloc/xalloc mispairing within
+ *    qcache_max) is reported through prd__report with the arena name, the address and what was
+ *    wrong, counted in bad_frees, and then prd__report_done() decides whether to abort.  The
+ *    arena is left as it was, except that a mispaired free is still carried out (the segment
+ *    and size are right).  Destroying an arena that still holds allocations reports each leaked
+ *    segment (the first 16, then a count) and frees them with the arena.
+ *
+ * 12. Constants: VMEM_HASH_LOAD 2 (segments per bucket before growth: a short chain),
+ *    VMEM_HASH_GROW 4 (fewer rehashes while an arena fills), VMEM_TAGS_PER_OP 2,
+ *    VMEM_SLEEP_SLICE_MS 10 (a retry every 10 ms costs nothing and reacts quickly to a source
+ *    that frees), VMEM_LEAKS_SHOWN 16 (enough to see the pattern, short enough to read),
+ *    HEAP_CHUNK 4 MiB (section 7).
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define VMEM_HASH_LOAD      2
+#define VMEM_HASH_GROW      4
+#define VMEM_TAGS_PER_OP    2
+#define VMEM_SLEEP_SLICE_MS 10
+#define VMEM_LEAKS_SHOWN    16
+#define HEAP_CHUNK          ((size_t)4 << 20)
+
+/* A request, with the constraints already checked: lo <= a, a + size <= hi. */
+struct vreq {
+  uintptr_t vr_size, vr_align, vr_phase, vr_nocross, vr_lo, vr_hi;
+};
+
+/* An imported span a free left wholly free: given back after the lock is dropped. */
+struct vrelease {
+  uintptr_t vl_start;
+  size_t vl_size;
+};
+
+static inline int vmem_highbit(uintptr_t x)
+{
+  return 63 - __builtin_clzll((unsigned long long)x);
+}
+
+static inline uintptr_t vseg_size(const prd_vseg_t *vsp)
+{
+  return vsp->vs_end - vsp->vs_start;
+}
+
+const char *prd__vmem_name(const prd_vmem_t *vmp)
+{
+  return vmp->vm_name;
+}
+
+size_t prd__vmem_quantum(const prd_vmem_t *vmp)
+{
+  return vmp->vm_quantum;
+}
+
+/* ---- the tag reserve (section 8) ------------------------------------------------------ */
+
+/* Makes sure the reserve holds at least n tags; 0, or -1 when os.c has no page. */
+static int tag_reserve(prd_vmem_t *vmp, size_t n)
+{
+  while (vmp->vm_ntags < n) {
+    size_t page = prd__os_page_size();
+    char *p = prd__os_map(page);
+    if (p == NULL)
+      return -1;
+    /* slot 0 links the pages; the others become tags */
+    *(void **)p = vmp->vm_tag_pages;
+    vmp->vm_tag_pages = p;
+    for (size_t off = sizeof(prd_vseg_t); off + sizeof(prd_vseg_t) <= page;
+         off += sizeof(prd_vseg_t)) {
+      prd_vseg_t *vsp = (prd_vseg_t *)(p + off);
+      vsp->vs_knext = vmp->vm_tags;
+      vmp->vm_tags = vsp;
+      vmp->vm_ntags++;
+    }
+  }
+  return 0;
+}
+
+static prd_vseg_t *tag_get(prd_vmem_t *vmp)
+{
+  prd_vseg_t *vsp = vmp->vm_tags;
+  PRD_ASSERT(vsp != NULL && vmp->vm_ntags > 0);
+  vmp->vm_tags = vsp->vs_knext;
+  vmp->vm_ntags--;
+  memset(vsp, 0, sizeof(*vsp));
+  return vsp;
+}
+
+static void tag_put(prd_vmem_t *vmp, prd_vseg_t *vsp)
+{
+  vsp->vs_type = 0;
+  vsp->vs_knext = vmp->vm_tags;
+  vmp->vm_tags = vsp;
+  vmp->vm_ntags++;
+}
+
+/* ---- the address-ordered list (section 2) --------------------------------------------- */
+
+static void alist_insert_after(prd_vseg_t *prev, prd_vseg_t *vsp)
+{
+  vsp->vs_aprev = prev;
+  vsp->vs_anext = prev->vs_anext;
+  prev->vs_anext->vs_aprev = vsp;
+  prev->vs_anext = vsp;
+}
+
+static void alist_remove(prd_vmem_t *vmp, prd_vseg_t *vsp)
+{
+  if (vmp->vm_rotor == vsp)
+    vmp->vm_rotor = vsp->vs_aprev;
+  vsp->vs_aprev->vs_anext = vsp->vs_anext;
+  vsp->vs_anext->vs_aprev = vsp->vs_aprev;
+}
+
+/* ---- freelists (section 3) ------------------------------------------------------------ */
+
+static void flist_insert(prd_vmem_t *vmp, prd_vseg_t *vsp)
+{
+  int n = vmem_highbit(vseg_size(vsp));
+  prd_vseg_t *head = &vmp->vm_freelist[n];
+  vsp->vs_kprev = head;
+  vsp->vs_knext = head->vs_knext;
+  head->vs_knext->vs_kprev = vsp;
+  head->vs_knext = vsp;
+  vmp->vm_freemap |= (uint64_t)1 << n;
+}
+
+static void flist_remove(prd_vmem_t *vmp, prd_vseg_t *vsp)
+{
+  vsp->vs_kprev->vs_knext = vsp->vs_knext;
+  vsp->vs_knext->vs_kprev = vsp->vs_kprev;
+  int n = vmem_highbit(vseg_size(vsp));
+  prd_vseg_t *head = &vmp->vm_freelist[n];
+  if (head->vs_knext == head)
+    vmp->vm_freemap &= ~((uint64_t)1 << n);
+}
+
+/* ---- the allocated-segment hash (section 6) ------------------------------------------- */
+
+static inline size_t hash_index(const prd_vmem_t *vmp, uintptr_t addr)
+{
+  uint64_t h = (uint64_t)(addr >> vmp->vm_qshift) * 0x9e3779b97f4a7c15ull;
+  return (size_t)(h >> vmp->vm_hash_shift) & vmp->vm_hash_mask;
+}
+
+static void hash_grow(prd_vmem_t *vmp)
+{
+  size_t old_n = vmp->vm_hash_mask + 1;
+  size_t new_n = old_n * VMEM_HASH_GROW;
+  size_t page = prd__os_page_size();
+  size_t bytes = PRD_P2ROUNDUP(new_n * sizeof(prd_vseg_t *), page);
+  prd_vseg_t **table = prd__os_map(bytes);
+  if (table == NULL)
+    return;   /* chains grow longer; correctness does not depend on the table's size */
+  prd_vseg_t **old = vmp->vm_hash;
+  vmp->vm_hash = table;
+  vmp->vm_hash_mask = new_n - 1;
+  vmp->vm_hash_shift = 64 - vmem_highbit(new_n);
+  for (size_t i = 0; i < old_n; i++) {
+    prd_vseg_t *vsp = old[i];
+    while (vsp != NULL) {
+      prd_vseg_t *next = vsp->vs_knext;
+      size_t b = hash_index(vmp, vsp->vs_start);
+      vsp->vs_knext = table[b];
+      table[b] = vsp;
+      vsp = next;
+    }
+  }
+  if (old != vmp->vm_hash0)
+    prd__os_unmap(old, PRD_P2ROUNDUP(old_n * sizeof(prd_vseg_t *), page));
+}
+
+static void hash_insert(prd_vmem_t *vmp, prd_vseg_t *vsp)
+{
+  if (prd_unlikely(vmp->vm_stats.segs_alloc > VMEM_HASH_LOAD * (vmp->vm_hash_mask + 1)))
+    hash_grow(vmp);
+  size_t b = hash_index(vmp, vsp->vs_start);
+  vsp->vs_knext = vmp->vm_hash[b];
+  vmp->vm_hash[b] = vsp;
+}
+
+static prd_vseg_t **hash_find(prd_vmem_t *vmp, uintptr_t addr)
+{
+  prd_vseg_t **pp = &vmp->vm_hash[hash_index(vmp, addr)];
+  while (*pp != NULL && (*pp)->vs_start != addr)
+    pp = &(*pp)->vs_knext;
+  return pp;
+}
+
+/* ---- spans ---------------------------------------------------------------------------- */
+
+/* The first span tag whose start is >= start (vm_seg0 when none). */
+static prd_vseg_t *span_next(prd_vmem_t *vmp, uintptr_t start)
+{
+  prd_vseg_t *sp = vmp->vm_seg0.vs_knext;
+  while (sp != &vmp->vm_seg0 && sp->vs_start < start)
+    sp = sp->vs_knext;
+  return sp;
+}
+
+static bool span_overlaps(prd_vmem_t *vmp, uintptr_t start, uintptr_t end)
+{
+  prd_vseg_t *next = span_next(vmp, start);
+  prd_vseg_t *prev = next->vs_kprev;
+  if (next != &vmp->vm_seg0 && next->vs_start < end)
+    return true;
+  return prev != &vmp->vm_seg0 && prev->vs_end > start;
+}
+
+/* Adds [start, end) as a span with one free segment.  Needs 2 tags and no overlap. */
+static void span_insert(prd_vmem_t *vmp, uintptr_t start, uintptr_t end, bool import)
+{
+  prd_vseg_t *next = span_next(vmp, start);
+  prd_vseg_t *sp = tag_get(vmp);
+  sp->vs_start = start;
+  sp->vs_end = end;
+  sp->vs_type = PRD_VS_SPAN;
+  sp->vs_import = import;
+  /* span list: before next */
+  sp->vs_knext = next;
+  sp->vs_kprev = next->vs_kprev;
+  next->vs_kprev->vs_knext = sp;
+  next->vs_kprev = sp;
+  /* address list: just before next's span tag (or at the tail when next is vm_seg0) */
+  alist_insert_after(next->vs_aprev, sp);
+  prd_vseg_t *vsp = tag_get(vmp);
+  vsp->vs_start = start;
+  vsp->vs_end = end;
+  vsp->vs_type = PRD_VS_FREE;
+  alist_insert_after(sp, vsp);
+  flist_insert(vmp, vsp);
+  vmp->vm_stats.spans++;
+  vmp->vm_stats.segs_free++;
+  vmp->vm_stats.bytes_total += end - start;
+  vmp->vm_stats.bytes_free += end - start;
+  if (import) {
+    vmp->vm_stats.imports++;
+    vmp->vm_stats.bytes_imported += end - start;
+  }
+}
+
+/* ---- allocating and freeing segments -------------------------------------------------- */
+
+/* Carves [addr, addr+size) out of the free segment vsp (needs 2 tags); returns its tag. */
+static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, uintptr_t size,
+                             bool xalloc)
+{
+  PRD_ASSERT(vsp->vs_type == PRD_VS_FREE && addr >= vsp->vs_start &&
+             addr + size <= vsp->vs_end);
+  flist_remove(vmp, vsp);
+  vmp->vm_stats.segs_free--;
+  if (addr > vsp->vs_start) {
+    prd_vseg_t *head = tag_get(vmp);
+    head->vs_start = vsp->vs_start;
+    head->vs_end = addr;
+    head->vs_type = PRD_VS_FREE;
+    alist_insert_after(vsp->vs_aprev, head);
+    flist_insert(vmp, head);
+    vmp->vm_stats.segs_free++;
+    vsp->vs_start = addr;
+  }
+  if (addr + size < vsp->vs_end) {
+    prd_vseg_t *tail = tag_get(vmp);
+    tail->vs_start = addr + size;
+    tail->vs_end = vsp->vs_end;
+    tail->vs_type = PRD_VS_FREE;
+    alist_insert_after(vsp, tail);
+    flist_insert(vmp, tail);
+    vmp->vm_stats.segs_free++;
+    vsp->vs_end = addr + size;
+  }
+  vsp->vs_type = PRD_VS_ALLOC;
+  vsp->vs_xalloc = xalloc;
+  vmp->vm_stats.segs_alloc++;
+  vmp->vm_stats.bytes_alloc += size;
+  vmp->vm_stats.bytes_free -= size;
+  vmp->vm_stats.allocs++;
+  hash_insert(vmp, vsp);
+  return vsp;
+}
+
+/* Frees the allocated segment vsp (already out of the hash) and coalesces it with its free
+ * neighbours.  Returns true, filling *rel, when that left an imported span wholly free: the
+ * span is then already off every list and the caller gives it back after unlocking. */
+static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
+{
+  uintptr_t size = vseg_size(vsp);
+  vsp->vs_type = PRD_VS_FREE;
+  vsp->vs_xalloc = 0;
+  vmp->vm_stats.segs_alloc--;
+  vmp->vm_stats.segs_free++;
+  vmp->vm_stats.bytes_alloc -= size;
+  vmp->vm_stats.bytes_free += size;
+  vmp->vm_stats.frees++;
+  prd_vseg_t *next = vsp->vs_anext;
+  if (next->vs_type == PRD_VS_FREE) {
+    flist_remove(vmp, next);
+    vsp->vs_end = next->vs_end;
+    alist_remove(vmp, next);
+    tag_put(vmp, next);
+    vmp->vm_stats.segs_free--;
+  }
+  prd_vseg_t *prev = vsp->vs_aprev;
+  if (prev->vs_type == PRD_VS_FREE) {
+    flist_remove(vmp, prev);
+    vsp->vs_start = prev->vs_start;
+    alist_remove(vmp, prev);
+    tag_put(vmp, prev);
+    vmp->vm_stats.segs_free--;
+  }
+  prd_vseg_t *sp = vsp->vs_aprev;
+  if (sp->vs_type == PRD_VS_SPAN && sp->vs_import && sp->vs_start == vsp->vs_start &&
+      sp->vs_end == vsp->vs_end) {
+    rel->vl_start = sp->vs_start;
+    rel->vl_size = vseg_size(sp);
+    alist_remove(vmp, vsp);
+    tag_put(vmp, vsp);
+    alist_remove(vmp, sp);
+    sp->vs_kprev->vs_knext = sp->vs_knext;
+    sp->vs_knext->vs_kprev = sp->vs_kprev;
+    tag_put(vmp, sp);
+    vmp->vm_stats.segs_free--;
+    vmp->vm_stats.spans--;
+    vmp->vm_stats.bytes_total -= rel->vl_size;
+    vmp->vm_stats.bytes_free -= rel->vl_size;
+    vmp->vm_stats.bytes_imported -= rel->vl_size;
+    vmp->vm_stats.releases++;
+    return true;
+  }
+  flist_insert(vmp, vsp);
+  return false;
+}
+
+/* ---- fitting (sections 4 and 5) ------------------------------------------------------- */
+
+/* Smallest a >= x with a % align == phase (phase < align); false on overflow. */
+static inline bool phase_up(uintptr_t x, uintptr_t align, uintptr_t phase, uintptr_t *out)
+{
+  if (x <= phase) {
+    *out = phase;
+    return true;
+  }
+  uintptr_t t = x - phase;
+  if (t > UINTPTR_MAX - (align - 1))
+    return false;
+  *out = PRD_P2ROUNDUP(t, align) + phase;
+  return *out >= x;
+}
+
+static inline bool crosses(uintptr_t a, uintptr_t size, uintptr_t nocross)
+{
+  return nocross != 0 && ((a ^ (a + size - 1)) & ~(nocross - 1)) != 0;
+}
+
+/* Does [start, end) hold the request?  Sets *addrp to the lowest address that does. */
+static bool range_fit(uintptr_t start, uintptr_t end, const struct vreq *r, uintptr_t *addrp)
+{
+  if (start < r->vr_lo)
+    start = r->vr_lo;
+  if (end > r->vr_hi)
+    end = r->vr_hi;
+  if (start >= end || end - start < r->vr_size)
+    return false;
+  uintptr_t a;
+  if (!phase_up(start, r->vr_align, r->vr_phase, &a))
+    return false;
+  if (crosses(a, r->vr_size, r->vr_nocross)) {
+    uintptr_t b = PRD_P2ALIGN(a, r->vr_nocross);
+    if (b > UINTPTR_MAX - r->vr_nocross)
+      return false;
+    if (!phase_up(b + r->vr_nocross, r->vr_align, r->vr_phase, &a))
+      return false;
+    if (crosses(a, r->vr_size, r->vr_nocross))
+      return false;
+  }
+  if (a >= end || end - a < r->vr_size)
+    return false;
+  *addrp = a;
+  return true;
+}
+
+static inline bool seg_fit(const prd_vseg_t *vsp, const struct vreq *r, uintptr_t *addrp)
+{
+  return range_fit(vsp->vs_start, vsp->vs_end, r, addrp);
+}
+
+/* First fitting segment of freelist n. */
+static prd_vseg_t *list_first_fit(prd_vmem_t *vmp, int n, const struct vreq *r, uintptr_t *ap)
+{
+  prd_vseg_t *head = &vmp->vm_freelist[n];
+  for (prd_vseg_t *vsp = head->vs_knext; vsp != head; vsp = vsp->vs_knext)
+    if (seg_fit(vsp, r, ap))
+      return vsp;
+  return NULL;
+}
+
+static prd_vseg_t *find_instantfit(prd_vmem_t *vmp, const struct vreq *r, uintptr_t *ap)
+{
+  int low = vmem_highbit(r->vr_size);
+  int sure = PRD_ISP2(r->vr_size) ? low : low + 1;
+  /* one bit scan: the lowest non-empty list whose every member is >= size */
+  uint64_t map = sure < 64 ? vmp->vm_freemap & (~(uint64_t)0 << sure) : 0;
+  while (map != 0) {
+    int n = __builtin_ctzll(map);
+    prd_vseg_t *vsp = list_first_fit(vmp, n, r, ap);   /* unconstrained: the first member */
+    if (vsp != NULL)
+      return vsp;
+    map &= map - 1;
+  }
+  if (sure != low && (vmp->vm_freemap & ((uint64_t)1 << low)))
+    return list_first_fit(vmp, low, r, ap);
+  return NULL;
+}
+
+static prd_vseg_t *find_bestfit(prd_vmem_t *vmp, const struct vreq *r, uintptr_t *ap)
+{
+  uint64_t map = vmp->vm_freemap & (~(uint64_t)0 << vmem_highbit(r->vr_size));
+  while (map != 0) {
+    int n = __builtin_ctzll(map);
+    prd_vseg_t *head = &vmp->vm_freelist[n], *best = NULL;
+    uintptr_t a;
+    for (prd_vseg_t *vsp = head->vs_knext; vsp != head; vsp = vsp->vs_knext)
+      if ((best == NULL || vseg_size(vsp) < vseg_size(best)) && seg_fit(vsp, r, &a)) {
+        best = vsp;
+        *ap = a;
+      }
+    if (best != NULL)
+      return best;
+    map &= map - 1;
+  }
+  return NULL;
+}
+
+/* First fitting free segment on the address list from `from` up to (not including) `to`. */
+static prd_vseg_t *alist_first_fit(prd_vseg_t *from, const prd_vseg_t *to, const struct vreq *r,
+                                   uintptr_t *ap)
+{
+  for (prd_vseg_t *vsp = from; vsp != to; vsp = vsp->vs_anext)
+    if (vsp->vs_type == PRD_VS_FREE && seg_fit(vsp, r, ap))
+      return vsp;
+  return NULL;
+}
+
+static prd_vseg_t *find_firstfit(prd_vmem_t *vmp, const struct vreq *r, uintptr_t *ap)
+{
+  return alist_first_fit(vmp->vm_seg0.vs_anext, &vmp->vm_seg0, r, ap);
+}
+
+static prd_vseg_t *find_nextfit(prd_vmem_t *vmp, const struct vreq *r, uintptr_t *ap)
+{
+  /* first pass: at or after the rotor; second pass: from the lowest address (wrap around) */
+  struct vreq after = *r;
+  if (after.vr_lo < vmp->vm_rotor_addr)
+    after.vr_lo = vmp->vm_rotor_addr;
+  prd_vseg_t *from = vmp->vm_rotor == &vmp->vm_seg0 ? vmp->vm_seg0.vs_anext : vmp->vm_rotor;
+  prd_vseg_t *vsp = alist_first_fit(from, &vmp->vm_seg0, &after, ap);
+  if (vsp == NULL)
+    vsp = alist_first_fit(vmp->vm_seg0.vs_anext, &vmp->vm_seg0, r, ap);
+  return vsp;
+}
+
+static prd_vseg_t *vmem_find(prd_vmem_t *vmp, const struct vreq *r, int policy, uintptr_t *ap)
+{
+  switch (policy) {
+  case PRD_VM_BESTFIT:  return find_bestfit(vmp, r, ap);
+  case PRD_VM_FIRSTFIT: return find_firstfit(vmp, r, ap);
+  case PRD_VM_NEXTFIT:  return find_nextfit(vmp, r, ap);
+  default:              return find_instantfit(vmp, r, ap);
+  }
+}
+
+/* Could the request fit if every span were wholly free?  (No: no free can ever help.) */
+static bool vmem_could_fit(prd_vmem_t *vmp, const struct vreq *r)
+{
+  uintptr_t a;
+  for (prd_vseg_t *sp = vmp->vm_seg0.vs_knext; sp != &vmp->vm_seg0; sp = sp->vs_knext)
+    if (range_fit(sp->vs_start, sp->vs_end, r, &a))
+      return true;
+  return false;
+}
+
+/* ---- importing (section 7) ------------------------------------------------------------ */
+
+/* Imports a span for the request; called and returns with vm_lock held (drops it around
+ * afunc/ffunc).  0 when a span was added. */
+static int vmem_import(prd_vmem_t *vmp, const struct vreq *r, int vmflags)
+{
+  uintptr_t size = r->vr_size;
+  if (r->vr_align > vmp->vm_quantum) {
+    if (size > UINTPTR_MAX - r->vr_align)
+      return -1;
+    size += r->vr_align - vmp->vm_quantum;
+  }
+  uintptr_t unit = vmp->vm_quantum;
+  if (vmp->vm_source != NULL)
+    unit = PRD_MAX(unit, prd__vmem_quantum(vmp->vm_source));
+  if (vmp->vm_import_chunk != 0)
+    unit = PRD_MAX(unit, vmp->vm_import_chunk);
+  if (size > UINTPTR_MAX - unit)
+    return -1;
+  size = PRD_P2ROUNDUP(size, unit);
+  pthread_mutex_unlock(&vmp->vm_lock);
+  void *p = vmp->vm_afunc(vmp->vm_source, size, (vmflags & ~PRD_VM_POLICY_MASK) | PRD_VM_NOSLEEP);
+  pthread_mutex_lock(&vmp->vm_lock);
+  if (p == NULL)
+    return -1;
+  uintptr_t start = (uintptr_t)p;
+  const char *why = NULL;
+  if (!PRD_IS_P2ALIGNED(start, vmp->vm_quantum) || start + size < start || start + size == 0)
+    why = "is not aligned to the quantum or wraps around";
+  else if (span_overlaps(vmp, start, start + size))
+    why = "overlaps a span the arena already has";
+  else if (tag_reserve(vmp, 2 + VMEM_TAGS_PER_OP) != 0)
+    why = "";   /* no page for tags: give the span back, fail like a failed import */
+  if (why != NULL) {
+    if (why[0] != '\0')
+      prd__report("vmem '%s': import of [%p, %p) from afunc %s (given back)", vmp->vm_name, p,
+                  (void *)(start + size), why);
+    pthread_mutex_unlock(&vmp->vm_lock);
+    vmp->vm_ffunc(vmp->vm_source, p, size);
+    pthread_mutex_lock(&vmp->vm_lock);
+    return -1;
+  }
+  span_insert(vmp, start, start + size, true);
+  return 0;
+}
+
+/* ---- the allocation loop -------------------------------------------------------------- */
+
+static uint64_t vmem_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Waits on vm_cv until woken or until `until_ms` (CLOCK_MONOTONIC) when it is not 0. */
+static void vmem_wait(prd_vmem_t *vmp, uint64_t until_ms)
+{
+  vmp->vm_waiters++;
+  vmp->vm_stats.waits++;
+  if (until_ms == 0) {
+    pthread_cond_wait(&vmp->vm_cv, &vmp->vm_lock);
+  } else {
+    struct timespec ts = { (time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L };
+    pthread_cond_timedwait(&vmp->vm_cv, &vmp->vm_lock, &ts);
+  }
+  vmp->vm_waiters--;
+}
+
+static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, bool xalloc,
+                           bool may_import)
+{
+  int policy = vmflags & PRD_VM_POLICY_MASK;
+  uint64_t deadline = 0;
+  pthread_mutex_lock(&vmp->vm_lock);
+  for (;;) {
+    if (tag_reserve(vmp, VMEM_TAGS_PER_OP) != 0)
+      break;
+    uintptr_t addr;
+    prd_vseg_t *vsp = vmem_find(vmp, r, policy, &addr);
+    if (vsp != NULL) {
+      vsp = seg_alloc(vmp, vsp, addr, r->vr_size, xalloc);
+      if (policy == PRD_VM_NEXTFIT) {
+        vmp->vm_rotor = vsp;
+        vmp->vm_rotor_addr = addr + r->vr_size;
+      }
+      pthread_mutex_unlock(&vmp->vm_lock);
+      return (void *)addr;
+    }
+    if (vmp->vm_afunc != NULL && may_import && vmem_import(vmp, r, vmflags) == 0)
+      continue;
+    if (vmflags & PRD_VM_NOSLEEP)
+      break;
+    if (vmp->vm_afunc == NULL) {
+      if (!vmem_could_fit(vmp, r))
+        break;
+      vmem_wait(vmp, 0);
+      continue;
+    }
+    uint64_t now = vmem_now_ms();
+    if (deadline == 0)
+      deadline = now + (uint64_t)prd__opt(vmem_sleep_ms);
+    if (now >= deadline)
+      break;
+    vmem_wait(vmp, PRD_MIN(deadline, now + VMEM_SLEEP_SLICE_MS));
+  }
+  vmp->vm_stats.failures++;
+  pthread_mutex_unlock(&vmp->vm_lock);
+  errno = ENOMEM;
+  return NULL;
+}
+
+/* The policy bits: at most one.  Bits above them belong to the layers above and pass through. */
+static bool vmflags_ok(int vmflags)
+{
+  int policy = vmflags & PRD_VM_POLICY_MASK;
+  return PRD_ISP2(policy);
+}
+
+void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
+{
+  if (vmp == NULL || size == 0 || (size & (vmp->vm_quantum - 1)) != 0 || !vmflags_ok(vmflags)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX };
+  return vmem_do_alloc(vmp, &r, vmflags, false, true);
+}
+
+void *prd_vmem_xalloc(prd_vmem_t *vmp, size_t size, size_t align, size_t phase, size_t nocross,
+                      void *minaddr, void *maxaddr, int vmflags)
+{
+  if (vmp == NULL || !vmflags_ok(vmflags))
+    goto einval;
+  size_t q = vmp->vm_quantum;
+  if (align == 0)
+    align = q;
+  uintptr_t lo = (uintptr_t)minaddr, hi = maxaddr ? (uintptr_t)maxaddr : UINTPTR_MAX;
+  if (size == 0 || ((size | align | phase | nocross) & (q - 1)) != 0)
+    goto einval;
+  if (!PRD_ISP2(align) || phase >= align || !PRD_ISP2(nocross))
+    goto einval;
+  if (nocross != 0 && (phase & (nocross - 1)) + size > nocross)
+    goto einval;
+  if (lo >= hi || hi - lo < size)
+    goto einval;
+  struct vreq r = { size, align, phase, nocross, lo, hi };
+  bool may_import = nocross == 0 && minaddr == NULL && maxaddr == NULL;
+  return vmem_do_alloc(vmp, &r, vmflags, true, may_import);
+einval:
+  errno = EINVAL;
+  return NULL;
+}
+
+/* ---- freeing (section 11 for bad frees) ----------------------------------------------- */
+
+/* Says what is wrong with freeing addr, which is not the start of an allocated segment. */
+static void vmem_report_bad_addr(prd_vmem_t *vmp, uintptr_t addr, size_t size, const char *fn)
+{
+  for (prd_vseg_t *vsp = vmp->vm_seg0.vs_anext; vsp != &vmp->vm_seg0; vsp = vsp->vs_anext) {
+    if (vsp->vs_type == PRD_VS_SPAN || addr < vsp->vs_start || addr >= vsp->vs_end)
+      continue;
+    if (vsp->vs_type == PRD_VS_FREE)
+      prd__report("vmem '%s': %s(%p, %zu): address is free: never allocated or freed twice",
+                  vmp->vm_name, fn, (void *)addr, size);
+    else
+      prd__report("vmem '%s': %s(%p, %zu): address is inside the allocated segment [%p, %p), "
+                  "not at its start", vmp->vm_name, fn, (void *)addr, size,
+                  (void *)vsp->vs_start, (void *)vsp->vs_end);
+    return;
+  }
+  prd__report("vmem '%s': %s(%p, %zu): address is in no span of the arena: never allocated here",
+              vmp->vm_name, fn, (void *)addr, size);
+}
+
+static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfree)
+{
+  const char *fn = xfree ? "prd_vmem_xfree" : "prd_vmem_free";
+  if (vmp == NULL) {
+    prd__error("vmem: %s(%p, %zu): NULL arena", fn, addr, size);
+    return;
+  }
+  bool bad = false;
+  struct vrelease rel;
+  bool release = false;
+  pthread_mutex_lock(&vmp->vm_lock);
+  prd_vseg_t **pp = hash_find(vmp, (uintptr_t)addr);
+  prd_vseg_t *vsp = *pp;
+  if (vsp == NULL) {
+    vmem_report_bad_addr(vmp, (uintptr_t)addr, size, fn);
+    bad = true;
+  } else if (vseg_size(vsp) != size) {
+    prd__report("vmem '%s': %s(%p, %zu): wrong size: the segment at %p has size %zu",
+                vmp->vm_name, fn, addr, size, addr, (size_t)vseg_size(vsp));
+    bad = true;
+  } else {
+    if ((bool)vsp->vs_xalloc != xfree && size <= vmp->vm_qcache_max) {
+      prd__report("vmem '%s': %s(%p, %zu): the segment came from prd_vmem_%s; sizes up to "
+                  "qcache_max (%zu) must pair alloc/free and xalloc/xfree (freed anyway)",
+                  vmp->vm_name, fn, addr, size, vsp->vs_xalloc ? "xalloc" : "alloc",
+                  vmp->vm_qcache_max);
+      bad = true;
+    }
+    *pp = vsp->vs_knext;
+    release = seg_free(vmp, vsp, &rel);
+    if (vmp->vm_waiters > 0)
+      pthread_cond_broadcast(&vmp->vm_cv);   /* pairs with vmem_wait: both under vm_lock */
+  }
+  if (bad)
+    vmp->vm_stats.bad_frees++;
+  pthread_mutex_unlock(&vmp->vm_lock);
+  if (release)
+    vmp->vm_ffunc(vmp->vm_source, (void *)rel.vl_start, rel.vl_size);
+  if (bad)
+    prd__report_done();
+}
+
+void prd_vmem_free(prd_vmem_t *vmp, void *addr, size_t size)
+{
+  vmem_free_common(vmp, addr, size, false);
+}
+
+void prd_vmem_xfree(prd_vmem_t *vmp, void *addr, size_t size)
+{
+  vmem_free_common(vmp, addr, size, true);
+}
+
+/* ---- adding spans, sizes, walks, statistics ------------------------------------------- */
+
+void *prd_vmem_add(prd_vmem_t *vmp, void *addr, size_t size, int vmflags)
+{
+  (void)vmflags;   /* adding never waits: it only needs tags, which come from os.c */
+  uintptr_t start = (uintptr_t)addr;
+  if (vmp == NULL || addr == NULL || size == 0 || ((start | size) & (vmp->vm_quantum - 1)) != 0 ||
+      size > UINTPTR_MAX - start) {
+    errno = EINVAL;
+    return NULL;
+  }
+  pthread_mutex_lock(&vmp->vm_lock);
+  if (span_overlaps(vmp, start, start + size)) {
+    pthread_mutex_unlock(&vmp->vm_lock);
+    errno = EINVAL;
+    return NULL;
+  }
+  if (tag_reserve(vmp, 2) != 0) {
+    pthread_mutex_unlock(&vmp->vm_lock);
+    errno = ENOMEM;
+    return NULL;
+  }
+  span_insert(vmp, start, start + size, false);
+  if (vmp->vm_waiters > 0)
+    pthread_cond_broadcast(&vmp->vm_cv);
+  pthread_mutex_unlock(&vmp->vm_lock);
+#ifdef PRD_DEBUG
+  PRD_ASSERT(prd__vmem_check(vmp) == 0);
+#endif
+  return addr;
+}
+
+size_t prd_vmem_size(prd_vmem_t *vmp, int typemask)
+{
+  if (vmp == NULL)
+    return 0;
+  size_t n = 0;
+  pthread_mutex_lock(&vmp->vm_lock);
+  if (typemask & PRD_VMEM_ALLOC)
+    n += vmp->vm_stats.bytes_alloc;
+  if (typemask & PRD_VMEM_FREE)
+    n += vmp->vm_stats.bytes_free;
+  pthread_mutex_unlock(&vmp->vm_lock);
+  return n;
+}
+
+void prd_vmem_walk(prd_vmem_t *vmp, int typemask, void (*fn)(void *arg, void *addr, size_t size),
+                   void *arg)
+{
+  if (vmp == NULL || fn == NULL)
+    return;
+  pthread_mutex_lock(&vmp->vm_lock);
+  for (prd_vseg_t *vsp = vmp->vm_seg0.vs_anext; vsp != &vmp->vm_seg0; vsp = vsp->vs_anext) {
+    if ((vsp->vs_type == PRD_VS_ALLOC && (typemask & PRD_VMEM_ALLOC)) ||
+        (vsp->vs_type == PRD_VS_FREE && (typemask & PRD_VMEM_FREE)))
+      fn(arg, (void *)vsp->vs_start, vseg_size(vsp));
+  }
+  pthread_mutex_unlock(&vmp->vm_lock);
+}
+
+int prd_vmem_stats(prd_vmem_t *vmp, prd_vmem_stats_t *st)
+{
+  if (vmp == NULL || st == NULL || st->size < offsetof(prd_vmem_stats_t, version) + sizeof(uint32_t)) {
+    errno = EINVAL;
+    return -1;
+  }
+  prd_vmem_stats_t snap;
+  pthread_mutex_lock(&vmp->vm_lock);
+  snap = vmp->vm_stats;
+  pthread_mutex_unlock(&vmp->vm_lock);
+  size_t n = PRD_MIN(st->size, sizeof(snap));
+  snap.size = st->size;
+  snap.version = PRD_VMEM_STATS_VERSION;
+  memcpy(st, &snap, n);
+  return 0;
+}
+
+/* ---- create and destroy --------------------------------------------------------------- */
+
+static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t quantum,
+                               prd_vmem_alloc_fn *afunc, prd_vmem_free_fn *ffunc,
+                               prd_vmem_t *source, size_t qcache_max, size_t import_chunk)
+{
+  prd__init();
+  uintptr_t start = (uintptr_t)base;
+  if (quantum == 0 || !PRD_ISP2(quantum) || ((start | size | qcache_max) & (quantum - 1)) != 0 ||
+      (size > 0 && (start == 0 || size > UINTPTR_MAX - start)) ||
+      (afunc == NULL) != (ffunc == NULL) || (source != NULL && afunc == NULL)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  size_t bytes = PRD_P2ROUNDUP(sizeof(prd_vmem_t), prd__os_page_size());
+  prd_vmem_t *vmp = prd__os_map(bytes);
+  if (vmp == NULL)
+    return NULL;
+  const char *nm = name != NULL ? name : "(unnamed)";
+  size_t len = strnlen(nm, PRD_VMEM_NAMELEN - 1);
+  memcpy(vmp->vm_name, nm, len);
+  vmp->vm_name[len] = '\0';
+  pthread_mutex_init(&vmp->vm_lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&vmp->vm_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  vmp->vm_quantum = quantum;
+  vmp->vm_qshift = vmem_highbit(quantum);
+  vmp->vm_qcache_max = qcache_max;
+  vmp->vm_import_chunk = import_chunk;
+  vmp->vm_afunc = afunc;
+  vmp->vm_ffunc = ffunc;
+  vmp->vm_source = source;
+  prd_vseg_t *s0 = &vmp->vm_seg0;
+  s0->vs_anext = s0->vs_aprev = s0->vs_knext = s0->vs_kprev = s0;
+  s0->vs_type = PRD_VS_SPAN;
+  for (int i = 0; i < PRD_VMEM_FREELISTS; i++)
+    vmp->vm_freelist[i].vs_knext = vmp->vm_freelist[i].vs_kprev = &vmp->vm_freelist[i];
+  vmp->vm_rotor = s0;
+  vmp->vm_hash = vmp->vm_hash0;
+  vmp->vm_hash_mask = PRD_VMEM_HASH0 - 1;
+  vmp->vm_hash_shift = 64 - vmem_highbit(PRD_VMEM_HASH0);
+  vmp->vm_stats.size = sizeof(vmp->vm_stats);
+  vmp->vm_stats.version = PRD_VMEM_STATS_VERSION;
+  if (size > 0) {
+    if (tag_reserve(vmp, 2) != 0) {
+      prd_vmem_destroy(vmp);
+      errno = ENOMEM;
+      return NULL;
+    }
+    span_insert(vmp, start, start + size, false);
+  }
+  return vmp;
+}
+
+prd_vmem_t *prd_vmem_create(const char *name, void *base, size_t size, size_t quantum,
+                            prd_vmem_alloc_fn *afunc, prd_vmem_free_fn *ffunc,
+                            prd_vmem_t *source, size_t qcache_max, int vmflags)
+{
+  (void)vmflags;   /* creating never waits: the arena and its first tags come from os.c */
+  return vmem_create(name, base, size, quantum, afunc, ffunc, source, qcache_max, 0);
+}
+
+void prd_vmem_destroy(prd_vmem_t *vmp)
+{
+  if (vmp == NULL)
+    return;
+  pthread_mutex_lock(&vmp->vm_lock);
+  uint64_t leaks = vmp->vm_stats.segs_alloc;
+  if (leaks > 0) {
+    prd__report("vmem '%s': destroyed with %llu allocated segments (%llu integers) still in it",
+                vmp->vm_name, (unsigned long long)leaks,
+                (unsigned long long)vmp->vm_stats.bytes_alloc);
+    uint64_t shown = 0;
+    for (prd_vseg_t *vsp = vmp->vm_seg0.vs_anext; vsp != &vmp->vm_seg0; vsp = vsp->vs_anext) {
+      if (vsp->vs_type != PRD_VS_ALLOC)
+        continue;
+      if (shown++ < VMEM_LEAKS_SHOWN)
+        prd__report("vmem '%s': leaked segment [%p, %p) size %zu (from prd_vmem_%s)",
+                    vmp->vm_name, (void *)vsp->vs_start, (void *)vsp->vs_end,
+                    (size_t)vseg_size(vsp), vsp->vs_xalloc ? "xalloc" : "alloc");
+    }
+    if (shown > VMEM_LEAKS_SHOWN)
+      prd__report("vmem '%s': ... and %llu more leaked segments", vmp->vm_name,
+                  (unsigned long long)(shown - VMEM_LEAKS_SHOWN));
+  }
+  pthread_mutex_unlock(&vmp->vm_lock);
+  /* imported spans go back to the source, leaked segments and all */
+  for (prd_vseg_t *sp = vmp->vm_seg0.vs_knext; sp != &vmp->vm_seg0; sp = sp->vs_knext)
+    if (sp->vs_import)
+      vmp->vm_ffunc(vmp->vm_source, (void *)sp->vs_start, vseg_size(sp));
+  size_t page = prd__os_page_size();
+  if (vmp->vm_hash != vmp->vm_hash0)
+    prd__os_unmap(vmp->vm_hash, PRD_P2ROUNDUP((vmp->vm_hash_mask + 1) * sizeof(prd_vseg_t *), page));
+  void *tp = vmp->vm_tag_pages;
+  while (tp != NULL) {
+    void *next = *(void **)tp;
+    prd__os_unmap(tp, page);
+    tp = next;
+  }
+  pthread_cond_destroy(&vmp->vm_cv);
+  pthread_mutex_destroy(&vmp->vm_lock);
+  prd__os_unmap(vmp, PRD_P2ROUNDUP(sizeof(prd_vmem_t), page));
+  if (leaks > 0)
+    prd__report_done();
+}
+
+/* ---- the heap arena (section 7) ------------------------------------------------------- */
+
+static void *heap_import(prd_vmem_t *src, size_t size, int vmflags)
+{
+  (void)src;
+  (void)vmflags;
+  return prd__os_map_aligned(size, HEAP_CHUNK);
+}
+
+static void heap_release(prd_vmem_t *src, void *addr, size_t size)
+{
+  (void)src;
+  prd__os_unmap(addr, size);
+}
+
+static _Atomic(prd_vmem_t *) heap_arena;
+static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+prd_vmem_t *prd_heap_arena(void)
+{
+  /* acquire pairs with the release store below: a thread that sees the pointer sees the
+   * initialized arena.  Creation may fail (no memory); the next call tries again. */
+  prd_vmem_t *vmp = atomic_load_explicit(&heap_arena, memory_order_acquire);
+  if (prd_likely(vmp != NULL))
+    return vmp;
+  pthread_mutex_lock(&heap_lock);
+  vmp = atomic_load_explicit(&heap_arena, memory_order_relaxed);
+  if (vmp == NULL) {
+    vmp = vmem_create("heap", NULL, 0, prd__os_page_size(), heap_import, heap_release, NULL, 0,
+                      HEAP_CHUNK);
+    if (vmp != NULL)
+      atomic_store_explicit(&heap_arena, vmp, memory_order_release);
+  }
+  pthread_mutex_unlock(&heap_lock);
+  return vmp;
+}
+
+/* ---- the invariant checker (section 9) ------------------------------------------------ */
+
+#define VCHECK(cond, ...)                                                                    \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      prd__report("vmem '%s': invariant broken: " __VA_ARGS__);                              \
+      bad++;                                                                                 \
+    }                                                                                        \
+  } while (0)
+
+int prd__vmem_check(prd_vmem_t *vmp)
+{
+  int bad = 0;
+  const char *nm = vmp->vm_name;
+  pthread_mutex_lock(&vmp->vm_lock);
+  prd_vseg_t *s0 = &vmp->vm_seg0;
+  prd_vmem_stats_t c;
+  memset(&c, 0, sizeof(c));
+  uint64_t nfree = 0, nalloc = 0, nspans_listed = 0;
+  bool rotor_seen = vmp->vm_rotor == s0;
+  prd_vseg_t *span = NULL;
+  uintptr_t cursor = 0, prev_span_end = 0;
+  prd_vseg_t *prev = s0;
+  for (prd_vseg_t *vsp = s0->vs_anext; vsp != s0; prev = vsp, vsp = vsp->vs_anext) {
+    VCHECK(vsp->vs_aprev == prev, "%s", nm, "address list links are not symmetric");
+    if (vsp == vmp->vm_rotor)
+      rotor_seen = true;
+    VCHECK(vsp->vs_start < vsp->vs_end, "%s [%p, %p) is empty or wraps", nm,
+           vsp->vs_type == PRD_VS_SPAN ? "span" : "segment", (void *)vsp->vs_start,
+           (void *)vsp->vs_end);
+    VCHECK(((vsp->vs_start | vsp->vs_end) & (vmp->vm_quantum - 1)) == 0,
+           "[%p, %p) not quantum-aligned", nm, (void *)vsp->vs_start, (void *)vsp->vs_end);
+    if (vsp->vs_type == PRD_VS_SPAN) {
+      if (span != NULL)
+        VCHECK(cursor == span->vs_end, "span [%p, %p) not tiled: segments end at %p", nm,
+               (void *)span->vs_start, (void *)span->vs_end, (void *)cursor);
+      VCHECK(span == NULL || vsp->vs_start >= prev_span_end,
+             "span [%p, %p) overlaps or is out of order", nm, (void *)vsp->vs_start,
+             (void *)vsp->vs_end);
+      span = vsp;
+      cursor = vsp->vs_start;
+      prev_span_end = vsp->vs_end;
+      c.spans++;
+      c.bytes_total += vseg_size(vsp);
+      if (vsp->vs_import)
+        c.bytes_imported += vseg_size(vsp);
+      VCHECK(!vsp->vs_import || !(vsp->vs_anext->vs_type == PRD_VS_FREE &&
+                                  vsp->vs_anext->vs_start == vsp->vs_start &&
+                                  vsp->vs_anext->vs_end == vsp->vs_end),
+             "imported span [%p, %p) is wholly free but was not given back", nm,
+             (void *)vsp->vs_start, (void *)vsp->vs_end);
+      continue;
+    }
+    VCHECK(span != NULL, "segment [%p, %p) before any span", nm, (void *)vsp->vs_start,
+           (void *)vsp->vs_end);
+    VCHECK(vsp->vs_start == cursor, "segment [%p, %p) does not follow %p", nm,
+           (void *)vsp->vs_start, (void *)vsp->vs_end, (void *)cursor);
+    VCHECK(span == NULL || vsp->vs_end <= span->vs_end, "segment [%p, %p) outside its span", nm,
+           (void *)vsp->vs_start, (void *)vsp->vs_end);
+    cursor = vsp->vs_end;
+    if (vsp->vs_type == PRD_VS_FREE) {
+      c.segs_free++;
+      c.bytes_free += vseg_size(vsp);
+      VCHECK(prev->vs_type != PRD_VS_FREE, "free segments [%p, %p) and [%p, %p) not coalesced",
+             nm, (void *)prev->vs_start, (void *)prev->vs_end, (void *)vsp->vs_start,
+             (void *)vsp->vs_end);
+      /* on the freelist of its size class? */
+      prd_vseg_t *head = &vmp->vm_freelist[vmem_highbit(vseg_size(vsp))], *f;
+      for (f = head->vs_knext; f != head && f != vsp; f = f->vs_knext)
+        ;
+      VCHECK(f == vsp, "free segment [%p, %p) not on freelist %d", nm, (void *)vsp->vs_start,
+             (void *)vsp->vs_end, vmem_highbit(vseg_size(vsp)));
+    } else if (vsp->vs_type == PRD_VS_ALLOC) {
+      c.segs_alloc++;
+      c.bytes_alloc += vseg_size(vsp);
+      VCHECK(*hash_find(vmp, vsp->vs_start) == vsp, "allocated segment [%p, %p) not in the hash",
+             nm, (void *)vsp->vs_start, (void *)vsp->vs_end);
+    } else {
+      VCHECK(0, "tag [%p, %p) has type %d", nm, (void *)vsp->vs_start, (void *)vsp->vs_end,
+             vsp->vs_type);
+    }
+  }
+  VCHECK(s0->vs_aprev == prev, "%s", nm, "address list tail link is wrong");
+  if (span != NULL)
+    VCHECK(cursor == span->vs_end, "last span [%p, %p) not tiled", nm, (void *)span->vs_start,
+           (void *)span->vs_end);
+  VCHECK(rotor_seen, "%s", nm, "next-fit rotor is not on the address list");
+  /* freelists and the bitmap */
+  for (int n = 0; n < PRD_VMEM_FREELISTS; n++) {
+    prd_vseg_t *head = &vmp->vm_freelist[n];
+    bool empty = head->vs_knext == head;
+    VCHECK(empty == !(vmp->vm_freemap & ((uint64_t)1 << n)), "freemap bit %d is wrong", nm, n);
+    for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext) {
+      nfree++;
+      VCHECK(f->vs_knext->vs_kprev == f, "freelist %d links are not symmetric", nm, n);
+      VCHECK(f->vs_type == PRD_VS_FREE && vmem_highbit(vseg_size(f)) == n,
+             "freelist %d holds [%p, %p) of type %d", nm, n, (void *)f->vs_start,
+             (void *)f->vs_end, f->vs_type);
+    }
+  }
+  /* the hash */
+  for (size_t b = 0; b <= vmp->vm_hash_mask; b++)
+    for (prd_vseg_t *h = vmp->vm_hash[b]; h != NULL; h = h->vs_knext) {
+      nalloc++;
+      VCHECK(h->vs_type == PRD_VS_ALLOC && hash_index(vmp, h->vs_start) == b,
+             "hash bucket %zu holds [%p, %p) of type %d", nm, b, (void *)h->vs_start,
+             (void *)h->vs_end, h->vs_type);
+    }
+  for (prd_vseg_t *sp = s0->vs_knext; sp != s0; sp = sp->vs_knext)
+    nspans_listed++;
+  VCHECK(nfree == c.segs_free, "freelists hold %llu segments, the address list %llu", nm,
+         (unsigned long long)nfree, (unsigned long long)c.segs_free);
+  VCHECK(nalloc == c.segs_alloc, "hash holds %llu segments, the address list %llu", nm,
+         (unsigned long long)nalloc, (unsigned long long)c.segs_alloc);
+  VCHECK(nspans_listed == c.spans, "span list holds %llu spans, the address list %llu", nm,
+         (unsigned long long)nspans_listed, (unsigned long long)c.spans);
+  /* the statistics */
+  const prd_vmem_stats_t *s = &vmp->vm_stats;
+#define VMEM_CHECK_STAT(f)                                                                   \
+  VCHECK(s->f == c.f, "statistic " #f " is %llu, the lists say %llu", nm,                    \
+         (unsigned long long)s->f, (unsigned long long)c.f)
+  VMEM_CHECK_STAT(spans);
+  VMEM_CHECK_STAT(segs_free);
+  VMEM_CHECK_STAT(segs_alloc);
+  VMEM_CHECK_STAT(bytes_total);
+  VMEM_CHECK_STAT(bytes_free);
+  VMEM_CHECK_STAT(bytes_alloc);
+  VMEM_CHECK_STAT(bytes_imported);
+#undef VMEM_CHECK_STAT
+  VCHECK(s->bytes_total == s->bytes_alloc + s->bytes_free, "%s", nm,
+         "bytes_total != bytes_alloc + bytes_free");
+  VCHECK(s->imports - s->releases <= s->spans, "%s", nm, "more imported spans than spans");
+  pthread_mutex_unlock(&vmp->vm_lock);
+  return bad;
+}
