@@ -36,7 +36,8 @@ struct prd_vseg {
   uint8_t vs_type;             /* PRD_VS_SPAN, PRD_VS_FREE or PRD_VS_ALLOC */
   uint8_t vs_import;           /* span: imported from the source (given back when all free) */
   uint8_t vs_xalloc;           /* alloc: came from prd_vmem_xalloc (must pair with xfree) */
-  uint8_t vs_pad[5];
+  uint8_t vs_mark;             /* prd__vmem_check: seen on a freelist */
+  uint8_t vs_pad[4];
 };
 
 #define PRD_VMEM_NAMELEN   32   /* arena names are copied, truncated to 31 characters */

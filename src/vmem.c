@@ -99,7 +99,8 @@
  *    add makes room, without limit, unless no span could ever hold the request (then ENOMEM at
  *    once).  An importing arena waits in slices of VMEM_SLEEP_SLICE_MS, retrying the import
  *    after each, and fails with ENOMEM after the option vmem_sleep_ms: an exhausted source or
- *    kernel must not hang the process.  PRD_VM_NOSLEEP fails at once with ENOMEM.
+ *    kernel must not hang the process.  A failure to map a page of tags (section 8) is waited
+ *    for in the same bounded way, in any arena.  PRD_VM_NOSLEEP fails at once with ENOMEM.
  *
  * 11. Bad input.  Invalid arguments (size 0, size/align/phase/nocross not multiples of the
  *    quantum, align or nocross not a power of two, phase >= align, impossible constraints,
@@ -665,24 +666,27 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
   uint64_t deadline = 0;
   pthread_mutex_lock(&vmp->vm_lock);
   for (;;) {
-    if (tag_reserve(vmp, VMEM_TAGS_PER_OP) != 0)
-      break;
-    uintptr_t addr;
-    prd_vseg_t *vsp = vmem_find(vmp, r, policy, &addr);
-    if (vsp != NULL) {
-      vsp = seg_alloc(vmp, vsp, addr, r->vr_size, xalloc);
-      if (policy == PRD_VM_NEXTFIT) {
-        vmp->vm_rotor = vsp;
-        vmp->vm_rotor_addr = addr + r->vr_size;
+    /* no page for tags is a memory shortage like a failed import: a bounded wait below */
+    bool no_tags = tag_reserve(vmp, VMEM_TAGS_PER_OP) != 0;
+    if (!no_tags) {
+      uintptr_t addr;
+      prd_vseg_t *vsp = vmem_find(vmp, r, policy, &addr);
+      if (vsp != NULL) {
+        vsp = seg_alloc(vmp, vsp, addr, r->vr_size, xalloc);
+        if (policy == PRD_VM_NEXTFIT) {
+          vmp->vm_rotor = vsp;
+          vmp->vm_rotor_addr = addr + r->vr_size;
+        }
+        pthread_mutex_unlock(&vmp->vm_lock);
+        return (void *)addr;
       }
-      pthread_mutex_unlock(&vmp->vm_lock);
-      return (void *)addr;
+      if (vmp->vm_afunc != NULL && may_import && vmem_import(vmp, r, vmflags) == 0)
+        continue;
     }
-    if (vmp->vm_afunc != NULL && may_import && vmem_import(vmp, r, vmflags) == 0)
-      continue;
     if (vmflags & PRD_VM_NOSLEEP)
       break;
-    if (vmp->vm_afunc == NULL) {
+    if (vmp->vm_afunc == NULL && !no_tags) {
+      /* only a free (or an add) can make room: wait for it, unless nothing ever could */
       if (!vmem_could_fit(vmp, r))
         break;
       vmem_wait(vmp, 0);
@@ -1061,6 +1065,20 @@ int prd__vmem_check(prd_vmem_t *vmp)
   bool rotor_seen = vmp->vm_rotor == s0;
   prd_vseg_t *span = NULL;
   uintptr_t cursor = 0, prev_span_end = 0;
+  /* freelists and the bitmap (first, marking their members) */
+  for (int n = 0; n < PRD_VMEM_FREELISTS; n++) {
+    prd_vseg_t *head = &vmp->vm_freelist[n];
+    bool empty = head->vs_knext == head;
+    VCHECK(empty == !(vmp->vm_freemap & ((uint64_t)1 << n)), "freemap bit %d is wrong", nm, n);
+    for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext) {
+      nfree++;
+      VCHECK(f->vs_knext->vs_kprev == f, "freelist %d links are not symmetric", nm, n);
+      VCHECK(f->vs_type == PRD_VS_FREE && vmem_highbit(vseg_size(f)) == n,
+             "freelist %d holds [%p, %p) of type %d", nm, n, (void *)f->vs_start,
+             (void *)f->vs_end, f->vs_type);
+      f->vs_mark = 1;   /* "seen on a freelist": cleared by the address walk below */
+    }
+  }
   prd_vseg_t *prev = s0;
   for (prd_vseg_t *vsp = s0->vs_anext; vsp != s0; prev = vsp, vsp = vsp->vs_anext) {
     VCHECK(vsp->vs_aprev == prev, "%s", nm, "address list links are not symmetric");
@@ -1105,12 +1123,10 @@ int prd__vmem_check(prd_vmem_t *vmp)
       VCHECK(prev->vs_type != PRD_VS_FREE, "free segments [%p, %p) and [%p, %p) not coalesced",
              nm, (void *)prev->vs_start, (void *)prev->vs_end, (void *)vsp->vs_start,
              (void *)vsp->vs_end);
-      /* on the freelist of its size class? */
-      prd_vseg_t *head = &vmp->vm_freelist[vmem_highbit(vseg_size(vsp))], *f;
-      for (f = head->vs_knext; f != head && f != vsp; f = f->vs_knext)
-        ;
-      VCHECK(f == vsp, "free segment [%p, %p) not on freelist %d", nm, (void *)vsp->vs_start,
-             (void *)vsp->vs_end, vmem_highbit(vseg_size(vsp)));
+      /* on the freelist of its size class?  (the freelist pass above marked its members) */
+      VCHECK(vsp->vs_mark == 1, "free segment [%p, %p) not on freelist %d", nm,
+             (void *)vsp->vs_start, (void *)vsp->vs_end, vmem_highbit(vseg_size(vsp)));
+      vsp->vs_mark = 0;
     } else if (vsp->vs_type == PRD_VS_ALLOC) {
       c.segs_alloc++;
       c.bytes_alloc += vseg_size(vsp);
@@ -1126,19 +1142,6 @@ int prd__vmem_check(prd_vmem_t *vmp)
     VCHECK(cursor == span->vs_end, "last span [%p, %p) not tiled", nm, (void *)span->vs_start,
            (void *)span->vs_end);
   VCHECK(rotor_seen, "%s", nm, "next-fit rotor is not on the address list");
-  /* freelists and the bitmap */
-  for (int n = 0; n < PRD_VMEM_FREELISTS; n++) {
-    prd_vseg_t *head = &vmp->vm_freelist[n];
-    bool empty = head->vs_knext == head;
-    VCHECK(empty == !(vmp->vm_freemap & ((uint64_t)1 << n)), "freemap bit %d is wrong", nm, n);
-    for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext) {
-      nfree++;
-      VCHECK(f->vs_knext->vs_kprev == f, "freelist %d links are not symmetric", nm, n);
-      VCHECK(f->vs_type == PRD_VS_FREE && vmem_highbit(vseg_size(f)) == n,
-             "freelist %d holds [%p, %p) of type %d", nm, n, (void *)f->vs_start,
-             (void *)f->vs_end, f->vs_type);
-    }
-  }
   /* the hash */
   for (size_t b = 0; b <= vmp->vm_hash_mask; b++)
     for (prd_vseg_t *h = vmp->vm_hash[b]; h != NULL; h = h->vs_knext) {

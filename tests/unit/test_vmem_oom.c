@@ -1,0 +1,122 @@
+/* vmem under memory failure (src/vmem.c over src/os.c's fault injection): every mapping vmem
+ * makes (arena structures, tag pages, hash tables, heap blocks) can fail; each failure must
+ * come back as NULL with errno ENOMEM, leave the arena consistent and leak nothing. */
+#include "internal.h"
+#include "prd_test.h"
+
+#define Q 16
+
+static void test_create_fails_cleanly(void)
+{
+  for (long every = 1; every <= 2; every++) {
+    size_t before = prd__os_mapped_bytes();
+    prd__os_fault_every(every);   /* 1: the arena itself fails; 2: its first tag page */
+    errno = 0;
+    prd_vmem_t *a = prd_vmem_create("oom", (void *)0x1000, 0x1000, Q, NULL, NULL, NULL, 0, 0);
+    prd__os_fault_every(0);
+    CHECK(a == NULL && errno == ENOMEM);
+    CHECK_EQ(prd__os_mapped_bytes(), before);
+  }
+}
+
+/* Enough allocations that tag pages and hash tables must be mapped while every 3rd mapping
+ * fails: each failure is ENOMEM, the arena stays consistent, and all of it can be freed. */
+static void test_tags_and_hash_under_faults(void)
+{
+  size_t before = prd__os_mapped_bytes();
+  prd_vmem_t *a = prd_vmem_create("tags", (void *)0x100000, 1u << 20, Q, NULL, NULL, NULL, 0, 0);
+  CHECK(a != NULL);
+  enum { N = 20000 };
+  static void *p[N];
+  int got = 0, failed = 0;
+  prd__os_fault_every(3);
+  for (int i = 0; i < N; i++) {
+    /* every other one kept, so free segments (tags) pile up */
+    p[i] = prd_vmem_alloc(a, Q, PRD_VM_NOSLEEP);
+    if (p[i] == NULL) {
+      CHECK_EQ(errno, ENOMEM);
+      failed++;
+    } else {
+      got++;
+    }
+    if (i % 2 == 1 && p[i - 1] != NULL) {
+      prd_vmem_free(a, p[i - 1], Q);
+      p[i - 1] = NULL;
+    }
+  }
+  prd__os_fault_every(0);
+  CHECK(got > 0);
+  CHECK(failed > 0);   /* some tag page did fail to map */
+  CHECK_EQ(prd__vmem_check(a), 0);
+  prd_vmem_stats_t st;
+  st.size = sizeof(st);
+  prd_vmem_stats(a, &st);
+  CHECK_EQ(st.failures, (uint64_t)failed);
+  for (int i = 0; i < N; i++)
+    if (p[i] != NULL)
+      prd_vmem_free(a, p[i], Q);
+  CHECK_EQ(prd__vmem_check(a), 0);
+  CHECK_EQ(prd_vmem_size(a, PRD_VMEM_ALLOC), 0);
+  prd_vmem_destroy(a);
+  CHECK_EQ(prd__os_mapped_bytes(), before);
+}
+
+static void test_heap_arena_under_faults(void)
+{
+  prd_vmem_t *h = prd_heap_arena();
+  CHECK(h != NULL);
+  size_t pg = prd__os_page_size();
+  /* every mapping fails: NOSLEEP at once, SLEEP after vmem_sleep_ms, both ENOMEM */
+  prd_option_set("vmem_sleep_ms", "20");
+  prd__os_fault_every(1);
+  CHECK(prd_vmem_alloc(h, pg, PRD_VM_NOSLEEP) == NULL && errno == ENOMEM);
+  CHECK(prd_vmem_alloc(h, pg, PRD_VM_SLEEP) == NULL && errno == ENOMEM);
+  /* every other mapping fails: a SLEEP allocation retries its import and gets memory */
+  prd_option_set("vmem_sleep_ms", "5000");
+  for (int i = 0; i < 8; i++) {
+    prd__os_fault_every(2);
+    char *p = prd_vmem_alloc(h, (size_t)(i + 1) << 20, PRD_VM_SLEEP);
+    prd__os_fault_every(0);
+    CHECK(p != NULL);
+    if (p != NULL) {
+      p[0] = 1;
+      p[((size_t)(i + 1) << 20) - 1] = 1;
+      prd_vmem_free(h, p, (size_t)(i + 1) << 20);
+    }
+  }
+  /* a mix under every-5th failures */
+  enum { N = 256 };
+  static char *p[N];
+  prd__os_fault_every(5);
+  int failed = 0;
+  for (int i = 0; i < N; i++) {
+    size_t sz = pg * (1 + (size_t)(i % 7)) * (i % 31 == 0 ? 512 : 1);
+    p[i] = prd_vmem_alloc(h, sz, PRD_VM_NOSLEEP);
+    if (p[i] == NULL) {
+      CHECK_EQ(errno, ENOMEM);
+      failed++;
+    } else {
+      p[i][0] = (char)i;
+    }
+  }
+  prd__os_fault_every(0);
+  CHECK(failed > 0);
+  CHECK_EQ(prd__vmem_check(h), 0);
+  for (int i = 0; i < N; i++)
+    if (p[i] != NULL) {
+      CHECK(p[i][0] == (char)i);
+      prd_vmem_free(h, p[i], pg * (1 + (size_t)(i % 7)) * (i % 31 == 0 ? 512 : 1));
+    }
+  CHECK_EQ(prd__vmem_check(h), 0);
+  CHECK_EQ(prd_vmem_size(h, PRD_VMEM_ALLOC | PRD_VMEM_FREE), 0);   /* all blocks went back */
+  prd_option_set("vmem_sleep_ms", "1000");
+}
+
+int main(void)
+{
+  prd_option_set("abort_on_error", "0");
+  RUN(test_create_fails_cleanly);
+  RUN(test_tags_and_hash_under_faults);
+  RUN(test_heap_arena_under_faults);
+  return prd_test_done();
+}
