@@ -88,5 +88,8 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp);
 /* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
  * each broken one through prd__report and returns how many were found (0: consistent). */
 int prd__vmem_check(prd_vmem_t *vmp);
+/* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
+ * list PRD_VMEM_STATS. */
+void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);
 
 #endif

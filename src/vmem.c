@@ -120,8 +120,10 @@
  *    HEAP_CHUNK 4 MiB (section 7).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -895,6 +897,39 @@ int prd_vmem_stats(prd_vmem_t *vmp, prd_vmem_stats_t *st)
   snap.version = PRD_VMEM_STATS_VERSION;
   memcpy(st, &snap, n);
   return 0;
+}
+
+/* Writes the statistics to fd as one line: "name: field=value ..." or, with json, one JSON
+ * object.  Both forms walk PRD_VMEM_STATS, so they always name the same fields. */
+void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json)
+{
+  prd_vmem_stats_t st;
+  st.size = sizeof(st);
+  if (prd_vmem_stats(vmp, &st) != 0)
+    return;
+  char buf[1024];
+  size_t n = 0;
+#define VMEM_PUT(...)                                                                        \
+  do {                                                                                       \
+    int w_ = snprintf(buf + n, sizeof(buf) - n, __VA_ARGS__);                                \
+    if (w_ > 0)                                                                              \
+      n = PRD_MIN(sizeof(buf) - 1, n + (size_t)w_);                                          \
+  } while (0)
+  VMEM_PUT(json ? "{\"arena\":\"%s\",\"version\":%u" : "%s:", vmp->vm_name, st.version);
+#define VMEM_PUT_STAT(name, doc)                                                             \
+  VMEM_PUT(json ? ",\"" #name "\":%llu" : " " #name "=%llu", (unsigned long long)st.name);
+  PRD_VMEM_STATS(VMEM_PUT_STAT)
+#undef VMEM_PUT_STAT
+  VMEM_PUT("%s\n", json ? "}" : "");
+#undef VMEM_PUT
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0)
+      return;
+    p += w;
+    n -= (size_t)w;
+  }
 }
 
 /* ---- create and destroy --------------------------------------------------------------- */

@@ -152,6 +152,9 @@ static void test_threads(void)
          (unsigned long long)s.allocs, (unsigned long long)s.failures,
          (unsigned long long)s.waits, (unsigned long long)c.imports,
          (unsigned long long)c.releases);
+  fflush(stdout);
+  prd__vmem_stats_write(shared, 1, false);
+  prd__vmem_stats_write(child, 1, false);
   CHECK_EQ(c.allocs, c.frees);
   CHECK_EQ(c.imports, c.releases);
   CHECK_EQ(c.bytes_total, 0);

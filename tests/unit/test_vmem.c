@@ -480,6 +480,29 @@ static void test_invalid_arguments(void)
   prd_vmem_destroy(a);
 }
 
+static void stats_write_child(void *arg)
+{
+  prd_vmem_t *a = prd_vmem_create("printed", P(0x1000), 0x1000, Q, NULL, NULL, NULL, 0, 0);
+  void *p = prd_vmem_alloc(a, Q, 0);
+  prd__vmem_stats_write(a, 2, *(bool *)arg);
+  prd_vmem_free(a, p, Q);
+  prd_vmem_destroy(a);
+}
+
+static void test_stats_write(void)
+{
+  static char buf[4096];
+  bool json = false;
+  prd_test_child(stats_write_child, &json, buf, sizeof(buf));
+  CHECK_STR_CONTAINS(buf, "printed: bytes_total=4096 bytes_alloc=16 bytes_free=4080");
+  CHECK_STR_CONTAINS(buf, "segs_alloc=1 segs_free=1 spans=1");
+  json = true;
+  prd_test_child(stats_write_child, &json, buf, sizeof(buf));
+  CHECK_STR_CONTAINS(buf, "{\"arena\":\"printed\",\"version\":1,\"bytes_total\":4096,");
+  CHECK_STR_CONTAINS(buf, "\"allocs\":1,");
+  CHECK_STR_CONTAINS(buf, "\"spans\":1}");
+}
+
 static void test_stats_versioned(void)
 {
   prd_vmem_t *a = prd_vmem_create("stats", P(0x1000), 0x1000, Q, NULL, NULL, NULL, 0, 0);
@@ -601,6 +624,7 @@ int main(void)
   RUN(test_sleep_import_failure_is_bounded);
   RUN(test_invalid_arguments);
   RUN(test_stats_versioned);
+  RUN(test_stats_write);
   RUN(test_bad_frees_keep_arena_consistent);
   RUN(test_bad_free_reports);
   RUN(test_destroy_non_empty);
