@@ -320,8 +320,9 @@ static bool span_overlaps(prd_vmem_t *vmp, uintptr_t start, uintptr_t end)
   return prev != &vmp->vm_seg0 && prev->vs_end > start;
 }
 
-/* Adds [start, end) as a span with one free segment.  Needs 2 tags and no overlap. */
-static void span_insert(prd_vmem_t *vmp, uintptr_t start, uintptr_t end, bool import)
+/* Adds [start, end) as a span with one free segment; returns the span's tag.  Needs 2 tags
+ * and no overlap. */
+static prd_vseg_t *span_insert(prd_vmem_t *vmp, uintptr_t start, uintptr_t end, bool import)
 {
   prd_vseg_t *next = span_next(vmp, start);
   prd_vseg_t *sp = tag_get(vmp);
@@ -350,6 +351,30 @@ static void span_insert(prd_vmem_t *vmp, uintptr_t start, uintptr_t end, bool im
     vmp->vm_stats.imports++;
     vmp->vm_stats.bytes_imported += end - start;
   }
+  return sp;
+}
+
+/* Takes the imported span sp, wholly covered by one free segment that is on no freelist, off
+ * every list; *rel says what to give back to the source once the lock is dropped. */
+static void span_remove_free(prd_vmem_t *vmp, prd_vseg_t *sp, struct vrelease *rel)
+{
+  prd_vseg_t *vsp = sp->vs_anext;
+  PRD_ASSERT(sp->vs_import && vsp->vs_type == PRD_VS_FREE && vsp->vs_start == sp->vs_start &&
+             vsp->vs_end == sp->vs_end);
+  rel->vl_start = sp->vs_start;
+  rel->vl_size = vseg_size(sp);
+  alist_remove(vmp, vsp);
+  tag_put(vmp, vsp);
+  alist_remove(vmp, sp);
+  sp->vs_kprev->vs_knext = sp->vs_knext;
+  sp->vs_knext->vs_kprev = sp->vs_kprev;
+  tag_put(vmp, sp);
+  vmp->vm_stats.segs_free--;
+  vmp->vm_stats.spans--;
+  vmp->vm_stats.bytes_total -= rel->vl_size;
+  vmp->vm_stats.bytes_free -= rel->vl_size;
+  vmp->vm_stats.bytes_imported -= rel->vl_size;
+  vmp->vm_stats.releases++;
 }
 
 /* ---- allocating and freeing segments -------------------------------------------------- */
@@ -424,20 +449,7 @@ static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
   prd_vseg_t *sp = vsp->vs_aprev;
   if (sp->vs_type == PRD_VS_SPAN && sp->vs_import && sp->vs_start == vsp->vs_start &&
       sp->vs_end == vsp->vs_end) {
-    rel->vl_start = sp->vs_start;
-    rel->vl_size = vseg_size(sp);
-    alist_remove(vmp, vsp);
-    tag_put(vmp, vsp);
-    alist_remove(vmp, sp);
-    sp->vs_kprev->vs_knext = sp->vs_knext;
-    sp->vs_knext->vs_kprev = sp->vs_kprev;
-    tag_put(vmp, sp);
-    vmp->vm_stats.segs_free--;
-    vmp->vm_stats.spans--;
-    vmp->vm_stats.bytes_total -= rel->vl_size;
-    vmp->vm_stats.bytes_free -= rel->vl_size;
-    vmp->vm_stats.bytes_imported -= rel->vl_size;
-    vmp->vm_stats.releases++;
+    span_remove_free(vmp, sp, rel);
     return true;
   }
   flist_insert(vmp, vsp);
@@ -595,13 +607,13 @@ static bool vmem_could_fit(prd_vmem_t *vmp, const struct vreq *r)
 /* ---- importing (section 7) ------------------------------------------------------------ */
 
 /* Imports a span for the request; called and returns with vm_lock held (drops it around
- * afunc/ffunc).  0 when a span was added. */
-static int vmem_import(prd_vmem_t *vmp, const struct vreq *r, int vmflags)
+ * afunc/ffunc).  Returns the new span's tag, or NULL when nothing was imported. */
+static prd_vseg_t *vmem_import(prd_vmem_t *vmp, const struct vreq *r, int vmflags)
 {
   uintptr_t size = r->vr_size;
   if (r->vr_align > vmp->vm_quantum) {
     if (size > UINTPTR_MAX - r->vr_align)
-      return -1;
+      return NULL;
     size += r->vr_align - vmp->vm_quantum;
   }
   uintptr_t unit = vmp->vm_quantum;
@@ -610,13 +622,13 @@ static int vmem_import(prd_vmem_t *vmp, const struct vreq *r, int vmflags)
   if (vmp->vm_import_chunk != 0)
     unit = PRD_MAX(unit, vmp->vm_import_chunk);
   if (size > UINTPTR_MAX - unit)
-    return -1;
+    return NULL;
   size = PRD_P2ROUNDUP(size, unit);
   pthread_mutex_unlock(&vmp->vm_lock);
   void *p = vmp->vm_afunc(vmp->vm_source, size, (vmflags & ~PRD_VM_POLICY_MASK) | PRD_VM_NOSLEEP);
   pthread_mutex_lock(&vmp->vm_lock);
   if (p == NULL)
-    return -1;
+    return NULL;
   uintptr_t start = (uintptr_t)p;
   const char *why = NULL;
   if (!PRD_IS_P2ALIGNED(start, vmp->vm_quantum) || start + size < start || start + size == 0)
@@ -632,10 +644,9 @@ static int vmem_import(prd_vmem_t *vmp, const struct vreq *r, int vmflags)
     pthread_mutex_unlock(&vmp->vm_lock);
     vmp->vm_ffunc(vmp->vm_source, p, size);
     pthread_mutex_lock(&vmp->vm_lock);
-    return -1;
+    return NULL;
   }
-  span_insert(vmp, start, start + size, true);
-  return 0;
+  return span_insert(vmp, start, start + size, true);
 }
 
 /* ---- the allocation loop -------------------------------------------------------------- */
@@ -666,8 +677,11 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
 {
   int policy = vmflags & PRD_VM_POLICY_MASK;
   uint64_t deadline = 0;
+  prd_vseg_t *fresh = NULL;   /* the span this call just imported */
   pthread_mutex_lock(&vmp->vm_lock);
   for (;;) {
+    prd_vseg_t *just = fresh;   /* valid only right after the import (no unlock since) */
+    fresh = NULL;
     /* no page for tags is a memory shortage like a failed import: a bounded wait below */
     bool no_tags = tag_reserve(vmp, VMEM_TAGS_PER_OP) != 0;
     if (!no_tags) {
@@ -682,7 +696,22 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
         pthread_mutex_unlock(&vmp->vm_lock);
         return (void *)addr;
       }
-      if (vmp->vm_afunc != NULL && may_import && vmem_import(vmp, r, vmflags) == 0)
+      if (just != NULL) {
+        /* The span imported for this request (sized and aligned for it, and the lock not
+         * dropped since) does not hold it: that cannot happen unless the sizing above is
+         * wrong.  Give the span back rather than import forever. */
+        struct vrelease rel;
+        flist_remove(vmp, just->vs_anext);
+        span_remove_free(vmp, just, &rel);
+        prd__report("vmem '%s': the span [%p, %p) imported for %zu integers does not hold "
+                    "them (given back)", vmp->vm_name, (void *)rel.vl_start,
+                    (void *)(rel.vl_start + rel.vl_size), (size_t)r->vr_size);
+        pthread_mutex_unlock(&vmp->vm_lock);
+        vmp->vm_ffunc(vmp->vm_source, (void *)rel.vl_start, rel.vl_size);
+        pthread_mutex_lock(&vmp->vm_lock);
+        break;
+      }
+      if (vmp->vm_afunc != NULL && may_import && (fresh = vmem_import(vmp, r, vmflags)) != NULL)
         continue;
     }
     if (vmflags & PRD_VM_NOSLEEP)
@@ -1001,6 +1030,9 @@ void prd_vmem_destroy(prd_vmem_t *vmp)
 {
   if (vmp == NULL)
     return;
+#ifdef PRD_DEBUG
+  PRD_ASSERT(prd__vmem_check(vmp) == 0);
+#endif
   pthread_mutex_lock(&vmp->vm_lock);
   uint64_t leaks = vmp->vm_stats.segs_alloc;
   if (leaks > 0) {

@@ -33,16 +33,6 @@ static prd_vmem_t *shared, *child;
 static _Atomic int owner[NQ];
 static _Atomic long overlaps;
 
-static void *imp_alloc(prd_vmem_t *src, size_t size, int flags)
-{
-  return prd_vmem_alloc(src, size, flags);
-}
-
-static void imp_free(prd_vmem_t *src, void *addr, size_t size)
-{
-  prd_vmem_free(src, addr, size);
-}
-
 static void claim(uintptr_t addr, size_t size, int me)
 {
   for (size_t i = (addr - BASE) / Q; i < (addr - BASE + size) / Q; i++) {
@@ -135,7 +125,7 @@ static void *worker(void *arg)
 static void test_threads(void)
 {
   shared = prd_vmem_create("shared", (void *)BASE, (size_t)NQ * Q, Q, NULL, NULL, NULL, 0, 0);
-  child = prd_vmem_create("child", NULL, 0, Q, imp_alloc, imp_free, shared, 0, 0);
+  child = prd_vmem_create("child", NULL, 0, Q, prd_vmem_alloc, prd_vmem_free, shared, 0, 0);
   CHECK(shared != NULL && child != NULL);
   CHECK(prd_heap_arena() != NULL);
   pthread_t t[NTHREADS];

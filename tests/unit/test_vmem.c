@@ -281,20 +281,13 @@ static void test_add_walk_size(void)
 
 /* ---- importing ------------------------------------------------------------------------ */
 
-static void *src_alloc(prd_vmem_t *src, size_t size, int flags)
-{
-  return prd_vmem_alloc(src, size, flags);
-}
-
-static void src_free(prd_vmem_t *src, void *addr, size_t size)
-{
-  prd_vmem_free(src, addr, size);
-}
+/* prd_vmem_alloc and prd_vmem_free have the afunc/ffunc signatures: an arena imports from
+ * another arena by naming them (as in the paper). */
 
 static void test_import_release(void)
 {
   prd_vmem_t *parent = prd_vmem_create("parent", P(0x100000), 0x10000, 0x100, NULL, NULL, NULL, 0, 0);
-  prd_vmem_t *child = prd_vmem_create("child", NULL, 0, Q, src_alloc, src_free, parent, 0, 0);
+  prd_vmem_t *child = prd_vmem_create("child", NULL, 0, Q, prd_vmem_alloc, prd_vmem_free, parent, 0, 0);
   CHECK(child != NULL);
   void *p = prd_vmem_alloc(child, Q, PRD_VM_NOSLEEP);
   CHECK(p != NULL && U(p) >= 0x100000 && U(p) < 0x110000);
@@ -444,7 +437,7 @@ static void test_invalid_arguments(void)
   CHECK(prd_vmem_create("zero", NULL, 0x1000, Q, NULL, NULL, NULL, 0, 0) == NULL && errno == EINVAL);
   CHECK(prd_vmem_create("wrap", P(UINTPTR_MAX - 0xfff), 0x1000, Q, NULL, NULL, NULL, 0, 0) == NULL &&
         errno == EINVAL);
-  CHECK(prd_vmem_create("afunc", NULL, 0, Q, src_alloc, NULL, NULL, 0, 0) == NULL && errno == EINVAL);
+  CHECK(prd_vmem_create("afunc", NULL, 0, Q, prd_vmem_alloc, NULL, NULL, 0, 0) == NULL && errno == EINVAL);
   CHECK(prd_vmem_create("qc", NULL, 0, Q, NULL, NULL, NULL, 8, 0) == NULL && errno == EINVAL);
 
   prd_vmem_t *a = prd_vmem_create("inval", P(0x10000), 0x10000, Q, NULL, NULL, NULL, 0, 0);
@@ -598,7 +591,7 @@ static void test_bad_free_reports(void)
 static void test_destroy_non_empty(void)
 {
   prd_vmem_t *parent = prd_vmem_create("p2", P(0x100000), 0x10000, Q, NULL, NULL, NULL, 0, 0);
-  prd_vmem_t *child = prd_vmem_create("leaky", NULL, 0, Q, src_alloc, src_free, parent, 0, 0);
+  prd_vmem_t *child = prd_vmem_create("leaky", NULL, 0, Q, prd_vmem_alloc, prd_vmem_free, parent, 0, 0);
   for (int i = 0; i < 20; i++)
     CHECK(prd_vmem_alloc(child, Q, 0) != NULL);
   uint64_t e0 = prd__error_count();
