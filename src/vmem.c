@@ -113,8 +113,14 @@
  *    and size are right).  Destroying an arena that still holds allocations reports each leaked
  *    segment (the first 16, then a count) and frees them with the arena.
  *
- * 12. Constants: VMEM_HASH_LOAD 2 (segments per bucket before growth: a short chain),
- *    VMEM_HASH_GROW 4 (fewer rehashes while an arena fills), VMEM_TAGS_PER_OP 2,
+ * 12. Statistics: vm_stats is a prd_vmem_stats_t (its fields come from the one list
+ *    PRD_VMEM_STATS in prudence.h), kept under vm_lock by the code that changes the lists, so
+ *    prd_vmem_stats copies a consistent snapshot and prd__vmem_check can recount every field
+ *    that describes the lists.  prd__vmem_stats_write prints text or JSON from the same list.
+ *
+ * 13. Constants: VMEM_HASH_LOAD 2 (segments per bucket before growth: a short chain),
+ *    VMEM_HASH_GROW 4 (fewer rehashes while an arena fills), VMEM_TAGS_PER_OP 2 (the most
+ *    tags one allocation consumes: a split of both ends; an import reserves its own 2 more),
  *    VMEM_SLEEP_SLICE_MS 10 (a retry every 10 ms costs nothing and reacts quickly to a source
  *    that frees), VMEM_LEAKS_SHOWN 16 (enough to see the pattern, short enough to read),
  *    HEAP_CHUNK 4 MiB (section 7).
@@ -913,7 +919,8 @@ void prd_vmem_walk(prd_vmem_t *vmp, int typemask, void (*fn)(void *arg, void *ad
 
 int prd_vmem_stats(prd_vmem_t *vmp, prd_vmem_stats_t *st)
 {
-  if (vmp == NULL || st == NULL || st->size < offsetof(prd_vmem_stats_t, version) + sizeof(uint32_t)) {
+  if (vmp == NULL || st == NULL ||
+      st->size < offsetof(prd_vmem_stats_t, version) + sizeof(st->version)) {
     errno = EINVAL;
     return -1;
   }
@@ -1059,7 +1066,8 @@ void prd_vmem_destroy(prd_vmem_t *vmp)
       vmp->vm_ffunc(vmp->vm_source, (void *)sp->vs_start, vseg_size(sp));
   size_t page = prd__os_page_size();
   if (vmp->vm_hash != vmp->vm_hash0)
-    prd__os_unmap(vmp->vm_hash, PRD_P2ROUNDUP((vmp->vm_hash_mask + 1) * sizeof(prd_vseg_t *), page));
+    prd__os_unmap(vmp->vm_hash,
+                  PRD_P2ROUNDUP((vmp->vm_hash_mask + 1) * sizeof(prd_vseg_t *), page));
   void *tp = vmp->vm_tag_pages;
   while (tp != NULL) {
     void *next = *(void **)tp;

@@ -6,6 +6,8 @@
  * adding up) and the test verifies the result against the model: an allocation lies in free
  * integers of the arena and meets its constraints; a failure happens only when the model has
  * no place that meets them.  Every 1024 steps a walk of the arena is compared with the model.
+ * A second, shorter run does the same for an arena that imports from a parent and gives its
+ * spans back (test_import_model).
  *
  *   test_vmem_model [OPS]   (default 10^6; fewer under ASan/TSan; PRD_SEED repeats a run)
  */
@@ -253,7 +255,85 @@ static void test_model(long ops)
   prd_vmem_destroy(a);
 }
 
+/* The importing side: a child arena that imports from a parent and gives spans back.  Random
+ * alloc/xalloc/free on the child; after every step both arenas are checked, the parent holds
+ * exactly what the child imported, and every child allocation lies in memory the parent handed
+ * out (in the model: allocated in the parent's map) and in no other live child allocation. */
+static void test_import_model(long ops)
+{
+  prd_rng_t rng = prd_rng_seeded("test_vmem_model import");
+  memset(model, M_OUT, sizeof(model));
+  nlive = 0;
+  prd_vmem_t *parent = prd_vmem_create("parent", (void *)BASE, NQ * Q, 4 * Q, NULL, NULL, NULL,
+                                       0, 0);
+  prd_vmem_t *kid = prd_vmem_create("kid", NULL, 0, Q, prd_vmem_alloc, prd_vmem_free, parent,
+                                    0, 0);
+  CHECK(parent != NULL && kid != NULL);
+  if (parent == NULL || kid == NULL)
+    return;
+  int failures_before = prd_t_failures;
+  for (long step = 0; step < ops && prd_t_failures == failures_before; step++) {
+    /* few live allocations, so imported spans often become wholly free and go back */
+    if (nlive == 0 || prd_rng_below(&rng, 100) < (nlive < 16 ? 70u : 30u)) {
+      size_t size = rand_size(&rng);
+      int flags = PRD_VM_NOSLEEP | policies[prd_rng_below(&rng, 4)];
+      bool x = prd_rng_below(&rng, 4) == 0;
+      void *p = x ? prd_vmem_xalloc(kid, size, Q << prd_rng_below(&rng, 6), 0, 0, NULL, NULL,
+                                    flags)
+                  : prd_vmem_alloc(kid, size, flags);
+      if (p == NULL) {
+        CHECK_EQ(errno, ENOMEM);
+        continue;
+      }
+      uintptr_t ad = (uintptr_t)p;
+      /* inside the parent's universe, and on integers no live child allocation holds */
+      CHECK(ad >= BASE && ad + size <= BASE + (uintptr_t)NQ * Q);
+      CHECK(model_all(ad, size, M_OUT));
+      model_set(ad, size, M_ALLOC);
+      live[nlive].addr = ad;
+      live[nlive].size = size;
+      live[nlive].x = x;
+      nlive++;
+    } else {
+      int k = (int)prd_rng_below(&rng, (uint64_t)nlive);
+      struct live l = live[k];
+      live[k] = live[--nlive];
+      (l.x ? prd_vmem_xfree : prd_vmem_free)(kid, (void *)l.addr, l.size);
+      model_set(l.addr, l.size, M_OUT);
+    }
+    CHECK_EQ(prd__vmem_check(kid), 0);
+    CHECK_EQ(prd__vmem_check(parent), 0);
+    prd_vmem_stats_t ks, ps;
+    ks.size = ps.size = sizeof(ks);
+    prd_vmem_stats(kid, &ks);
+    prd_vmem_stats(parent, &ps);
+    CHECK_EQ(ks.bytes_imported, ps.bytes_alloc);   /* the child holds what the parent gave */
+    CHECK_EQ(ks.bytes_total, ks.bytes_imported);
+    CHECK_EQ(ks.imports - ks.releases, ps.segs_alloc);
+    if (prd_t_failures != failures_before)
+      fprintf(stderr, "  first failure at step %ld\n", step);
+  }
+  while (nlive > 0) {
+    struct live l = live[--nlive];
+    (l.x ? prd_vmem_xfree : prd_vmem_free)(kid, (void *)l.addr, l.size);
+  }
+  prd_vmem_stats_t ks;
+  ks.size = sizeof(ks);
+  prd_vmem_stats(kid, &ks);
+  printf("# import model: %llu imports, %llu releases\n", (unsigned long long)ks.imports,
+         (unsigned long long)ks.releases);
+  CHECK(ks.imports > 0 && ks.imports == ks.releases);
+  CHECK_EQ(prd_vmem_size(parent, PRD_VMEM_ALLOC), 0);   /* every span went back */
+  prd_vmem_destroy(kid);
+  prd_vmem_destroy(parent);
+}
+
 static long model_ops = 1000000;
+
+static void test_vmem_import_model(void)
+{
+  test_import_model(model_ops / 10);
+}
 
 static void test_vmem_model(void)
 {
@@ -271,5 +351,6 @@ int main(int argc, char **argv)
     model_ops = atol(argv[1]);
   prd_option_set("abort_on_error", "0");
   RUN(test_vmem_model);
+  RUN(test_vmem_import_model);
   return prd_test_done();
 }
