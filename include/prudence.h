@@ -101,6 +101,105 @@ typedef struct prd_vmem_stats {
 PRD_API int prd_vmem_stats(prd_vmem_t *vmp, prd_vmem_stats_t *st);
 
 /* ------------------------------------------------------------------------------------------
+ * Object caches: the slab layer (src/slab.c; Bonwick 1994, seed 002)
+ * ------------------------------------------------------------------------------------------ */
+typedef struct prd_cache prd_cache_t;
+/* Constructor: puts a buffer into its constructed state; 0 ok, -1 failed (allowed only when
+ * flags has PRD_NOSLEEP: the allocation then fails cleanly).  Runs once per object entering
+ * the cache, never under a cache lock. */
+typedef int  prd_ctor_fn(void *buf, void *priv, int flags);
+/* Destructor: undoes the constructor when the object leaves the cache (its slab is freed). */
+typedef void prd_dtor_fn(void *buf, void *priv);
+/* Reclaim callback: the allocator is short of memory; give back what you can. */
+typedef void prd_reclaim_fn(void *priv);
+
+/* cflags of prd_cache_create.  The debug bits are the same as the names of PRUDENCE_DEBUG
+ * (patterns,redzone,verify,audit,unmap,pagebuf,leaks or all), which sets them for every cache
+ * created after it is read (at start-up) unless the cache says PRD_CACHE_NODEBUG. */
+#define PRD_CACHE_NOTOUCH   0x0001  /* objects are not memory (integer ranges): never touched */
+#define PRD_CACHE_NODEBUG   0x0002  /* ignore the process-wide PRUDENCE_DEBUG flags */
+#define PRD_CACHE_PATTERNS  0x0010  /* freed 0xdeadbeef checked on alloc, then 0xbaddcafe */
+#define PRD_CACHE_REDZONE   0x0020  /* a 0xfeedface guard after each buffer, checked on free */
+#define PRD_CACHE_VERIFY    0x0040  /* every free is checked to be an allocated buffer here */
+#define PRD_CACHE_AUDIT     0x0080  /* per-buffer transaction log: thread, time, stack */
+#define PRD_CACHE_UNMAP     0x0100  /* free slabs destroyed at once, their pages inaccessible */
+#define PRD_CACHE_PAGEBUF   0x0200  /* each buffer on its own page(s) before a guard page */
+#define PRD_CACHE_LEAKS     0x0400  /* leak report at exit (implies AUDIT) */
+#define PRD_CACHE_DEBUG_ALL 0x07f0
+
+PRD_API prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align,
+                                      prd_ctor_fn *ctor, prd_dtor_fn *dtor,
+                                      prd_reclaim_fn *reclaim, void *priv, prd_vmem_t *source,
+                                      int cflags);
+PRD_API void *prd_cache_alloc(prd_cache_t *cp, int flags);
+PRD_API void  prd_cache_free(prd_cache_t *cp, void *buf);
+PRD_API void  prd_cache_destroy(prd_cache_t *cp);
+/* Gives back to the source arena the free slabs that stayed free for a whole working-set
+ * interval (option slab_working_set, default 15 s). */
+PRD_API void  prd_cache_reap(prd_cache_t *cp);
+/* prd_cache_reap for every cache. */
+PRD_API void  prd_reap(void);
+
+/* PRD_NOFAIL: when an allocation cannot be satisfied even after reaping every cache and
+ * calling the reclaim callbacks, the callback decides: return PRD_NOFAIL_RETRY to try again,
+ * or PRD_NOFAIL_EXIT(status) to end the process with exit(status) (called once, as libumem).
+ * Without a callback the process exits with status 255 after a report. */
+#define PRD_NOFAIL_RETRY        0
+#define PRD_NOFAIL_EXIT(status) (0x100 | ((status) & 0xff))
+PRD_API void  prd_set_nofail_callback(int (*cb)(void));
+
+/* Leak detection: lists, on fp, every buffer of every cache still allocated and allocated at
+ * least older_than_seconds ago (ages and stacks need auditing; without it every allocated
+ * buffer is listed, age unknown).  Returns the number listed.  PRUDENCE_DEBUG=leaks runs it
+ * at exit with older_than_seconds = 0. */
+PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
+
+/* Statistics of one cache, versioned: the caller sets st->size = sizeof(*st) and
+ * st->version = PRD_CACHE_STATS_VERSION (PRD_CACHE_STATS_INIT does both); the library fills
+ * the fields that both sides know.  The fields come from one list, so that every printer and
+ * the JSON writer stay in step with the struct.  Later layers append fields. */
+#define PRD_CACHE_STATS_VERSION 1
+#define PRD_CACHE_NAME_MAX 32
+/* X(kind, name, meaning); kind STR (char[PRD_CACHE_NAME_MAX]), U64, F64 */
+#define PRD_CACHE_STATS_FIELDS(X)                                                               \
+  X(STR, name, "cache name")                                                                    \
+  X(U64, buf_size, "object size asked for (bytes)")                                             \
+  X(U64, align, "buffer alignment (bytes)")                                                     \
+  X(U64, chunk_size, "bytes one buffer takes in a slab (rounding, linkage word, debug tag)")     \
+  X(U64, slab_size, "bytes per slab, from the source arena")                                    \
+  X(U64, bufs_per_slab, "buffers per slab")                                                     \
+  X(U64, color_max, "largest color offset (bytes): the unused tail that coloring cycles over")  \
+  X(F64, tail_waste, "unused tail of a slab / slab size (internal fragmentation, under 1/8)")   \
+  X(U64, large_layout, "1: external slab and bufctl structures and a hash table; 0: in-slab")   \
+  X(U64, allocs, "allocations served")                                                          \
+  X(U64, frees, "frees")                                                                        \
+  X(U64, alloc_fails, "allocations that returned NULL")                                         \
+  X(U64, slab_creates, "slabs created (cache grows)")                                           \
+  X(U64, slab_destroys, "slabs destroyed (cache shrinks)")                                      \
+  X(U64, slab_churns, "grow/shrink pairs (seed 001 5.4): each shrink pairs an earlier grow")   \
+  X(U64, slabs_full, "slabs with every buffer allocated")                                       \
+  X(U64, slabs_partial, "slabs with some buffers allocated")                                    \
+  X(U64, slabs_free, "slabs with no buffer allocated (kept for the working set)")               \
+  X(U64, slabs_peak, "most slabs the cache held at once")                                       \
+  X(U64, bufs_inuse, "buffers allocated now")                                                   \
+  X(U64, bufs_total, "buffers in all slabs")                                                    \
+  X(U64, hash_buckets, "buffer-to-bufctl hash buckets (large layout), else 0")                  \
+  X(F64, total_frag, "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")
+
+#define PRD__CS_STR(n) char n[PRD_CACHE_NAME_MAX]
+#define PRD__CS_U64(n) uint64_t n
+#define PRD__CS_F64(n) double n
+#define PRD__CS_FIELD(kind, n, doc) PRD__CS_##kind(n);
+typedef struct prd_cache_stats {
+  size_t size;        /* sizeof the caller's struct */
+  uint32_t version;   /* PRD_CACHE_STATS_VERSION the caller was built with */
+  PRD_CACHE_STATS_FIELDS(PRD__CS_FIELD)
+} prd_cache_stats_t;
+#define PRD_CACHE_STATS_INIT { .size = sizeof(prd_cache_stats_t), .version = PRD_CACHE_STATS_VERSION }
+/* Fills *st; 0, or -1 with errno EINVAL (NULL cache or st, size too small, unknown version). */
+PRD_API int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st);
+
+/* ------------------------------------------------------------------------------------------
  * Options (src/options.c): PRUDENCE_OPTIONS="name=value,...", PRUDENCE_DEBUG=...
  * ------------------------------------------------------------------------------------------ */
 /* Sets option `name` from its text form.  Returns 0, or -1 with errno EINVAL (unknown name or

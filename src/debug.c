@@ -9,10 +9,47 @@
  *    then check that the structure stayed consistent.
  * 3. PRD_ASSERT checks internal invariants in Debug builds only; a failed assertion always
  *    aborts: it means our own state is wrong, not the caller's input.
+ *
+ * Debugging of object caches (Bonwick 1994, seed 002 §6; libumem's names and patterns).
+ * 4. Where.  slab.c tests one word (cache_flags & PRD_CF_DEBUG) on its fast paths and calls
+ *    prd__debug_alloc when an object leaves the cache for the user and prd__debug_free when
+ *    it comes back, from whichever layer serves it.  Every buffer-debugging cache uses the
+ *    large layout: its bufctls are external and all in the hash table, so every free is
+ *    looked up (freed-address verification, 002 §6.2, "the large-object threshold set to
+ *    zero") and no freelist word lives in the buffer, which the patterns may then cover.
+ *    bc_dstate is the buffer's state as the user sees it (allocated or not), kept apart from
+ *    the slab layer's bc_flags so that a layer in front (magazines) keeps the checks exact.
+ *    The debug state and the audit log change under the cache's lock; buffer contents are
+ *    checked and filled outside it, by the thread that owns the buffer at that moment.
+ * 5. Patterns (002 §6.3): a free buffer holds 0xdeadbeef; allocation checks it (a difference
+ *    is reported with its offset and both values), fills 0xbaddcafe and then constructs.
+ *    With patterns on, construction happens on every allocation and destruction on every
+ *    free, since a freed buffer's contents are the pattern (PRD_CF_SLABCTOR is off).
+ * 6. Redzones (002 §6.4): the bytes from the object's end to the next 8-byte boundary hold
+ *    0xbb and a tag after them holds 0xfeedfacefeedface and the bufctl's address (libumem's
+ *    buftag); free checks both, so even a one-byte overrun of an odd-sized object is seen.
+ * 7. Auditing (002 §6.1): each bufctl carries a ring of the buffer's last PRD_AUDIT_TX
+ *    transactions (thread, time, slab, backtrace() stack of PRD_AUDIT_DEPTH frames); every
+ *    report on a buffer prints them, newest first, as 002 §6.8.  Frames print as
+ *    symbol+offset where dladdr knows the symbol.
+ * 8. Synchronous unmapping (002 §6.5): a slab freed by an UNMAP cache is decommitted and made
+ *    inaccessible at once, and held out of its source arena in a quarantine of the last
+ *    PRD_UNMAP_QUARANTINE slabs (so a stale access faults for a while even though the
+ *    arena, not the kernel, owns the address range); the oldest goes back (made accessible)
+ *    when the quarantine is full or its cache is destroyed.
+ * 9. Page-per-buffer (002 §6.6): each buffer starts a page and is followed by an
+ *    inaccessible guard page; a free buffer's pages are inaccessible too, so use after free
+ *    and overruns past the page fault at the faulting instruction.
+ * 10. Leaks (002 §6.7): prd_leak_report walks every cache's allocated buffers; with auditing
+ *    it prints each one's age and allocation stack and skips the young ones.
  */
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -88,4 +125,436 @@ void prd__assert_fail(const char *expr, const char *file, int line)
 {
   write_fmt(STDERR_FILENO, "prudence: internal assertion failed: %s (%s:%d)\n", expr, file, line);
   abort();
+}
+
+/* ==== debugging of object caches ========================================================== */
+#define PRD_PATTERN_FREE     0xdeadbeefu          /* freed memory (002 §6.3) */
+#define PRD_PATTERN_UNINIT   0xbaddcafeu          /* allocated, not yet initialized */
+#define PRD_REDZONE_PATTERN  0xfeedfacefeedfaceull /* the guard word after a buffer */
+#define PRD_REDZONE_BYTE     0xbb                 /* the bytes between object end and tag */
+#define PRD_UNMAP_QUARANTINE 64                   /* unmapped slabs held inaccessible */
+#define PRD_LIVE_LISTED      16                   /* live buffers listed at cache destroy */
+
+/* One line of a report: to stderr through prd__report when fd < 0, else to fd. */
+static void dline(int fd, const char *fmt, ...) PRD_PRINTF(2, 3);
+static void dline(int fd, const char *fmt, ...)
+{
+  char line[768];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    line[0] = '\0';
+  if (fd < 0)
+    prd__report("%s", line);
+  else
+    write_fmt(fd, "prudence: %s\n", line);
+}
+
+static size_t dbg_user_bytes(const prd_cache_t *cp)
+{
+  return cp->cache_buftag_off;   /* the object rounded up to 8 bytes */
+}
+
+static size_t dbg_buf_pages(const prd_cache_t *cp)
+{
+  return cp->cache_chunksize - prd__os_page_size();   /* PAGEBUF: all but the guard page */
+}
+
+static void fill32(void *buf, size_t bytes, uint32_t pattern)
+{
+  uint32_t *w = buf;
+  for (size_t i = 0; i < bytes / sizeof(uint32_t); i++)
+    w[i] = pattern;
+}
+
+/* Offset of the first 32-bit word that is not `pattern`, or (size_t)-1. */
+static size_t check32(const void *buf, size_t bytes, uint32_t pattern)
+{
+  const uint32_t *w = buf;
+  for (size_t i = 0; i < bytes / sizeof(uint32_t); i++)
+    if (w[i] != pattern)
+      return i * sizeof(uint32_t);
+  return (size_t)-1;
+}
+
+static void audit_capture(prd_audit_tx_t *tx, bool alloc)
+{
+  tx->tx_time_ns = prd__now_ns();
+  tx->tx_thread = (uint64_t)pthread_self();
+  tx->tx_slab = NULL;
+  tx->tx_alloc = alloc;
+  int n = backtrace(tx->tx_stack, PRD_AUDIT_DEPTH);
+  tx->tx_depth = n > 0 ? (uint32_t)n : 0;
+}
+
+static void audit_record(prd_bufctl_t *bcp, prd_audit_tx_t *tx)
+{
+  prd_bufctl_audit_t *bca = (prd_bufctl_audit_t *)bcp;
+  tx->tx_slab = bcp->bc_slab;
+  bca->bca_tx[bca->bca_ntx % PRD_AUDIT_TX] = *tx;
+  bca->bca_ntx++;
+}
+
+static void print_frames(int fd, void *const *stack, uint32_t depth)
+{
+  for (uint32_t i = 1; i < depth; i++) {   /* frame 0 is audit_capture's caller's call */
+    Dl_info di;
+    if (dladdr(stack[i], &di) != 0 && di.dli_sname != NULL)
+      dline(fd, "    %s+%#lx", di.dli_sname,
+            (unsigned long)((char *)stack[i] - (char *)di.dli_saddr));
+    else if (dladdr(stack[i], &di) != 0 && di.dli_fname != NULL) {
+      const char *base = strrchr(di.dli_fname, '/');
+      dline(fd, "    %s+%#lx", base ? base + 1 : di.dli_fname,
+            (unsigned long)((char *)stack[i] - (char *)di.dli_fbase));
+    } else
+      dline(fd, "    %p", stack[i]);
+  }
+}
+
+static void print_tx(int fd, const prd_cache_t *cp, const prd_audit_tx_t *tx, uint64_t now)
+{
+  dline(fd, "  %s thread=%#llx time=T-%.6f slab=%p cache: %s", tx->tx_alloc ? "alloc" : "free",
+        (unsigned long long)tx->tx_thread, (double)(now - tx->tx_time_ns) / 1e9, tx->tx_slab,
+        cp->cache_name);
+  print_frames(fd, tx->tx_stack, tx->tx_depth);
+}
+
+/* "previous transactions on buffer ...", newest first (002 §6.8).  cache_lock held. */
+static void print_history(int fd, const prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
+{
+  if (bcp == NULL || !(cp->cache_flags & PRD_CACHE_AUDIT))
+    return;
+  prd_bufctl_audit_t *bca = (prd_bufctl_audit_t *)bcp;
+  uint64_t now = prd__now_ns();
+  uint32_t n = PRD_MIN(bca->bca_ntx, (uint32_t)PRD_AUDIT_TX);
+  dline(fd, "previous transactions on buffer %p:", buf);
+  for (uint32_t k = 0; k < n; k++)
+    print_tx(fd, cp, &bca->bca_tx[(bca->bca_ntx - 1 - k) % PRD_AUDIT_TX], now);
+  if (bca->bca_ntx > PRD_AUDIT_TX)
+    dline(fd, "  (%u earlier transactions not kept)", bca->bca_ntx - PRD_AUDIT_TX);
+}
+
+/* The lines every buffer report ends with: the buffer, its bufctl, its history. */
+static void report_buffer(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
+{
+  dline(-1, "buffer=%p bufctl=%p cache: %s", buf, (void *)bcp, cp->cache_name);
+  pthread_mutex_lock(&cp->cache_lock);
+  print_history(-1, cp, buf, bcp);
+  pthread_mutex_unlock(&cp->cache_lock);
+}
+
+void prd__debug_cache_init(prd_cache_t *cp)
+{
+  if (cp->cache_flags & PRD_CACHE_AUDIT) {
+    /* backtrace() loads its unwinder (and may allocate) on first use: do it here, not in
+     * the middle of an allocation */
+    void *frames[2];
+    (void)backtrace(frames, 2);
+  }
+}
+
+void prd__debug_slab_create(prd_cache_t *cp, prd_slab_t *sp)
+{
+  size_t page = prd__os_page_size();
+  prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
+  for (int h = 0; h < 2; h++)
+    for (prd_bufctl_t *bcp = heads[h]; bcp != NULL; bcp = bcp->bc_next) {
+      char *buf = bcp->bc_addr;
+      bcp->bc_dstate = 0;
+      if (cp->cache_flags & PRD_CF_BUFTAG) {
+        prd_buftag_t *bt = (prd_buftag_t *)(buf + cp->cache_buftag_off);
+        bt->bt_redzone = PRD_REDZONE_PATTERN;
+        bt->bt_bufctl = bcp;
+      }
+      if (cp->cache_flags & PRD_CACHE_PATTERNS)
+        fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
+      if (cp->cache_flags & PRD_CACHE_PAGEBUF) {
+        (void)prd__os_protect_none(buf + dbg_buf_pages(cp), page);   /* the guard page */
+        (void)prd__os_protect_none(buf, dbg_buf_pages(cp));          /* free: inaccessible */
+      }
+    }
+}
+
+void prd__debug_slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
+{
+  if (cp->cache_flags & PRD_CACHE_PAGEBUF)
+    (void)prd__os_protect_rw(sp->slab_base, cp->cache_slabsize);
+}
+
+void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
+{
+  uint32_t f = cp->cache_flags;
+  prd_audit_tx_t tx;
+  if (f & PRD_CACHE_AUDIT)
+    audit_capture(&tx, true);
+  pthread_mutex_lock(&cp->cache_lock);
+  prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
+  PRD_ASSERT(bcp != NULL && bcp->bc_dstate == 0);
+  bcp->bc_dstate = PRD_BC_ALLOC;
+  if (f & PRD_CACHE_AUDIT)
+    audit_record(bcp, &tx);
+  pthread_mutex_unlock(&cp->cache_lock);
+
+  if (f & PRD_CACHE_PAGEBUF)
+    (void)prd__os_protect_rw(buf, dbg_buf_pages(cp));
+  if (f & PRD_CACHE_PATTERNS) {
+    size_t off = check32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
+    if (off != (size_t)-1) {
+      dline(-1, "cache %s: buffer modified after being freed", cp->cache_name);
+      dline(-1, "modification occurred at offset %#zx (%#x replaced by %#x)", off,
+            PRD_PATTERN_FREE, ((const uint32_t *)buf)[off / sizeof(uint32_t)]);
+      report_buffer(cp, buf, bcp);
+      prd__report_done();
+    }
+    fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_UNINIT);
+  }
+  if (f & PRD_CF_BUFTAG) {
+    memset((char *)buf + cp->cache_bufsize, PRD_REDZONE_BYTE,
+           cp->cache_buftag_off - cp->cache_bufsize);
+    prd_buftag_t *bt = (prd_buftag_t *)((char *)buf + cp->cache_buftag_off);
+    bt->bt_redzone = PRD_REDZONE_PATTERN;
+    bt->bt_bufctl = bcp;
+  }
+  if ((f & PRD_CACHE_PATTERNS) && cp->cache_ctor != NULL &&
+      cp->cache_ctor(buf, cp->cache_private, flags) != 0) {
+    /* the constructor failed: the buffer goes back as it came */
+    pthread_mutex_lock(&cp->cache_lock);
+    bcp->bc_dstate = 0;
+    pthread_mutex_unlock(&cp->cache_lock);
+    fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
+    if (f & PRD_CACHE_PAGEBUF)
+      (void)prd__os_protect_none(buf, dbg_buf_pages(cp));
+    prd__slab_free(cp, buf);
+    pthread_mutex_lock(&cp->cache_lock);
+    cp->cache_alloc_fails++;
+    pthread_mutex_unlock(&cp->cache_lock);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return buf;
+}
+
+int prd__debug_free(prd_cache_t *cp, void *buf)
+{
+  uint32_t f = cp->cache_flags;
+  prd_audit_tx_t tx;
+  if (f & PRD_CACHE_AUDIT)
+    audit_capture(&tx, false);
+  pthread_mutex_lock(&cp->cache_lock);
+  prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
+  if (bcp == NULL || bcp->bc_dstate != PRD_BC_ALLOC) {
+    pthread_mutex_unlock(&cp->cache_lock);
+    prd__debug_bad_free(cp, buf, bcp);
+    return -1;
+  }
+  bcp->bc_dstate = 0;
+  if (f & PRD_CACHE_AUDIT)
+    audit_record(bcp, &tx);
+  pthread_mutex_unlock(&cp->cache_lock);
+
+  if (f & PRD_CF_BUFTAG) {
+    const unsigned char *b = buf;
+    size_t bad = (size_t)-1;
+    uint64_t found = 0, expected = PRD_REDZONE_BYTE;
+    for (size_t i = cp->cache_bufsize; i < cp->cache_buftag_off && bad == (size_t)-1; i++)
+      if (b[i] != PRD_REDZONE_BYTE) {
+        bad = i;
+        found = b[i];
+      }
+    prd_buftag_t *bt = (prd_buftag_t *)((char *)buf + cp->cache_buftag_off);
+    if (bad == (size_t)-1 && bt->bt_redzone != PRD_REDZONE_PATTERN) {
+      bad = cp->cache_buftag_off;
+      found = bt->bt_redzone;
+      expected = PRD_REDZONE_PATTERN;
+    }
+    if (bad == (size_t)-1 && bt->bt_bufctl != bcp) {
+      bad = cp->cache_buftag_off + offsetof(prd_buftag_t, bt_bufctl);
+      found = (uint64_t)(uintptr_t)bt->bt_bufctl;
+      expected = (uint64_t)(uintptr_t)bcp;
+    }
+    if (bad != (size_t)-1) {
+      dline(-1, "cache %s: redzone violation: write past the end of buffer %p (size %zu)",
+            cp->cache_name, buf, cp->cache_bufsize);
+      dline(-1, "at offset %#zx (%#llx replaced by %#llx)", bad, (unsigned long long)expected,
+            (unsigned long long)found);
+      report_buffer(cp, buf, bcp);
+      prd__report_done();
+    }
+  }
+  if (f & PRD_CACHE_PATTERNS) {
+    if (cp->cache_dtor != NULL)
+      cp->cache_dtor(buf, cp->cache_private);
+    fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
+  }
+  if (f & PRD_CACHE_PAGEBUF)
+    (void)prd__os_protect_none(buf, dbg_buf_pages(cp));
+  return 0;
+}
+
+/* ---- bad frees ------------------------------------------------------------------------------ */
+struct owner_find {
+  const void *of_addr;
+  const prd_cache_t *of_skip;
+  char of_name[PRD_CACHE_NAME_MAX];
+  void *of_buf;
+};
+
+static void owner_probe(void *arg, prd_cache_t *cp)
+{
+  struct owner_find *of = arg;
+  if (cp == of->of_skip || of->of_buf != NULL)
+    return;
+  pthread_mutex_lock(&cp->cache_lock);
+  void *b = prd__slab_containing(cp, of->of_addr);
+  pthread_mutex_unlock(&cp->cache_lock);
+  if (b != NULL) {
+    of->of_buf = b;
+    memcpy(of->of_name, cp->cache_name, sizeof(of->of_name));
+  }
+}
+
+void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
+{
+  if (bcp != NULL) {
+    dline(-1, "cache %s: double free of buffer %p (it is already free)", cp->cache_name, buf);
+    report_buffer(cp, buf, bcp);
+    prd__report_done();
+    return;
+  }
+  pthread_mutex_lock(&cp->cache_lock);
+  char *start = prd__slab_containing(cp, buf);
+  prd_bufctl_t *sbcp = NULL;
+  if (start != NULL && (cp->cache_flags & PRD_CF_HASH))
+    sbcp = prd__slab_hash_find(cp, start);
+  pthread_mutex_unlock(&cp->cache_lock);
+  if (start != NULL) {
+    dline(-1, "cache %s: bad free of %p: not the start of a buffer (offset %#zx into buffer %p)",
+          cp->cache_name, buf, (size_t)((const char *)buf - start), (void *)start);
+    report_buffer(cp, start, sbcp);
+    prd__report_done();
+    return;
+  }
+  struct owner_find of = { buf, cp, { 0 }, NULL };
+  prd__cache_foreach(owner_probe, &of);
+  if (of.of_buf != NULL)
+    dline(-1, "cache %s: bad free of %p: it is a buffer of cache %s, not of this cache",
+          cp->cache_name, buf, of.of_name);
+  else
+    dline(-1, "cache %s: bad free of %p: not a buffer of this cache", cp->cache_name, buf);
+  prd__report_done();
+}
+
+/* ---- live buffers and leaks ----------------------------------------------------------------- */
+struct live_ctx {
+  int lc_fd;
+  uint64_t lc_now;
+  uint64_t lc_min_age_ns;
+  size_t lc_listed, lc_limit, lc_seen;
+};
+
+static void live_buf(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp)
+{
+  struct live_ctx *lc = arg;
+  const prd_audit_tx_t *last = NULL;
+  if (bcp != NULL && (cp->cache_flags & PRD_CACHE_AUDIT)) {
+    prd_bufctl_audit_t *bca = (prd_bufctl_audit_t *)bcp;
+    if (bca->bca_ntx > 0)
+      last = &bca->bca_tx[(bca->bca_ntx - 1) % PRD_AUDIT_TX];
+    if (last != NULL && lc->lc_now - last->tx_time_ns < lc->lc_min_age_ns)
+      return;
+  }
+  lc->lc_seen++;
+  if (lc->lc_listed >= lc->lc_limit)
+    return;
+  lc->lc_listed++;
+  if (last != NULL) {
+    dline(lc->lc_fd, "cache %s: buffer=%p bufctl=%p allocated %.6f s ago by thread %#llx:",
+          cp->cache_name, buf, (void *)bcp, (double)(lc->lc_now - last->tx_time_ns) / 1e9,
+          (unsigned long long)last->tx_thread);
+    print_frames(lc->lc_fd, last->tx_stack, last->tx_depth);
+  } else {
+    dline(lc->lc_fd, "cache %s: buffer=%p bufctl=%p still allocated (no audit: age and stack "
+          "unknown)", cp->cache_name, buf, (void *)bcp);
+  }
+}
+
+void prd__debug_report_live(prd_cache_t *cp)
+{
+  struct live_ctx lc = { -1, prd__now_ns(), 0, 0, PRD_LIVE_LISTED, 0 };
+  dline(-1, "cache %s: destroyed with %llu buffers still allocated:", cp->cache_name,
+        (unsigned long long)cp->cache_bufs_inuse);
+  prd__cache_walk_allocated(cp, live_buf, &lc);
+  if (lc.lc_seen > lc.lc_listed)
+    dline(-1, "cache %s: ... and %zu more", cp->cache_name, lc.lc_seen - lc.lc_listed);
+}
+
+static void leak_cache(void *arg, prd_cache_t *cp)
+{
+  if (cp->cache_flags & PRD_CF_INTERNAL)
+    return;
+  pthread_mutex_lock(&cp->cache_lock);
+  prd__cache_walk_allocated(cp, live_buf, arg);
+  pthread_mutex_unlock(&cp->cache_lock);
+}
+
+size_t prd_leak_report(FILE *fp, double older_than_seconds)
+{
+  prd__slab_init();
+  if (fp == NULL)
+    fp = stderr;
+  if (!(older_than_seconds >= 0))
+    older_than_seconds = 0;
+  fflush(fp);
+  struct live_ctx lc = { fileno(fp), prd__now_ns(), (uint64_t)(older_than_seconds * 1e9), 0,
+                         SIZE_MAX, 0 };
+  prd__cache_foreach(leak_cache, &lc);
+  dline(lc.lc_fd, "leak report: %zu buffers allocated for at least %.3f s", lc.lc_seen,
+        older_than_seconds);
+  return lc.lc_seen;
+}
+
+/* ---- synchronous unmapping: the quarantine -------------------------------------------------- */
+static struct {
+  prd_cache_t *q_cache;
+  void *q_addr;
+  size_t q_size;
+} dbg_quarantine[PRD_UNMAP_QUARANTINE];
+static unsigned dbg_qnext;
+static pthread_mutex_t dbg_qlock = PTHREAD_MUTEX_INITIALIZER;
+
+static void quarantine_release(prd_cache_t *cp, void *addr, size_t size)
+{
+  (void)prd__os_protect_rw(addr, size);
+  prd_vmem_xfree(cp->cache_source, addr, size);
+}
+
+void prd__debug_unmap(prd_cache_t *cp, void *base, size_t size)
+{
+  (void)prd__os_decommit(base, size);
+  (void)prd__os_protect_none(base, size);
+  pthread_mutex_lock(&dbg_qlock);
+  unsigned i = dbg_qnext;
+  dbg_qnext = (i + 1) % PRD_UNMAP_QUARANTINE;
+  prd_cache_t *ocp = dbg_quarantine[i].q_cache;
+  void *oaddr = dbg_quarantine[i].q_addr;
+  size_t osize = dbg_quarantine[i].q_size;
+  dbg_quarantine[i].q_cache = cp;
+  dbg_quarantine[i].q_addr = base;
+  dbg_quarantine[i].q_size = size;
+  if (ocp != NULL)
+    quarantine_release(ocp, oaddr, osize);   /* under dbg_qlock: a flush cannot race it */
+  pthread_mutex_unlock(&dbg_qlock);
+}
+
+void prd__debug_unmap_flush(prd_cache_t *cp)
+{
+  pthread_mutex_lock(&dbg_qlock);
+  for (unsigned i = 0; i < PRD_UNMAP_QUARANTINE; i++)
+    if (dbg_quarantine[i].q_cache == cp) {
+      quarantine_release(cp, dbg_quarantine[i].q_addr, dbg_quarantine[i].q_size);
+      dbg_quarantine[i].q_cache = NULL;
+    }
+  pthread_mutex_unlock(&dbg_qlock);
 }

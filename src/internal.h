@@ -6,6 +6,7 @@
 #define PRD_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +60,50 @@ void prd__init(void);
 /* Calls fn for every option of the table, in table order (docs check, stats printers). */
 void prd__options_foreach(void (*fn)(void *arg, const char *name, long def, const char *doc),
                           void *arg);
+/* PRUDENCE_DEBUG's list of feature names -> PRD_CACHE_* bits; bad names reported as `src`. */
+long prd__debug_parse(const char *list, const char *src);
+
+/* ---- slab.c: object caches (the slab layer proper) ------------------------------------ */
+void prd__slab_init(void);
+uint64_t prd__now_ns(void);   /* CLOCK_MONOTONIC nanoseconds */
+/* The slab layer alone, under the cache lock: the layers above call these on a miss. */
+void *prd__slab_alloc(prd_cache_t *cp, int flags);
+void  prd__slab_free(prd_cache_t *cp, void *buf);
+/* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held. */
+prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf);
+/* The start of the buffer of cp whose chunk holds addr, or NULL.  cache_lock held. */
+void *prd__slab_containing(prd_cache_t *cp, const void *addr);
+/* Every buffer the slab layer has handed out (bcp NULL for the small layout).  Lock held. */
+typedef void prd__walk_fn(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp);
+void  prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg);
+/* Every cache (user caches first), under the cache-list lock. */
+void  prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg);
+/* Returns every free slab to the source now, ignoring the working set. */
+void  prd__cache_reap_all(prd_cache_t *cp);
+/* Checks the invariants of the cache's slab layer; returns the number broken (reported). */
+int   prd__cache_check(prd_cache_t *cp);
+
+/* ---- debug.c: debugging of caches (Bonwick 1994 §6), out of the fast paths ------------- */
+void  prd__debug_cache_init(prd_cache_t *cp);
+void  prd__debug_slab_create(prd_cache_t *cp, prd_slab_t *sp);
+void  prd__debug_slab_destroy(prd_cache_t *cp, prd_slab_t *sp);
+/* An object leaves the cache for the user: checks and fills; NULL if its ctor failed. */
+void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags);
+/* An object comes back from the user: 0 to go on freeing it, -1 when it was a bad free
+ * (reported; the caller must not free it). */
+int   prd__debug_free(prd_cache_t *cp, void *buf);
+/* Reports a bad free of buf (bcp: its bufctl when found) and calls prd__report_done. */
+void  prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp);
+/* Reports the buffers still allocated in a cache being destroyed (cache_lock held). */
+void  prd__debug_report_live(prd_cache_t *cp);
+/* Synchronous unmapping: the slab's pages made inaccessible, held out of the source for a
+ * while; flush gives back those of a cache being destroyed. */
+void  prd__debug_unmap(prd_cache_t *cp, void *base, size_t size);
+void  prd__debug_unmap_flush(prd_cache_t *cp);
+
+/* ---- stats.c: printing statistics from their one list -------------------------------- */
+/* One cache's statistics as "name value  # meaning" lines, or one JSON object (a line). */
+void  prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

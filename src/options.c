@@ -2,7 +2,8 @@
  * options.c: the options of libprudence, from one table (options.h).
  *
  * 1. Sources, in order: the table's defaults; the environment at first use
- *    (PRUDENCE_OPTIONS="name=value,...", PRUDENCE_FAULT_MMAP=N); prd_option_set() at any time.
+ *    (PRUDENCE_OPTIONS="name=value,...", PRUDENCE_FAULT_MMAP=N, PRUDENCE_DEBUG=name,... which
+ *    sets the option debug from feature names); prd_option_set() at any time.
  * 2. Bad input: an unknown name or a value that does not parse is reported once on stderr,
  *    naming the source, and ignored; nothing else changes.  Never a crash, never an abort.
  * 3. No allocation: the environment is parsed in place (this runs inside malloc later on).
@@ -120,6 +121,38 @@ static void opt_parse_list(const char *list, const char *src)
   }
 }
 
+/* PRUDENCE_DEBUG=patterns,redzone,verify,audit,unmap,pagebuf,leaks|all: the names of the
+ * PRD_CACHE_* debug bits (include/prudence.h).  A bad name is reported and skipped. */
+static const struct { const char *dn_name; long dn_bits; } debug_names[] = {
+  { "patterns", PRD_CACHE_PATTERNS }, { "redzone", PRD_CACHE_REDZONE },
+  { "verify", PRD_CACHE_VERIFY },     { "audit", PRD_CACHE_AUDIT },
+  { "unmap", PRD_CACHE_UNMAP },       { "pagebuf", PRD_CACHE_PAGEBUF },
+  { "leaks", PRD_CACHE_LEAKS | PRD_CACHE_AUDIT }, { "all", PRD_CACHE_DEBUG_ALL },
+};
+
+long prd__debug_parse(const char *list, const char *src)
+{
+  long bits = 0;
+  const char *p = list;
+  while (*p != '\0') {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    size_t i;
+    for (i = 0; i < PRD_ARRAY_SIZE(debug_names); i++)
+      if (strlen(debug_names[i].dn_name) == len && strncmp(debug_names[i].dn_name, p, len) == 0)
+        break;
+    if (i < PRD_ARRAY_SIZE(debug_names))
+      bits |= debug_names[i].dn_bits;
+    else if (len > 0)
+      prd__report("%s: unknown debug feature '%.*s' (ignored; known: patterns, redzone, "
+                  "verify, audit, unmap, pagebuf, leaks, all)", src, (int)len, p);
+    p += len;
+    if (*p == ',')
+      p++;
+  }
+  return bits;
+}
+
 static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
 
 static void opt_init_once(void)
@@ -130,6 +163,10 @@ static void opt_init_once(void)
   s = getenv("PRUDENCE_FAULT_MMAP");
   if (s != NULL)
     (void)opt_set("fault_mmap", strlen("fault_mmap"), s, strlen(s), "PRUDENCE_FAULT_MMAP");
+  s = getenv("PRUDENCE_DEBUG");
+  if (s != NULL)
+    atomic_store_explicit(&prd__options.debug, prd__debug_parse(s, "PRUDENCE_DEBUG"),
+                          memory_order_relaxed);
 }
 
 void prd__init(void)

@@ -24,6 +24,10 @@
     "fault injection: make every Nth OS mapping fail (0 = off; also PRUDENCE_FAULT_MMAP=N)") \
   X(MS, vmem_sleep_ms, 1000,                                                                    \
     "how long a PRD_VM_SLEEP allocation from an importing arena retries a failed import "      \
-    "before it returns NULL with ENOMEM")
+    "before it returns NULL with ENOMEM")                                                     \
+  X(MS, slab_working_set, 15000,                                                                \
+    "ms a free slab stays in its cache before a reap may return it (seed 002 3.4: 15 s)")      \
+  X(LONG, debug, 0,                                                                             \
+    "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name")
 
 #endif

@@ -5,6 +5,10 @@
  *   prd_vmem_t      (vmem.c)   an arena of integers: spans, segments (boundary tags),
  *                              power-of-two freelists, an allocated-segment hash   vm_
  *   prd_vseg_t      (vmem.c)   one boundary tag: a span, a free or an allocated segment  vs_
+ *   prd_cache_t     (slab.c)   an object cache: layout, slab lists, hash, statistics   cache_
+ *   prd_slab_t      (slab.c)   one slab: its buffers' freelists and reference count     slab_
+ *   prd_bufctl_t    (slab.c)   one buffer's control (freelist/hash linkage, address)    bc_
+ *   prd_bufctl_audit_t (debug.c) a bufctl with the buffer's transaction log             bca_
  *
  * Layers above add their types here as they land.
  */
@@ -69,6 +73,124 @@ struct prd_vmem {
   size_t vm_ntags;             /* tags in the reserve */
   void *vm_tag_pages;          /* pages the tags were carved from (first word links them) */
   prd_vmem_stats_t vm_stats;   /* the statistics (fields from PRD_VMEM_STATS) */
+/* ---- slab.c ---------------------------------------------------------------------------- */
+#define PRD_SLAB_BUCKETS    64   /* partial-slab lists by free count: one bitmap word */
+#define PRD_HASH_INITIAL    64   /* buckets of a new cache's buffer-to-bufctl hash (kmem's) */
+#define PRD_AUDIT_TX        4    /* transactions remembered per buffer when auditing */
+#define PRD_AUDIT_DEPTH     12   /* stack frames per transaction */
+
+/* A circular doubly linked list with a sentinel: slabs move between lists in O(1). */
+typedef struct prd_slab_link {
+  struct prd_slab_link *sl_next, *sl_prev;
+} prd_slab_link_t;
+
+typedef struct prd_slab prd_slab_t;
+
+/* A buffer's control.  For the small layout only bc_next exists: it is the last word of the
+ * free buffer (seed 002 3.2.2).  For the large layout it is a separate structure from an
+ * internal cache, and sits in the cache's hash table for its slab's whole life. */
+typedef struct prd_bufctl {
+  struct prd_bufctl *bc_next;    /* next free buffer of the slab (free buffers only) */
+  struct prd_bufctl *bc_hnext;   /* hash chain (large layout) */
+  void *bc_addr;                 /* the buffer */
+  prd_slab_t *bc_slab;           /* its slab */
+  uint32_t bc_flags;             /* PRD_BC_*: state as the slab layer sees it */
+  uint32_t bc_dstate;            /* debug: state as the user sees it (PRD_BC_ALLOC or 0) */
+} prd_bufctl_t;
+#define PRD_BC_ALLOC 0x1         /* handed out by the slab layer */
+
+/* One transaction on a buffer (auditing, seed 002 6.1). */
+typedef struct prd_audit_tx {
+  uint64_t tx_time_ns;           /* CLOCK_MONOTONIC */
+  uint64_t tx_thread;            /* the thread (pthread_self) */
+  void *tx_slab;
+  uint32_t tx_alloc;             /* 1 alloc, 0 free */
+  uint32_t tx_depth;             /* frames in tx_stack */
+  void *tx_stack[PRD_AUDIT_DEPTH];
+} prd_audit_tx_t;
+
+/* A bufctl with the log of the buffer's last PRD_AUDIT_TX transactions (a ring). */
+typedef struct prd_bufctl_audit {
+  prd_bufctl_t bca_bc;           /* first: a prd_bufctl_audit_t * is a prd_bufctl_t * */
+  struct prd_cache *bca_cache;
+  uint32_t bca_ntx;              /* transactions recorded so far (the ring's next is % TX) */
+  prd_audit_tx_t bca_tx[PRD_AUDIT_TX];
+} prd_bufctl_audit_t;
+
+/* A slab: one piece of the source arena cut into equal buffers (seed 002 3.2). */
+struct prd_slab {
+  prd_slab_link_t slab_link;     /* on the cache's full, partial[b] or free list */
+  struct prd_cache *slab_cache;
+  char *slab_base;               /* start of the slab's memory (or integer range) */
+  prd_bufctl_t *slab_head;       /* free buffers needing no construction by the slab layer */
+  prd_bufctl_t *slab_fresh;      /* free buffers never constructed (or whose ctor failed) */
+  uint32_t slab_refcnt;          /* buffers allocated */
+  uint32_t slab_chunks;          /* buffers in the slab */
+  uint32_t slab_color;           /* offset of the first buffer from slab_base */
+  uint32_t slab_bucket;          /* the list it is on: PRD_SLAB_ON_* or a partial bucket */
+  uint64_t slab_freed_ns;        /* when its last allocated buffer came back (working set) */
+};
+#define PRD_SLAB_ON_FULL 0xfffffffeu
+#define PRD_SLAB_ON_FREE 0xffffffffu
+
+/* Internal cache flags (above the public PRD_CACHE_* bits, which cache_flags also holds). */
+#define PRD_CF_HASH     0x00010000u  /* large layout: external slabs and bufctls, hash table */
+#define PRD_CF_DEBUG    0x00020000u  /* buffer debugging: the one flag the fast path tests */
+#define PRD_CF_SLABCTOR 0x00040000u  /* the slab layer constructs (ctor and no patterns) */
+#define PRD_CF_BUFTAG   0x00080000u  /* a debug tag follows each buffer (redzone, bufctl) */
+#define PRD_CF_INTERNAL 0x00100000u  /* one of the slab layer's own caches: not on the list */
+#define PRD_CF_BUF_DEBUG (PRD_CACHE_PATTERNS | PRD_CACHE_REDZONE | PRD_CACHE_VERIFY |       \
+                          PRD_CACHE_AUDIT | PRD_CACHE_PAGEBUF)
+
+/* The debug tag after each buffer of a cache with PRD_CF_BUFTAG (libumem's buftag). */
+typedef struct prd_buftag {
+  uint64_t bt_redzone;           /* PRD_REDZONE_PATTERN */
+  prd_bufctl_t *bt_bufctl;       /* the buffer's bufctl: a report can name it */
+} prd_buftag_t;
+
+struct prd_cache {
+  /* -- identity and layout: set at creation, read-only after ----------------------------- */
+  char cache_name[PRD_CACHE_NAME_MAX];
+  uint32_t cache_flags;          /* PRD_CACHE_* | PRD_CF_*: one word, one test (seed 002 6) */
+  uint32_t cache_chunks;         /* buffers per slab */
+  size_t cache_bufsize;          /* object size asked for */
+  size_t cache_align;
+  size_t cache_chunksize;        /* distance between buffers */
+  size_t cache_slabsize;
+  size_t cache_slab_align;       /* alignment asked of the source for each slab */
+  size_t cache_link_off;         /* small layout: offset of the freelist word in a buffer */
+  size_t cache_buftag_off;       /* debug: offset of the prd_buftag_t in a buffer */
+  size_t cache_maxcolor;         /* largest color offset */
+  uint32_t cache_bucket_shift;   /* free count - 1 >> shift = partial bucket */
+  uint32_t cache_hash_shift;     /* address >> shift before masking */
+  prd_ctor_fn *cache_ctor;
+  prd_dtor_fn *cache_dtor;
+  prd_reclaim_fn *cache_reclaim;
+  void *cache_private;
+  prd_vmem_t *cache_source;
+  struct prd_cache *cache_bufctl_cache;   /* where bufctls come from (large layout) */
+
+  /* -- the list of all caches: under the global cache-list lock ------------------------- */
+  struct prd_cache *cache_next, *cache_prev;
+
+  /* -- the slab layer: everything below is under cache_lock ------------------------------ */
+  pthread_mutex_t cache_lock;
+  uint64_t cache_partial_map;    /* bit b: cache_partial[b] is not empty */
+  size_t cache_color;            /* the next slab's color */
+  prd_slab_link_t cache_full;
+  prd_slab_link_t cache_free;    /* newest first: the tail is the oldest free slab */
+  prd_slab_link_t cache_partial[PRD_SLAB_BUCKETS];
+  prd_bufctl_t **cache_hash;     /* buffer -> bufctl (large layout) */
+  size_t cache_hash_mask;        /* buckets - 1 */
+  size_t cache_hash_count;       /* bufctls in the table */
+  prd_bufctl_t *cache_hash0[PRD_HASH_INITIAL];   /* the first table, in place */
+  /* statistics (prd_cache_stats) */
+  uint64_t cache_allocs, cache_frees, cache_alloc_fails;
+  uint64_t cache_slab_creates, cache_slab_destroys;
+  uint64_t cache_nfull, cache_npartial, cache_nfree, cache_slabs_peak;
+  uint64_t cache_bufs_inuse, cache_bufs_total;
+
+  /* -- the layers above the slab layer (magazine.c, defer.c) add their fields here ------- */
 };
 
 #endif

@@ -1,0 +1,1197 @@
+/*
+ * slab.c: object caches, the slab layer (Bonwick, "The Slab Allocator", USENIX 1994: seed 002).
+ *
+ * 1. What.  A cache hands out objects of one size and type.  It keeps them in their
+ *    constructed state between uses (002 §2): the constructor runs when an object first
+ *    leaves a fresh slab, the destructor when its slab is destroyed, so freeing and
+ *    reallocating an object costs no construction.  Memory comes in slabs from the cache's
+ *    source vmem arena and goes back a whole slab at a time (002 §3.1, §3.2).  Because the
+ *    source is a vmem arena, a cache can hand out any resource made of integers: a cache with
+ *    PRD_CACHE_NOTOUCH never touches its "buffers" (002 §7.1, seed 004).
+ *
+ * 2. Layout of a slab.  chunk = the distance between buffers: the object size rounded up to
+ *    the alignment, plus a reserved word when there is a constructor (so the freelist word
+ *    never overwrites constructed state, 002 §3.2.2), plus a debug tag when redzones are on.
+ *    - Small layout (chunk < 1/8 of a page, memory, no buffer debugging; 002 §3.2.2): the
+ *      slab is one page (or the source's quantum if larger), aligned to its size; the
+ *      prd_slab_t sits at the end of it, so free() finds the slab by masking the address;
+ *      a free buffer's freelist word is its LAST word, where corruption of a freed buffer is
+ *      least likely to break the list (002 §3.2.2).
+ *
+ *          +-------+-------+-----+-------+--------------+-----------+
+ *          | color |  buf  | ... |  buf  | unused tail  | prd_slab  |
+ *          +-------+-------+-----+-------+--------------+-----------+
+ *
+ *    - Large layout (everything else, and every cache with buffer debugging, as "verify all
+ *      freed addresses by setting the large-object threshold to zero", 002 §6.2): the slab is
+ *      only buffers; the prd_slab_t and one prd_bufctl_t per buffer come from the slab
+ *      layer's own small caches, and a per-cache hash table maps a buffer to its bufctl
+ *      (002 §3.2.3).  The table doubles when it holds more than 2 bufctls per bucket, so
+ *      lookups stay O(1) as the cache grows; every buffer of a live slab is in it, allocated
+ *      or free, so a double free is found by one flag test.
+ *    - Slab size: the smallest multiple of the page (of the source's quantum for NOTOUCH
+ *      caches, with room for at least PRD_NOTOUCH_MIN_BUFS buffers) whose unused tail is at
+ *      most 1/8 of the slab: 002 §3.2 found 1/8 the sweet spot between internal fragmentation
+ *      (tail) and external fragmentation (big slabs are harder to free).  Stats report it.
+ *
+ * 3. Lists (002 §3.3, seed 001 Fig. 2, seed 003 §3.3.3).  Each slab is on exactly one list:
+ *    full (no free buffer), free (no allocated buffer; newest first), or one of
+ *    PRD_SLAB_BUCKETS partial lists indexed by (free count - 1) >> cache_bucket_shift, so
+ *    that slabs with the fewest free buffers come first, as 003's radix-sorted page lists.
+ *    A 64-bit map of the non-empty partial lists gives the best list with one count-trailing-
+ *    zeros: allocation picks it in constant time, so nearly-empty slabs are left alone long
+ *    enough to drain and be freed.  With at most 65 buffers per slab the lists are exact;
+ *    above, a bucket holds a range of 2^shift free counts.  Only when no partial slab exists
+ *    is a free slab used (002 §3.4: "no complete slab will be broken up unless all partial
+ *    slabs have been depleted"), and only when none is free does the cache grow.
+ *
+ * 4. Buffers of a slab.  slab_head is the freelist of buffers ready to hand out; slab_fresh
+ *    holds the buffers the constructor has not run on (all of a new slab's buffers when the
+ *    cache has a constructor, and any whose constructor failed).  Allocation takes from
+ *    slab_head first; a fresh buffer is constructed after the cache lock is dropped (a
+ *    constructor may allocate).  At slab destruction the destructor runs on slab_head only.
+ *
+ * 5. Coloring (002 §4.3).  Each new slab starts its buffers cache_color bytes in; the color
+ *    advances by the alignment and wraps after cache_maxcolor, the unused tail.  NOTOUCH and
+ *    page-per-buffer caches are not colored (no hardware cache to spread over; pages).
+ *
+ * 6. Reclaim (002 §3.4).  A slab whose last buffer comes back goes to the head of the free
+ *    list, stamped with the time.  prd_cache_reap() returns to the source the free slabs that
+ *    stayed free for a whole working-set interval (option slab_working_set, default the
+ *    paper's 15 s), oldest first.  When the source cannot supply a slab, a PRD_SLEEP
+ *    allocation calls every cache's reclaim callback, then reaps every cache of all its free
+ *    slabs (the working set is a hedge against thrashing; failing an allocation is worse),
+ *    then retries once; PRD_NOSLEEP fails at once; PRD_NOFAIL repeats through the nofail
+ *    callback.  The slab layer always asks vmem with PRD_VM_NOSLEEP: waiting is decided here.
+ *
+ * 7. Debugging (002 §6) lives in debug.c.  The fast paths test one word, cache_flags, for
+ *    PRD_CF_DEBUG; the hooks prd__debug_alloc/prd__debug_free run when an object leaves or
+ *    enters the cache from whichever layer, so the magazine layer calls them too.
+ *
+ * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.  The
+ *    list of all caches has slab_list_lock; slab_reap_lock serializes whole-process reaps and
+ *    cache destruction (a cache cannot vanish under a reap).  Order:
+ *        slab_reap_lock -> slab_list_lock -> a user cache's cache_lock
+ *          -> the internal caches' locks (audit bufctl -> bufctl -> slab) -> vmem -> os
+ *    No cache_lock is held while calling the source arena, a constructor, destructor or
+ *    reclaim callback, so those may allocate from caches (but must not create or destroy
+ *    caches while a reap is running them).  The statistics are plain fields under
+ *    cache_lock; there is no lock-free path in this layer, hence no memory-ordering argument
+ *    beyond the mutexes' acquire/release.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
+#define PRD_NOTOUCH_MIN_BUFS 8    /* integer caches: a slab of fewer would grow on most allocs */
+#define PRD_SLAB_MAX_BUF     (1ul << 30)  /* larger objects do not belong in a cache */
+#define PRD_SLAB_SMALL_FRAC  8    /* small layout below 1/8 of a page (002 §3.2.2) */
+#define PRD_SLAB_WASTE_FRAC  8    /* unused tail at most 1/8 of the slab (002 §3.2) */
+#define PRD_SLAB_MAX_SMALL   8192 /* buffers of a small slab at most (64 KiB / 8 B) */
+
+/* ---- the slab layer's own caches and the list of all caches ----------------------------- */
+static prd_cache_t slab_slab_cache;      /* prd_slab_t of large-layout slabs */
+static prd_cache_t slab_bufctl_cache;    /* prd_bufctl_t */
+static prd_cache_t slab_audit_cache;     /* prd_bufctl_audit_t (auditing caches) */
+static prd_cache_t slab_cache_cache;     /* prd_cache_t itself */
+
+static pthread_mutex_t slab_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t slab_reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static prd_cache_t *slab_caches;         /* newest first: the internal caches come last */
+static int (*_Atomic slab_nofail_cb)(void);
+static _Thread_local bool slab_in_reclaim;   /* a reclaim callback that allocates can't recurse */
+
+uint64_t prd__now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t slab_source_quantum(prd_vmem_t *vmp)
+{
+  return prd__vmem_quantum(vmp);
+}
+
+/* ---- lists --------------------------------------------------------------------------------- */
+static inline void link_init(prd_slab_link_t *l)
+{
+  l->sl_next = l->sl_prev = l;
+}
+
+static inline bool link_empty(const prd_slab_link_t *l)
+{
+  return l->sl_next == l;
+}
+
+static inline void link_insert_head(prd_slab_link_t *head, prd_slab_link_t *e)
+{
+  e->sl_next = head->sl_next;
+  e->sl_prev = head;
+  head->sl_next->sl_prev = e;
+  head->sl_next = e;
+}
+
+static inline void link_remove(prd_slab_link_t *e)
+{
+  e->sl_prev->sl_next = e->sl_next;
+  e->sl_next->sl_prev = e->sl_prev;
+}
+
+static inline prd_slab_t *link_slab(prd_slab_link_t *l)
+{
+  return (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_link));
+}
+
+/* The list a slab belongs on, from its reference count (section 3). */
+static inline uint32_t slab_target(const prd_cache_t *cp, const prd_slab_t *sp)
+{
+  uint32_t nfree = sp->slab_chunks - sp->slab_refcnt;
+  if (nfree == 0)
+    return PRD_SLAB_ON_FULL;
+  if (sp->slab_refcnt == 0)
+    return PRD_SLAB_ON_FREE;
+  return (nfree - 1) >> cp->cache_bucket_shift;
+}
+
+static inline prd_slab_link_t *slab_list(prd_cache_t *cp, uint32_t b)
+{
+  if (b == PRD_SLAB_ON_FULL)
+    return &cp->cache_full;
+  if (b == PRD_SLAB_ON_FREE)
+    return &cp->cache_free;
+  return &cp->cache_partial[b];
+}
+
+static inline void slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
+{
+  uint32_t b = sp->slab_bucket;
+  link_remove(&sp->slab_link);
+  if (b == PRD_SLAB_ON_FULL) {
+    cp->cache_nfull--;
+  } else if (b == PRD_SLAB_ON_FREE) {
+    cp->cache_nfree--;
+  } else {
+    cp->cache_npartial--;
+    if (link_empty(&cp->cache_partial[b]))
+      cp->cache_partial_map &= ~(1ull << b);
+  }
+}
+
+static inline void slab_link(prd_cache_t *cp, prd_slab_t *sp, uint32_t b)
+{
+  sp->slab_bucket = b;
+  link_insert_head(slab_list(cp, b), &sp->slab_link);
+  if (b == PRD_SLAB_ON_FULL) {
+    cp->cache_nfull++;
+  } else if (b == PRD_SLAB_ON_FREE) {
+    cp->cache_nfree++;
+  } else {
+    cp->cache_npartial++;
+    cp->cache_partial_map |= 1ull << b;
+  }
+}
+
+/* After the reference count changed: move the slab if its list changed. */
+static inline void slab_relist(prd_cache_t *cp, prd_slab_t *sp)
+{
+  uint32_t b = slab_target(cp, sp);
+  if (b != sp->slab_bucket) {
+    slab_unlink(cp, sp);
+    slab_link(cp, sp, b);
+  }
+}
+
+/* The slab to allocate from: the partial slab with the fewest free buffers, else the newest
+ * free slab, else NULL (section 3). */
+static inline prd_slab_t *slab_pick(prd_cache_t *cp)
+{
+  if (prd_likely(cp->cache_partial_map != 0)) {
+    unsigned b = (unsigned)__builtin_ctzll(cp->cache_partial_map);
+    return link_slab(cp->cache_partial[b].sl_next);
+  }
+  if (!link_empty(&cp->cache_free))
+    return link_slab(cp->cache_free.sl_next);
+  return NULL;
+}
+
+/* ---- the buffer-to-bufctl hash (large layout, 002 §3.2.3) --------------------------------- */
+static inline size_t hash_index(const prd_cache_t *cp, const void *buf)
+{
+  return ((uintptr_t)buf >> cp->cache_hash_shift) & cp->cache_hash_mask;
+}
+
+prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf)
+{
+  prd_bufctl_t *bcp = cp->cache_hash[hash_index(cp, buf)];
+  while (bcp != NULL && bcp->bc_addr != buf)
+    bcp = bcp->bc_hnext;
+  return bcp;
+}
+
+static void hash_insert(prd_cache_t *cp, prd_bufctl_t *bcp)
+{
+  prd_bufctl_t **bucket = &cp->cache_hash[hash_index(cp, bcp->bc_addr)];
+  bcp->bc_hnext = *bucket;
+  *bucket = bcp;
+  cp->cache_hash_count++;
+}
+
+static void hash_remove(prd_cache_t *cp, prd_bufctl_t *bcp)
+{
+  prd_bufctl_t **pp = &cp->cache_hash[hash_index(cp, bcp->bc_addr)];
+  while (*pp != bcp) {
+    PRD_ASSERT(*pp != NULL);
+    pp = &(*pp)->bc_hnext;
+  }
+  *pp = bcp->bc_hnext;
+  cp->cache_hash_count--;
+}
+
+static size_t hash_bytes(size_t buckets)
+{
+  return PRD_P2ROUNDUP(buckets * sizeof(prd_bufctl_t *), prd__os_page_size());
+}
+
+/* Doubles (or more) the table when it averages over 2 bufctls a bucket.  The new table comes
+ * from os.c, not from a cache, so the hash never recurses into the slab layer.  If no memory
+ * can be had, the old table stays: longer chains, still correct. */
+static void hash_grow(prd_cache_t *cp)
+{
+  size_t old_n = cp->cache_hash_mask + 1;
+  if (cp->cache_hash_count <= 2 * old_n)
+    return;
+  size_t new_n = old_n;
+  while (new_n < cp->cache_hash_count)
+    new_n *= 2;
+  new_n *= 2;
+  prd_bufctl_t **nt = prd__os_map(hash_bytes(new_n));
+  if (nt == NULL)
+    return;
+  prd_bufctl_t **ot = cp->cache_hash;
+  cp->cache_hash = nt;
+  cp->cache_hash_mask = new_n - 1;
+  for (size_t i = 0; i < old_n; i++) {
+    prd_bufctl_t *bcp = ot[i];
+    while (bcp != NULL) {
+      prd_bufctl_t *next = bcp->bc_hnext;
+      size_t h = hash_index(cp, bcp->bc_addr);
+      bcp->bc_hnext = nt[h];
+      nt[h] = bcp;
+      bcp = next;
+    }
+  }
+  if (ot != cp->cache_hash0)
+    prd__os_unmap(ot, hash_bytes(old_n));
+}
+
+/* ---- buffers and slabs --------------------------------------------------------------------- */
+static inline void *bufctl_buf(const prd_cache_t *cp, prd_bufctl_t *bcp)
+{
+  if (cp->cache_flags & PRD_CF_HASH)
+    return bcp->bc_addr;
+  return (char *)bcp - cp->cache_link_off;
+}
+
+/* Small layout: the slab data at the end of the slab holding buf. */
+static inline prd_slab_t *small_slab(const prd_cache_t *cp, const void *buf)
+{
+  uintptr_t base = PRD_P2ALIGN((uintptr_t)buf, cp->cache_slabsize);
+  return (prd_slab_t *)(base + cp->cache_slabsize - sizeof(prd_slab_t));
+}
+
+/* Frees the external structures of a large-layout slab whose buffers are all on its lists. */
+static void slab_free_bufctls(prd_cache_t *cp, prd_bufctl_t *list)
+{
+  while (list != NULL) {
+    prd_bufctl_t *next = list->bc_next;
+    prd__slab_free(cp->cache_bufctl_cache, list);
+    list = next;
+  }
+}
+
+/* Makes a slab from the source arena (no lock held).  Its buffers are linked on slab_fresh
+ * when the slab layer constructs, else on slab_head.  NULL when the source or an internal
+ * cache has no memory: nothing is left allocated. */
+static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
+{
+  char *base = prd_vmem_xalloc(cp->cache_source, cp->cache_slabsize, cp->cache_slab_align, 0,
+                               0, NULL, NULL, PRD_VM_NOSLEEP);
+  if (base == NULL)
+    return NULL;
+  prd_slab_t *sp;
+  bool large = (cp->cache_flags & PRD_CF_HASH) != 0;
+  if (large) {
+    sp = prd__slab_alloc(&slab_slab_cache, PRD_NOSLEEP);
+    if (sp == NULL) {
+      prd_vmem_xfree(cp->cache_source, base, cp->cache_slabsize);
+      return NULL;
+    }
+  } else {
+    sp = (prd_slab_t *)(base + cp->cache_slabsize - sizeof(prd_slab_t));
+  }
+  sp->slab_cache = cp;
+  sp->slab_base = base;
+  sp->slab_head = NULL;
+  sp->slab_fresh = NULL;
+  sp->slab_refcnt = 0;
+  sp->slab_chunks = cp->cache_chunks;
+  sp->slab_color = (uint32_t)color;
+  sp->slab_bucket = PRD_SLAB_ON_FREE;
+  sp->slab_freed_ns = 0;
+  prd_bufctl_t **listp = (cp->cache_flags & PRD_CF_SLABCTOR) ? &sp->slab_fresh : &sp->slab_head;
+  /* link from the last buffer down, so the lowest address is handed out first */
+  for (uint32_t i = cp->cache_chunks; i-- > 0;) {
+    char *buf = base + color + (size_t)i * cp->cache_chunksize;
+    prd_bufctl_t *bcp;
+    if (large) {
+      bcp = prd__slab_alloc(cp->cache_bufctl_cache, PRD_NOSLEEP);
+      if (bcp == NULL) {
+        slab_free_bufctls(cp, *listp);
+        prd__slab_free(&slab_slab_cache, sp);
+        prd_vmem_xfree(cp->cache_source, base, cp->cache_slabsize);
+        return NULL;
+      }
+      bcp->bc_addr = buf;
+      bcp->bc_slab = sp;
+      bcp->bc_flags = 0;
+      bcp->bc_dstate = 0;
+      bcp->bc_hnext = NULL;
+      if (cp->cache_flags & PRD_CACHE_AUDIT) {
+        prd_bufctl_audit_t *bca = (prd_bufctl_audit_t *)bcp;
+        bca->bca_cache = cp;
+        bca->bca_ntx = 0;
+      }
+    } else {
+      bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
+    }
+    bcp->bc_next = *listp;
+    *listp = bcp;
+  }
+  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
+    prd__debug_slab_create(cp, sp);
+  return sp;
+}
+
+/* Destroys a slab that is off every list and out of the hash (no lock held): destructs the
+ * constructed free buffers, frees the external structures, returns the memory. */
+static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
+{
+  char *base = sp->slab_base;
+  if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
+    for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
+      cp->cache_dtor(bufctl_buf(cp, bcp), cp->cache_private);
+  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
+    prd__debug_slab_destroy(cp, sp);
+  if (cp->cache_flags & PRD_CF_HASH) {
+    prd_bufctl_t *head = sp->slab_head, *fresh = sp->slab_fresh;
+    prd__slab_free(&slab_slab_cache, sp);
+    slab_free_bufctls(cp, head);
+    slab_free_bufctls(cp, fresh);
+  }
+  if (cp->cache_flags & PRD_CACHE_UNMAP)
+    prd__debug_unmap(cp, base, cp->cache_slabsize);
+  else
+    prd_vmem_xfree(cp->cache_source, base, cp->cache_slabsize);
+}
+
+/* Takes a slab off its list and its bufctls out of the hash, for destruction (lock held). */
+static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
+{
+  slab_unlink(cp, sp);
+  if (cp->cache_flags & PRD_CF_HASH) {
+    for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
+      hash_remove(cp, bcp);
+    for (prd_bufctl_t *bcp = sp->slab_fresh; bcp != NULL; bcp = bcp->bc_next)
+      hash_remove(cp, bcp);
+  }
+  cp->cache_slab_destroys++;
+  cp->cache_bufs_total -= sp->slab_chunks;
+}
+
+/* Destroys a chain of detached slabs linked through slab_link.sl_next (no lock held). */
+static void slab_destroy_chain(prd_cache_t *cp, prd_slab_link_t *chain)
+{
+  while (chain != NULL) {
+    prd_slab_link_t *next = chain->sl_next;
+    slab_destroy(cp, link_slab(chain));
+    chain = next;
+  }
+}
+
+/* Grows the cache by one slab (called and returning with cache_lock held; drops it while it
+ * asks the source).  The new slab goes on the free list; false when no memory came. */
+static bool cache_grow(prd_cache_t *cp)
+{
+  size_t color = cp->cache_color;
+  cp->cache_color = color + cp->cache_align > cp->cache_maxcolor ? 0 : color + cp->cache_align;
+  pthread_mutex_unlock(&cp->cache_lock);
+  prd_slab_t *sp = slab_create(cp, color);
+  pthread_mutex_lock(&cp->cache_lock);
+  if (sp == NULL)
+    return false;
+  if (cp->cache_flags & PRD_CF_HASH) {
+    for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
+      hash_insert(cp, bcp);
+    for (prd_bufctl_t *bcp = sp->slab_fresh; bcp != NULL; bcp = bcp->bc_next)
+      hash_insert(cp, bcp);
+    hash_grow(cp);
+  }
+  sp->slab_freed_ns = prd__now_ns();
+  slab_link(cp, sp, PRD_SLAB_ON_FREE);
+  cp->cache_slab_creates++;
+  cp->cache_bufs_total += sp->slab_chunks;
+  uint64_t nslabs = cp->cache_nfull + cp->cache_npartial + cp->cache_nfree;
+  if (nslabs > cp->cache_slabs_peak)
+    cp->cache_slabs_peak = nslabs;
+  return true;
+}
+
+/* ---- reclaiming (002 §3.4) ------------------------------------------------------------------ */
+/* Returns the free slabs outside the working set (all of them when `all`) to the source. */
+static void cache_reap(prd_cache_t *cp, bool all)
+{
+  uint64_t now = prd__now_ns();
+  uint64_t ws = all ? 0 : (uint64_t)prd__opt(slab_working_set) * 1000000ull;
+  prd_slab_link_t *chain = NULL;
+  pthread_mutex_lock(&cp->cache_lock);
+  while (!link_empty(&cp->cache_free)) {
+    prd_slab_t *sp = link_slab(cp->cache_free.sl_prev);   /* the oldest */
+    if (!all && now - sp->slab_freed_ns < ws)
+      break;
+    slab_detach(cp, sp);
+    sp->slab_link.sl_next = chain;
+    chain = &sp->slab_link;
+  }
+  pthread_mutex_unlock(&cp->cache_lock);
+  slab_destroy_chain(cp, chain);
+}
+
+/* Reaps every cache (slab_reap_lock held): user caches first, then the internal caches,
+ * which the user caches' slabs just gave bufctls and slab structures back to. */
+static void reap_all_locked(bool all)
+{
+  pthread_mutex_lock(&slab_list_lock);
+  prd_cache_t *cp = slab_caches;
+  pthread_mutex_unlock(&slab_list_lock);
+  /* The list only loses members under slab_reap_lock, which we hold; new caches go in at the
+   * head, behind us, so the walk is safe with the list lock dropped. */
+  for (; cp != NULL; cp = cp->cache_next)
+    cache_reap(cp, all);
+}
+
+/* Memory pressure: ask every cache's owner to give memory back, then reap all free slabs. */
+static void reclaim_all(void)
+{
+  if (slab_in_reclaim)
+    return;
+  slab_in_reclaim = true;
+  pthread_mutex_lock(&slab_reap_lock);
+  pthread_mutex_lock(&slab_list_lock);
+  prd_cache_t *first = slab_caches;
+  pthread_mutex_unlock(&slab_list_lock);
+  for (prd_cache_t *cp = first; cp != NULL; cp = cp->cache_next)
+    if (cp->cache_reclaim != NULL)
+      cp->cache_reclaim(cp->cache_private);
+  reap_all_locked(true);
+  pthread_mutex_unlock(&slab_reap_lock);
+  slab_in_reclaim = false;
+}
+
+void prd_cache_reap(prd_cache_t *cp)
+{
+  if (cp == NULL) {
+    prd__report("prd_cache_reap: NULL cache (ignored)");
+    return;
+  }
+  cache_reap(cp, false);
+}
+
+void prd_reap(void)
+{
+  pthread_mutex_lock(&slab_reap_lock);
+  reap_all_locked(false);
+  pthread_mutex_unlock(&slab_reap_lock);
+}
+
+void prd__cache_reap_all(prd_cache_t *cp)
+{
+  cache_reap(cp, true);
+}
+
+void prd_set_nofail_callback(int (*cb)(void))
+{
+  atomic_store_explicit(&slab_nofail_cb, cb, memory_order_release);
+}
+
+/* PRD_NOFAIL and nothing worked: the callback says retry or exit (once, as libumem). */
+static void nofail_wait(prd_cache_t *cp)
+{
+  static atomic_flag exiting = ATOMIC_FLAG_INIT;
+  int (*cb)(void) = atomic_load_explicit(&slab_nofail_cb, memory_order_acquire);
+  int r = cb != NULL ? cb() : PRD_NOFAIL_EXIT(255);
+  if (r == PRD_NOFAIL_RETRY)
+    return;
+  if (cb == NULL)
+    prd__report("cache %s: PRD_NOFAIL allocation cannot be satisfied and no nofail callback "
+                "is set: exiting with status 255", cp->cache_name);
+  if (atomic_flag_test_and_set(&exiting))
+    for (;;)
+      pause();
+  exit(r & 0xff);
+}
+
+/* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache, and when
+ * the source is out of memory applies the flags' policy (section 6).  Returns a slab with a
+ * free buffer with the lock held, or NULL with the lock released and errno ENOMEM. */
+static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
+{
+  bool reclaimed = false;
+  for (;;) {
+    prd_slab_t *sp = slab_pick(cp);
+    if (sp != NULL)
+      return sp;
+    if (cache_grow(cp))
+      continue;
+    if ((flags & PRD_NOSLEEP) || (reclaimed && !(flags & PRD_NOFAIL)) ||
+        (cp->cache_flags & PRD_CF_INTERNAL)) {
+      cp->cache_alloc_fails++;
+      pthread_mutex_unlock(&cp->cache_lock);
+      errno = ENOMEM;
+      return NULL;
+    }
+    pthread_mutex_unlock(&cp->cache_lock);
+    if (reclaimed)
+      nofail_wait(cp);
+    reclaim_all();
+    reclaimed = true;
+    pthread_mutex_lock(&cp->cache_lock);
+  }
+}
+
+/* ---- the slab layer proper ------------------------------------------------------------------ */
+void *prd__slab_alloc(prd_cache_t *cp, int flags)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  prd_slab_t *sp = slab_pick(cp);
+  if (prd_unlikely(sp == NULL)) {
+    sp = slab_alloc_miss(cp, flags);
+    if (sp == NULL)
+      return NULL;
+  }
+  prd_bufctl_t *bcp = sp->slab_head;
+  bool construct = false;
+  if (prd_likely(bcp != NULL)) {
+    sp->slab_head = bcp->bc_next;
+  } else {
+    bcp = sp->slab_fresh;
+    sp->slab_fresh = bcp->bc_next;
+    construct = true;
+  }
+  sp->slab_refcnt++;
+  slab_relist(cp, sp);
+  void *buf;
+  if (cp->cache_flags & PRD_CF_HASH) {
+    bcp->bc_flags |= PRD_BC_ALLOC;
+    buf = bcp->bc_addr;
+  } else {
+    buf = (char *)bcp - cp->cache_link_off;
+  }
+  cp->cache_allocs++;
+  cp->cache_bufs_inuse++;
+  pthread_mutex_unlock(&cp->cache_lock);
+  if (prd_unlikely(construct) && cp->cache_ctor(buf, cp->cache_private, flags) != 0) {
+    /* the constructor failed: the buffer goes back unconstructed */
+    pthread_mutex_lock(&cp->cache_lock);
+    if (cp->cache_flags & PRD_CF_HASH)
+      bcp->bc_flags &= ~PRD_BC_ALLOC;
+    bcp->bc_next = sp->slab_fresh;
+    sp->slab_fresh = bcp;
+    sp->slab_refcnt--;
+    if (sp->slab_refcnt == 0)
+      sp->slab_freed_ns = prd__now_ns();
+    slab_relist(cp, sp);
+    cp->cache_allocs--;
+    cp->cache_bufs_inuse--;
+    cp->cache_alloc_fails++;
+    pthread_mutex_unlock(&cp->cache_lock);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return buf;
+}
+
+void prd__slab_free(prd_cache_t *cp, void *buf)
+{
+  prd_slab_t *sp;
+  prd_bufctl_t *bcp;
+  if (cp->cache_flags & PRD_CF_HASH) {
+    pthread_mutex_lock(&cp->cache_lock);
+    bcp = prd__slab_hash_find(cp, buf);
+    if (prd_unlikely(bcp == NULL || !(bcp->bc_flags & PRD_BC_ALLOC))) {
+      pthread_mutex_unlock(&cp->cache_lock);
+      prd__debug_bad_free(cp, buf, bcp);
+      return;
+    }
+    bcp->bc_flags &= ~PRD_BC_ALLOC;
+    sp = bcp->bc_slab;
+  } else {
+    sp = small_slab(cp, buf);
+    if (prd_unlikely(sp->slab_cache != cp)) {
+      prd__debug_bad_free(cp, buf, NULL);
+      return;
+    }
+    bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
+    pthread_mutex_lock(&cp->cache_lock);
+  }
+  bcp->bc_next = sp->slab_head;
+  sp->slab_head = bcp;
+  sp->slab_refcnt--;
+  cp->cache_frees++;
+  cp->cache_bufs_inuse--;
+  if (prd_unlikely(sp->slab_refcnt == 0)) {
+    sp->slab_freed_ns = prd__now_ns();
+    if (cp->cache_flags & PRD_CACHE_UNMAP) {
+      /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
+      slab_detach(cp, sp);
+      pthread_mutex_unlock(&cp->cache_lock);
+      slab_destroy(cp, sp);
+      return;
+    }
+  }
+  slab_relist(cp, sp);
+  pthread_mutex_unlock(&cp->cache_lock);
+}
+
+/* ---- the public front end ------------------------------------------------------------------- */
+void *prd_cache_alloc(prd_cache_t *cp, int flags)
+{
+  if (prd_unlikely(cp == NULL)) {
+    prd__report("prd_cache_alloc: NULL cache");
+    errno = EINVAL;
+    return NULL;
+  }
+  void *buf = prd__slab_alloc(cp, flags);
+  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && buf != NULL)
+    buf = prd__debug_alloc(cp, buf, flags);
+  return buf;
+}
+
+void prd_cache_free(prd_cache_t *cp, void *buf)
+{
+  if (buf == NULL)
+    return;
+  if (prd_unlikely(cp == NULL)) {
+    prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
+    return;
+  }
+  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && prd__debug_free(cp, buf) != 0)
+    return;
+  prd__slab_free(cp, buf);
+}
+
+/* ---- creating and destroying caches --------------------------------------------------------- */
+/* Chooses chunk, slab size, layout and color range (section 2).  0, or -1 (EINVAL). */
+static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
+{
+  uint32_t f = cp->cache_flags;
+  size_t page = prd__os_page_size();
+  size_t q = slab_source_quantum(cp->cache_source);
+  bool notouch = (f & PRD_CACHE_NOTOUCH) != 0;
+  size_t minalign = notouch ? 1 : PRD_SLAB_MIN_ALIGN;
+  if (align < minalign)
+    align = minalign;
+  if (f & PRD_CACHE_PAGEBUF)
+    align = page;
+  size_t chunk;
+  if (f & PRD_CF_BUFTAG)
+    chunk = PRD_P2ROUNDUP(size, sizeof(uint64_t)) + sizeof(prd_buftag_t);
+  else if (notouch || (f & PRD_CF_HASH))
+    chunk = size;
+  else if (f & PRD_CF_SLABCTOR)
+    chunk = PRD_P2ROUNDUP(size, sizeof(void *)) + sizeof(void *);   /* the reserved word */
+  else
+    chunk = PRD_MAX(size, sizeof(void *));
+  chunk = PRD_P2ROUNDUP(chunk, align);
+  size_t unit = notouch ? q : PRD_MAX(page, q);
+  if (!(f & PRD_CF_HASH) && chunk >= unit / PRD_SLAB_SMALL_FRAC) {
+    /* large layout: no freelist word in the buffer, so no reserved word either */
+    cp->cache_flags |= PRD_CF_HASH;
+    f = cp->cache_flags;
+    chunk = PRD_P2ROUNDUP(size, align);
+  }
+  cp->cache_link_off = chunk - sizeof(void *);
+  cp->cache_buftag_off = PRD_P2ROUNDUP(size, sizeof(uint64_t));
+  if (f & PRD_CACHE_PAGEBUF)
+    chunk = PRD_P2ROUNDUP(chunk, page) + page;   /* the guard page */
+  size_t slabsize, avail;
+  if (!(f & PRD_CF_HASH) && chunk < unit / PRD_SLAB_SMALL_FRAC &&
+      PRD_ISP2(unit) && (unit - sizeof(prd_slab_t)) / chunk <= PRD_SLAB_MAX_SMALL) {
+    slabsize = unit;
+    avail = unit - sizeof(prd_slab_t);
+    cp->cache_slab_align = unit;
+  } else {
+    cp->cache_flags |= PRD_CF_HASH;
+    f = cp->cache_flags;
+    size_t minsize = notouch ? PRD_NOTOUCH_MIN_BUFS * chunk : chunk;
+    slabsize = (minsize + unit - 1) / unit * unit;
+    while ((slabsize % chunk) * PRD_SLAB_WASTE_FRAC > slabsize)
+      slabsize += unit;
+    avail = slabsize;
+    cp->cache_slab_align = PRD_MAX(align, q);
+    if (f & (PRD_CACHE_UNMAP | PRD_CACHE_PAGEBUF))
+      cp->cache_slab_align = PRD_MAX(cp->cache_slab_align, page);
+  }
+  size_t chunks = avail / chunk;
+  if (chunks == 0 || chunks > UINT32_MAX)
+    return -1;
+  cp->cache_align = align;
+  cp->cache_chunksize = chunk;
+  cp->cache_slabsize = slabsize;
+  cp->cache_chunks = (uint32_t)chunks;
+  size_t tail = avail - chunks * chunk;
+  cp->cache_maxcolor = (notouch || (f & PRD_CACHE_PAGEBUF)) ? 0 : PRD_P2ALIGN(tail, align);
+  cp->cache_color = 0;
+  uint32_t shift = 0;
+  while (chunks >= 2 && ((chunks - 2) >> shift) >= PRD_SLAB_BUCKETS)
+    shift++;
+  cp->cache_bucket_shift = shift;
+  /* hash on the bits above the chunk size: neighbouring buffers land in neighbouring buckets */
+  uint32_t hs = 0;
+  while (((size_t)1 << (hs + 1)) <= chunk)
+    hs++;
+  cp->cache_hash_shift = hs;
+  return 0;
+}
+
+/* Fills in a cache (the internal ones are static, the others come from slab_cache_cache). */
+static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t align,
+                      prd_ctor_fn *ctor, prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
+                      prd_vmem_t *source, uint32_t flags)
+{
+  memset(cp, 0, sizeof(*cp));
+  size_t n = strlen(name);
+  if (n >= PRD_CACHE_NAME_MAX)
+    n = PRD_CACHE_NAME_MAX - 1;
+  memcpy(cp->cache_name, name, n);
+  cp->cache_name[n] = '\0';
+  if (flags & PRD_CACHE_NOTOUCH)   /* nothing that writes to buffers */
+    flags &= ~(uint32_t)(PRD_CACHE_PATTERNS | PRD_CACHE_REDZONE | PRD_CACHE_UNMAP |
+                         PRD_CACHE_PAGEBUF);
+  if (flags & PRD_CACHE_LEAKS)
+    flags |= PRD_CACHE_AUDIT;
+  if (flags & PRD_CF_BUF_DEBUG)
+    flags |= PRD_CF_DEBUG | PRD_CF_HASH;
+  if (flags & PRD_CACHE_REDZONE)
+    flags |= PRD_CF_BUFTAG;
+  if (ctor != NULL && !(flags & PRD_CACHE_PATTERNS))
+    flags |= PRD_CF_SLABCTOR;
+  cp->cache_flags = flags;
+  cp->cache_bufsize = size;
+  cp->cache_ctor = ctor;
+  cp->cache_dtor = dtor;
+  cp->cache_reclaim = reclaim;
+  cp->cache_private = priv;
+  cp->cache_source = source;
+  if (cache_layout(cp, size, align) != 0)
+    return -1;
+  cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
+  pthread_mutex_init(&cp->cache_lock, NULL);
+  link_init(&cp->cache_full);
+  link_init(&cp->cache_free);
+  for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
+    link_init(&cp->cache_partial[b]);
+  cp->cache_hash = cp->cache_hash0;
+  cp->cache_hash_mask = PRD_HASH_INITIAL - 1;
+  if (flags & PRD_CF_DEBUG)
+    prd__debug_cache_init(cp);
+  return 0;
+}
+
+static void cache_list_insert(prd_cache_t *cp)
+{
+  pthread_mutex_lock(&slab_list_lock);
+  cp->cache_prev = NULL;
+  cp->cache_next = slab_caches;
+  if (slab_caches != NULL)
+    slab_caches->cache_prev = cp;
+  slab_caches = cp;
+  pthread_mutex_unlock(&slab_list_lock);
+}
+
+static void slab_leaks_atexit(void)
+{
+  prd_leak_report(stderr, 0);
+}
+
+static pthread_once_t slab_once = PTHREAD_ONCE_INIT;
+
+static void slab_init_once(void)
+{
+  prd__init();
+  prd_vmem_t *heap = prd_heap_arena();
+  uint32_t f = PRD_CACHE_NODEBUG | PRD_CF_INTERNAL;
+  /* order: each of these takes its structures only from the ones created before it */
+  int rc = cache_init(&slab_slab_cache, "prd_slab", sizeof(prd_slab_t), 0, NULL, NULL, NULL,
+                      NULL, heap, f);
+  rc |= cache_init(&slab_bufctl_cache, "prd_bufctl", sizeof(prd_bufctl_t), 0, NULL, NULL, NULL,
+                   NULL, heap, f);
+  rc |= cache_init(&slab_audit_cache, "prd_bufctl_audit", sizeof(prd_bufctl_audit_t), 0, NULL,
+                   NULL, NULL, NULL, heap, f);
+  rc |= cache_init(&slab_cache_cache, "prd_cache", sizeof(prd_cache_t), 64, NULL, NULL, NULL,
+                   NULL, heap, f);
+  PRD_ASSERT(rc == 0);
+  (void)rc;
+  PRD_ASSERT(!(slab_slab_cache.cache_flags & PRD_CF_HASH));
+  PRD_ASSERT(!(slab_bufctl_cache.cache_flags & PRD_CF_HASH));
+  cache_list_insert(&slab_slab_cache);
+  cache_list_insert(&slab_bufctl_cache);
+  cache_list_insert(&slab_audit_cache);
+  cache_list_insert(&slab_cache_cache);
+  if (prd__opt(debug) & PRD_CACHE_LEAKS)
+    atexit(slab_leaks_atexit);
+}
+
+void prd__slab_init(void)
+{
+  pthread_once(&slab_once, slab_init_once);
+}
+
+prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
+                              prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
+                              prd_vmem_t *source, int cflags)
+{
+  prd__slab_init();
+  const char *what = NULL;
+  size_t page = prd__os_page_size();
+  if (name == NULL)
+    what = "NULL name";
+  else if (size == 0)
+    what = "size 0";
+  else if (size > PRD_SLAB_MAX_BUF)
+    what = "size larger than 1 GiB";
+  else if (align != 0 && !PRD_ISP2(align))
+    what = "alignment not a power of two";
+  else if (align > page)
+    what = "alignment larger than a page";
+  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_DEBUG_ALL))
+    what = "unknown cflags";
+  if (what != NULL) {
+    prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name ? name : "NULL", size,
+                align, what);
+    errno = EINVAL;
+    return NULL;
+  }
+  if (source == NULL)
+    source = prd_heap_arena();
+  uint32_t flags = (uint32_t)cflags;
+  if (!(flags & PRD_CACHE_NODEBUG))
+    flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;
+  prd_cache_t *cp = prd__slab_alloc(&slab_cache_cache, PRD_SLEEP);
+  if (cp == NULL)
+    return NULL;
+  if (cache_init(cp, name, size, align, ctor, dtor, reclaim, priv, source, flags) != 0) {
+    prd__report("prd_cache_create(%s, size %zu, align %zu): no slab layout fits", name, size,
+                align);
+    prd__slab_free(&slab_cache_cache, cp);
+    errno = EINVAL;
+    return NULL;
+  }
+  cache_list_insert(cp);
+  return cp;
+}
+
+void prd_cache_destroy(prd_cache_t *cp)
+{
+  if (cp == NULL) {
+    prd__report("prd_cache_destroy: NULL cache (ignored)");
+    return;
+  }
+  if (cp->cache_flags & PRD_CF_INTERNAL) {
+    prd__error("prd_cache_destroy: %s is internal to the slab layer (ignored)", cp->cache_name);
+    return;
+  }
+  pthread_mutex_lock(&slab_reap_lock);
+  pthread_mutex_lock(&slab_list_lock);
+  if (cp->cache_prev != NULL)
+    cp->cache_prev->cache_next = cp->cache_next;
+  else
+    slab_caches = cp->cache_next;
+  if (cp->cache_next != NULL)
+    cp->cache_next->cache_prev = cp->cache_prev;
+  pthread_mutex_unlock(&slab_list_lock);
+
+  pthread_mutex_lock(&cp->cache_lock);
+  uint64_t live = cp->cache_bufs_inuse;
+  if (live > 0) {
+    prd__debug_report_live(cp);   /* names them, with their stacks when audited */
+    /* their bufctls go back on the slabs' unconstructed lists, so that the slabs' external
+     * structures are all freed and no destructor runs on an object still in use */
+    if (cp->cache_flags & PRD_CF_HASH)
+      for (size_t h = 0; h <= cp->cache_hash_mask; h++)
+        for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL; bcp = bcp->bc_hnext)
+          if (bcp->bc_flags & PRD_BC_ALLOC) {
+            bcp->bc_flags &= ~PRD_BC_ALLOC;
+            bcp->bc_next = bcp->bc_slab->slab_fresh;
+            bcp->bc_slab->slab_fresh = bcp;
+          }
+  }
+  prd_slab_link_t *chain = NULL;
+  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 2];
+  size_t nl = 0;
+  lists[nl++] = &cp->cache_free;
+  lists[nl++] = &cp->cache_full;
+  for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
+    lists[nl++] = &cp->cache_partial[b];
+  for (size_t i = 0; i < nl; i++) {
+    while (!link_empty(lists[i])) {
+      prd_slab_t *sp = link_slab(lists[i]->sl_next);
+      slab_detach(cp, sp);
+      sp->slab_link.sl_next = chain;
+      chain = &sp->slab_link;
+    }
+  }
+  pthread_mutex_unlock(&cp->cache_lock);
+  /* the live buffers are on no freelist: the destructor runs only on free ones */
+  slab_destroy_chain(cp, chain);
+  if (cp->cache_flags & PRD_CACHE_UNMAP)
+    prd__debug_unmap_flush(cp);
+  pthread_mutex_unlock(&slab_reap_lock);
+  if (cp->cache_hash != cp->cache_hash0)
+    prd__os_unmap(cp->cache_hash, hash_bytes(cp->cache_hash_mask + 1));
+  pthread_mutex_destroy(&cp->cache_lock);
+  prd__slab_free(&slab_cache_cache, cp);
+  if (live > 0)
+    prd__report_done();
+}
+
+/* ---- walking, statistics, invariants -------------------------------------------------------- */
+/* Calls fn on every buffer of cp that the slab layer has handed out (cache_lock held). */
+void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
+{
+  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 1];
+  size_t nl = 0;
+  lists[nl++] = &cp->cache_full;
+  for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
+    lists[nl++] = &cp->cache_partial[b];
+  for (size_t i = 0; i < nl; i++) {
+    for (prd_slab_link_t *l = lists[i]->sl_next; l != lists[i]; l = l->sl_next) {
+      prd_slab_t *sp = link_slab(l);
+      char *first = sp->slab_base + sp->slab_color;
+      if (cp->cache_flags & PRD_CF_HASH) {
+        for (uint32_t k = 0; k < sp->slab_chunks; k++) {
+          prd_bufctl_t *bcp = prd__slab_hash_find(cp, first + (size_t)k * cp->cache_chunksize);
+          if (bcp != NULL && (bcp->bc_flags & PRD_BC_ALLOC))
+            fn(arg, cp, bcp->bc_addr, bcp);
+        }
+        continue;
+      }
+      uint64_t freemap[PRD_SLAB_MAX_SMALL / 64];
+      memset(freemap, 0, sizeof(freemap));
+      prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
+      for (int h = 0; h < 2; h++)
+        for (prd_bufctl_t *bcp = heads[h]; bcp != NULL; bcp = bcp->bc_next) {
+          size_t k = (size_t)((char *)bufctl_buf(cp, bcp) - first) / cp->cache_chunksize;
+          if (k < PRD_SLAB_MAX_SMALL)
+            freemap[k / 64] |= 1ull << (k % 64);
+        }
+      for (uint32_t k = 0; k < sp->slab_chunks; k++)
+        if (!(freemap[k / 64] & (1ull << (k % 64))))
+          fn(arg, cp, first + (size_t)k * cp->cache_chunksize, NULL);
+    }
+  }
+}
+
+/* The buffer of cp whose chunk contains addr, or NULL (cache_lock held; for reports). */
+void *prd__slab_containing(prd_cache_t *cp, const void *addr)
+{
+  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 2];
+  size_t nl = 0;
+  lists[nl++] = &cp->cache_full;
+  lists[nl++] = &cp->cache_free;
+  for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
+    lists[nl++] = &cp->cache_partial[b];
+  for (size_t i = 0; i < nl; i++)
+    for (prd_slab_link_t *l = lists[i]->sl_next; l != lists[i]; l = l->sl_next) {
+      prd_slab_t *sp = link_slab(l);
+      char *first = sp->slab_base + sp->slab_color;
+      char *end = first + (size_t)sp->slab_chunks * cp->cache_chunksize;
+      if ((const char *)addr >= first && (const char *)addr < end)
+        return first + (size_t)((const char *)addr - first) / cp->cache_chunksize *
+                           cp->cache_chunksize;
+    }
+  return NULL;
+}
+
+/* Calls fn on every cache on the list (user caches, then internal), under slab_list_lock. */
+void prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
+{
+  pthread_mutex_lock(&slab_list_lock);
+  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
+    fn(arg, cp);
+  pthread_mutex_unlock(&slab_list_lock);
+}
+
+static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
+{
+  memset(st, 0, sizeof(*st));
+  memcpy(st->name, cp->cache_name, sizeof(st->name));
+  st->buf_size = cp->cache_bufsize;
+  st->align = cp->cache_align;
+  st->chunk_size = cp->cache_chunksize;
+  st->slab_size = cp->cache_slabsize;
+  st->bufs_per_slab = cp->cache_chunks;
+  st->color_max = cp->cache_maxcolor;
+  size_t used = (size_t)cp->cache_chunks * cp->cache_chunksize;
+  if (!(cp->cache_flags & PRD_CF_HASH))
+    used += sizeof(prd_slab_t);
+  st->tail_waste = (double)(cp->cache_slabsize - used) / (double)cp->cache_slabsize;
+  st->large_layout = (cp->cache_flags & PRD_CF_HASH) != 0;
+  pthread_mutex_lock(&cp->cache_lock);
+  st->allocs = cp->cache_allocs;
+  st->frees = cp->cache_frees;
+  st->alloc_fails = cp->cache_alloc_fails;
+  st->slab_creates = cp->cache_slab_creates;
+  st->slab_destroys = cp->cache_slab_destroys;
+  st->slabs_full = cp->cache_nfull;
+  st->slabs_partial = cp->cache_npartial;
+  st->slabs_free = cp->cache_nfree;
+  st->slabs_peak = cp->cache_slabs_peak;
+  st->bufs_inuse = cp->cache_bufs_inuse;
+  st->bufs_total = cp->cache_bufs_total;
+  st->hash_buckets = (cp->cache_flags & PRD_CF_HASH) ? cp->cache_hash_mask + 1 : 0;
+  pthread_mutex_unlock(&cp->cache_lock);
+  /* seed 001 §5.4 counts a churn per grow/shrink pair: every shrink pairs an earlier grow */
+  st->slab_churns = PRD_MIN(st->slab_creates, st->slab_destroys);
+  uint64_t slabs = st->slabs_full + st->slabs_partial + st->slabs_free;
+  st->total_frag = st->bufs_inuse == 0 ? 0.0
+                   : (double)slabs * (double)st->slab_size /
+                         ((double)st->bufs_inuse * (double)st->buf_size);
+}
+
+int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)
+{
+  if (cp == NULL || st == NULL || st->size < offsetof(prd_cache_stats_t, name) ||
+      st->version == 0 || st->version > PRD_CACHE_STATS_VERSION) {
+    errno = EINVAL;
+    return -1;
+  }
+  prd_cache_stats_t full;
+  size_t size = st->size;
+  uint32_t version = st->version;
+  cache_stats_fill(cp, &full);
+  memcpy(st, &full, PRD_MIN(size, sizeof(full)));
+  st->size = size;
+  st->version = version;
+  return 0;
+}
+
+/* Checks every invariant of the slab layer of cp; reports each broken one and returns how
+ * many (0: consistent).  Tests call it after every step of the model test. */
+int prd__cache_check(prd_cache_t *cp)
+{
+  int bad = 0;
+#define CHECK_INV(cond)                                                                         \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      prd__report("cache %s: invariant broken: " #cond, cp->cache_name);                       \
+      bad++;                                                                                    \
+    }                                                                                           \
+  } while (0)
+  pthread_mutex_lock(&cp->cache_lock);
+  uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0;
+  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 2];
+  uint32_t ids[PRD_SLAB_BUCKETS + 2];
+  size_t nl = 0;
+  ids[nl] = PRD_SLAB_ON_FULL;
+  lists[nl++] = &cp->cache_full;
+  ids[nl] = PRD_SLAB_ON_FREE;
+  lists[nl++] = &cp->cache_free;
+  for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++) {
+    ids[nl] = b;
+    lists[nl++] = &cp->cache_partial[b];
+    CHECK_INV(link_empty(&cp->cache_partial[b]) == !(cp->cache_partial_map & (1ull << b)));
+  }
+  uint64_t prev_freed = UINT64_MAX;
+  for (size_t i = 0; i < nl; i++) {
+    for (prd_slab_link_t *l = lists[i]->sl_next; l != lists[i]; l = l->sl_next) {
+      CHECK_INV(l->sl_next->sl_prev == l);
+      prd_slab_t *sp = link_slab(l);
+      CHECK_INV(sp->slab_cache == cp);
+      CHECK_INV(sp->slab_bucket == ids[i]);
+      CHECK_INV(slab_target(cp, sp) == ids[i]);
+      CHECK_INV(sp->slab_chunks == cp->cache_chunks);
+      CHECK_INV(sp->slab_color <= cp->cache_maxcolor);
+      if (ids[i] == PRD_SLAB_ON_FULL)
+        nfull++;
+      else if (ids[i] == PRD_SLAB_ON_FREE)
+        nfree++;
+      else
+        npartial++;
+      if (ids[i] == PRD_SLAB_ON_FREE) {   /* newest first */
+        CHECK_INV(sp->slab_freed_ns <= prev_freed);
+        prev_freed = sp->slab_freed_ns;
+      }
+      if (!(cp->cache_flags & PRD_CF_HASH))
+        CHECK_INV(small_slab(cp, sp->slab_base) == sp);
+      uint32_t nfreebufs = 0;
+      char *first = sp->slab_base + sp->slab_color;
+      prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
+      for (int h = 0; h < 2; h++)
+        for (prd_bufctl_t *bcp = heads[h]; bcp != NULL && nfreebufs <= sp->slab_chunks;
+             bcp = bcp->bc_next) {
+          char *buf = bufctl_buf(cp, bcp);
+          CHECK_INV(buf >= first && (size_t)(buf - first) % cp->cache_chunksize == 0 &&
+                    (size_t)(buf - first) / cp->cache_chunksize < sp->slab_chunks);
+          if (cp->cache_flags & PRD_CF_HASH) {
+            CHECK_INV(bcp->bc_slab == sp && !(bcp->bc_flags & PRD_BC_ALLOC));
+            CHECK_INV(prd__slab_hash_find(cp, buf) == bcp);
+          }
+          nfreebufs++;
+        }
+      if (!(cp->cache_flags & PRD_CF_SLABCTOR))
+        CHECK_INV(sp->slab_fresh == NULL);
+      CHECK_INV(nfreebufs + sp->slab_refcnt == sp->slab_chunks);
+      if (cp->cache_flags & PRD_CF_HASH) {
+        uint32_t alloc = 0;
+        for (uint32_t k = 0; k < sp->slab_chunks; k++) {
+          prd_bufctl_t *bcp = prd__slab_hash_find(cp, first + (size_t)k * cp->cache_chunksize);
+          CHECK_INV(bcp != NULL && bcp->bc_slab == sp);
+          if (bcp != NULL && (bcp->bc_flags & PRD_BC_ALLOC))
+            alloc++;
+        }
+        CHECK_INV(alloc == sp->slab_refcnt);
+        hashed += sp->slab_chunks;
+      }
+      inuse += sp->slab_refcnt;
+      total += sp->slab_chunks;
+    }
+  }
+  CHECK_INV(nfull == cp->cache_nfull);
+  CHECK_INV(npartial == cp->cache_npartial);
+  CHECK_INV(nfree == cp->cache_nfree);
+  CHECK_INV(inuse == cp->cache_bufs_inuse);
+  CHECK_INV(total == cp->cache_bufs_total);
+  CHECK_INV(cp->cache_allocs - cp->cache_frees == cp->cache_bufs_inuse);
+  CHECK_INV(cp->cache_slab_creates - cp->cache_slab_destroys == nfull + npartial + nfree);
+  CHECK_INV(nfull + npartial + nfree <= cp->cache_slabs_peak);
+  if (cp->cache_flags & PRD_CF_HASH) {
+    CHECK_INV(hashed == cp->cache_hash_count);
+    size_t chained = 0;
+    for (size_t h = 0; h <= cp->cache_hash_mask; h++)
+      for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL && chained <= hashed;
+           bcp = bcp->bc_hnext) {
+        CHECK_INV(hash_index(cp, bcp->bc_addr) == h);
+        chained++;
+      }
+    CHECK_INV(chained == hashed);
+  }
+  pthread_mutex_unlock(&cp->cache_lock);
+#undef CHECK_INV
+  return bad;
+}
