@@ -1099,7 +1099,7 @@ int prd__cache_check(prd_cache_t *cp)
 #define CHECK_INV(cond)                                                                         \
   do {                                                                                          \
     if (!(cond)) {                                                                              \
-      prd__report("cache %s: invariant broken: " #cond, cp->cache_name);                       \
+      prd__report("cache %s: invariant broken: %s", cp->cache_name, #cond);                    \
       bad++;                                                                                    \
     }                                                                                           \
   } while (0)

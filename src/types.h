@@ -73,6 +73,8 @@ struct prd_vmem {
   size_t vm_ntags;             /* tags in the reserve */
   void *vm_tag_pages;          /* pages the tags were carved from (first word links them) */
   prd_vmem_stats_t vm_stats;   /* the statistics (fields from PRD_VMEM_STATS) */
+};
+
 /* ---- slab.c ---------------------------------------------------------------------------- */
 #define PRD_SLAB_BUCKETS    64   /* partial-slab lists by free count: one bitmap word */
 #define PRD_HASH_INITIAL    64   /* buckets of a new cache's buffer-to-bufctl hash (kmem's) */
