@@ -56,9 +56,12 @@
  *    page-per-buffer caches are not colored (no hardware cache to spread over; pages).
  *
  * 6. Reclaim (002 §3.4).  A slab whose last buffer comes back goes to the head of the free
- *    list, stamped with the time.  prd_cache_reap() returns to the source the free slabs that
- *    stayed free for a whole working-set interval (option slab_working_set, default the
- *    paper's 15 s), oldest first.  When the source cannot supply a slab, a PRD_SLEEP
+ *    list, and allocation takes free slabs from the head, so the tail holds the slabs unused
+ *    longest.  The cache tracks the fewest free slabs it had during the current working-set
+ *    interval (option slab_working_set, default the paper's 15 s); that many tail slabs went
+ *    untouched for the whole interval, and prd_cache_reap() returns them to the source once
+ *    the interval is over (the depot working set of seed 004 and libumem, applied to slabs:
+ *    no clock is read on the allocation or free paths).  When the source cannot supply a slab, a PRD_SLEEP
  *    allocation calls every cache's reclaim callback, then reaps every cache of all its free
  *    slabs (the working set is a hedge against thrashing; failing an allocation is worse),
  *    then retries once; PRD_NOSLEEP fails at once; PRD_NOFAIL repeats through the nofail
@@ -176,6 +179,8 @@ static inline void slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
     cp->cache_nfull--;
   } else if (b == PRD_SLAB_ON_FREE) {
     cp->cache_nfree--;
+    if (cp->cache_nfree < cp->cache_free_min)   /* the working set grew (section 6) */
+      cp->cache_free_min = cp->cache_nfree;
   } else {
     cp->cache_npartial--;
     if (link_empty(&cp->cache_partial[b]))
@@ -343,7 +348,6 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   sp->slab_chunks = cp->cache_chunks;
   sp->slab_color = (uint32_t)color;
   sp->slab_bucket = PRD_SLAB_ON_FREE;
-  sp->slab_freed_ns = 0;
   prd_bufctl_t **listp = (cp->cache_flags & PRD_CF_SLABCTOR) ? &sp->slab_fresh : &sp->slab_head;
   /* link from the last buffer down, so the lowest address is handed out first */
   for (uint32_t i = cp->cache_chunks; i-- > 0;) {
@@ -442,7 +446,6 @@ static bool cache_grow(prd_cache_t *cp)
       hash_insert(cp, bcp);
     hash_grow(cp);
   }
-  sp->slab_freed_ns = prd__now_ns();
   slab_link(cp, sp, PRD_SLAB_ON_FREE);
   cp->cache_slab_creates++;
   cp->cache_bufs_total += sp->slab_chunks;
@@ -453,17 +456,29 @@ static bool cache_grow(prd_cache_t *cp)
 }
 
 /* ---- reclaiming (002 §3.4) ------------------------------------------------------------------ */
-/* Returns the free slabs outside the working set (all of them when `all`) to the source. */
+/* Returns the free slabs outside the working set (all of them when `all`) to the source.
+ * The working set (section 6, as the depot's of seed 004 / libumem): cache_free_min is the
+ * fewest free slabs the cache had since the current interval began; that many slabs at the
+ * tail of the free list (it is newest first) were not touched for the whole interval.  When
+ * an interval has passed, a reap may free that many, and a new interval begins. */
 static void cache_reap(prd_cache_t *cp, bool all)
 {
+  uint64_t ws = (uint64_t)prd__opt(slab_working_set) * 1000000ull;
   uint64_t now = prd__now_ns();
-  uint64_t ws = all ? 0 : (uint64_t)prd__opt(slab_working_set) * 1000000ull;
   prd_slab_link_t *chain = NULL;
   pthread_mutex_lock(&cp->cache_lock);
-  while (!link_empty(&cp->cache_free)) {
-    prd_slab_t *sp = link_slab(cp->cache_free.sl_prev);   /* the oldest */
-    if (!all && now - sp->slab_freed_ns < ws)
-      break;
+  uint64_t n = cp->cache_nfree;
+  if (!all && ws != 0) {
+    if (now - cp->cache_ws_start_ns >= ws) {
+      cp->cache_ws_reapable = cp->cache_free_min;
+      cp->cache_free_min = cp->cache_nfree;
+      cp->cache_ws_start_ns = now;
+    }
+    n = PRD_MIN(n, cp->cache_ws_reapable);
+    cp->cache_ws_reapable -= n;
+  }
+  for (; n > 0; n--) {
+    prd_slab_t *sp = link_slab(cp->cache_free.sl_prev);   /* the least recently used */
     slab_detach(cp, sp);
     sp->slab_link.sl_next = chain;
     chain = &sp->slab_link;
@@ -613,8 +628,6 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
     bcp->bc_next = sp->slab_fresh;
     sp->slab_fresh = bcp;
     sp->slab_refcnt--;
-    if (sp->slab_refcnt == 0)
-      sp->slab_freed_ns = prd__now_ns();
     slab_relist(cp, sp);
     cp->cache_allocs--;
     cp->cache_bufs_inuse--;
@@ -654,15 +667,12 @@ void prd__slab_free(prd_cache_t *cp, void *buf)
   sp->slab_refcnt--;
   cp->cache_frees++;
   cp->cache_bufs_inuse--;
-  if (prd_unlikely(sp->slab_refcnt == 0)) {
-    sp->slab_freed_ns = prd__now_ns();
-    if (cp->cache_flags & PRD_CACHE_UNMAP) {
-      /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
-      slab_detach(cp, sp);
-      pthread_mutex_unlock(&cp->cache_lock);
-      slab_destroy(cp, sp);
-      return;
-    }
+  if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
+    /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
+    slab_detach(cp, sp);
+    pthread_mutex_unlock(&cp->cache_lock);
+    slab_destroy(cp, sp);
+    return;
   }
   slab_relist(cp, sp);
   pthread_mutex_unlock(&cp->cache_lock);
@@ -806,6 +816,7 @@ static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t ali
   link_init(&cp->cache_free);
   for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     link_init(&cp->cache_partial[b]);
+  cp->cache_ws_start_ns = prd__now_ns();
   cp->cache_hash = cp->cache_hash0;
   cp->cache_hash_mask = PRD_HASH_INITIAL - 1;
   if (flags & PRD_CF_DEBUG)
@@ -1117,7 +1128,6 @@ int prd__cache_check(prd_cache_t *cp)
     lists[nl++] = &cp->cache_partial[b];
     CHECK_INV(link_empty(&cp->cache_partial[b]) == !(cp->cache_partial_map & (1ull << b)));
   }
-  uint64_t prev_freed = UINT64_MAX;
   for (size_t i = 0; i < nl; i++) {
     for (prd_slab_link_t *l = lists[i]->sl_next; l != lists[i]; l = l->sl_next) {
       CHECK_INV(l->sl_next->sl_prev == l);
@@ -1133,10 +1143,6 @@ int prd__cache_check(prd_cache_t *cp)
         nfree++;
       else
         npartial++;
-      if (ids[i] == PRD_SLAB_ON_FREE) {   /* newest first */
-        CHECK_INV(sp->slab_freed_ns <= prev_freed);
-        prev_freed = sp->slab_freed_ns;
-      }
       if (!(cp->cache_flags & PRD_CF_HASH))
         CHECK_INV(small_slab(cp, sp->slab_base) == sp);
       uint32_t nfreebufs = 0;
@@ -1180,6 +1186,7 @@ int prd__cache_check(prd_cache_t *cp)
   CHECK_INV(cp->cache_allocs - cp->cache_frees == cp->cache_bufs_inuse);
   CHECK_INV(cp->cache_slab_creates - cp->cache_slab_destroys == nfull + npartial + nfree);
   CHECK_INV(nfull + npartial + nfree <= cp->cache_slabs_peak);
+  CHECK_INV(cp->cache_free_min <= nfree);
   if (cp->cache_flags & PRD_CF_HASH) {
     CHECK_INV(hashed == cp->cache_hash_count);
     size_t chained = 0;

@@ -130,7 +130,6 @@ struct prd_slab {
   uint32_t slab_chunks;          /* buffers in the slab */
   uint32_t slab_color;           /* offset of the first buffer from slab_base */
   uint32_t slab_bucket;          /* the list it is on: PRD_SLAB_ON_* or a partial bucket */
-  uint64_t slab_freed_ns;        /* when its last allocated buffer came back (working set) */
 };
 #define PRD_SLAB_ON_FULL 0xfffffffeu
 #define PRD_SLAB_ON_FREE 0xffffffffu
@@ -180,7 +179,10 @@ struct prd_cache {
   uint64_t cache_partial_map;    /* bit b: cache_partial[b] is not empty */
   size_t cache_color;            /* the next slab's color */
   prd_slab_link_t cache_full;
-  prd_slab_link_t cache_free;    /* newest first: the tail is the oldest free slab */
+  prd_slab_link_t cache_free;    /* newest first: the tail is the least recently used */
+  uint64_t cache_free_min;       /* fewest free slabs during this working-set interval */
+  uint64_t cache_ws_reapable;    /* free slabs outside the working set of the last interval */
+  uint64_t cache_ws_start_ns;    /* when the current interval began */
   prd_slab_link_t cache_partial[PRD_SLAB_BUCKETS];
   prd_bufctl_t **cache_hash;     /* buffer -> bufctl (large layout) */
   size_t cache_hash_mask;        /* buckets - 1 */

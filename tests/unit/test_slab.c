@@ -403,6 +403,47 @@ static int cmp_uintptr(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
+/* The working set: a reap frees only the free slabs that stayed unused for a whole interval
+ * (the fewest free slabs seen during it).  Time must pass for an interval to end: the test
+ * sleeps longer than the 1 ms interval it sets (time passing, not synchronization). */
+static void sleep_ms(long ms)
+{
+  struct timespec ts = { 0, ms * 1000000L };
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+static void test_working_set(void)
+{
+  set_ws_ms("1");
+  prd_cache_t *cp = prd_cache_create("ws", 512, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  size_t per = stats_of(cp).bufs_per_slab;
+  void **b = calloc(4 * per, sizeof(void *));
+  for (size_t i = 0; i < 4 * per; i++)
+    b[i] = prd_cache_alloc(cp, 0);
+  for (size_t i = 0; i < 4 * per; i++)
+    prd_cache_free(cp, b[i]);
+  CHECK_EQ(stats_of(cp).slabs_free, 4);
+  sleep_ms(3);
+  prd_cache_reap(cp);   /* in the first interval the cache had no free slab at some point */
+  CHECK_EQ(stats_of(cp).slabs_free, 4);
+  void *p = prd_cache_alloc(cp, 0);   /* uses one slab: the working set is 1 slab */
+  prd_cache_free(cp, p);
+  sleep_ms(3);
+  prd_cache_reap(cp);   /* 3 slabs stayed free for the whole interval */
+  CHECK_EQ(stats_of(cp).slabs_free, 1);
+  CHECK_EQ(stats_of(cp).slab_destroys, 3);
+  CHECK_EQ(prd__cache_check(cp), 0);
+  /* the one that was used is the one kept: allocation takes it first without growing */
+  p = prd_cache_alloc(cp, 0);
+  CHECK_EQ(stats_of(cp).slab_creates, 4);
+  prd_cache_free(cp, p);
+  set_ws_ms("15000");
+  free(b);
+  prd_cache_destroy(cp);
+}
+
 /* ---- a cache of integers (002 §7.1, seed 004: vmem makes any resource cacheable) ---------- */
 static void test_notouch_integers(void)
 {
@@ -759,6 +800,7 @@ int main(void)
   RUN(test_fewest_free_first);
   RUN(test_coloring);
   RUN(test_reap_returns_memory);
+  RUN(test_working_set);
   RUN(test_notouch_integers);
   RUN(test_exhaustion_fault_injection);
   RUN(test_reclaim_on_exhaustion);
