@@ -89,7 +89,7 @@ PRD_API prd_vmem_t *prd_heap_arena(void);
   X(spans,          "spans now")
 
 #define PRD_VMEM_STATS_VERSION 1
-typedef struct prd_vmem_stats {
+typedef struct prd_vmem_stats_s {
   size_t   size;     /* set by the caller to sizeof(prd_vmem_stats_t); nothing past it is written */
   uint32_t version;  /* set by prd_vmem_stats to PRD_VMEM_STATS_VERSION */
 #define PRD__VMEM_STAT_FIELD(name, doc) uint64_t name;
@@ -190,7 +190,7 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
 #define PRD__CS_U64(n) uint64_t n
 #define PRD__CS_F64(n) double n
 #define PRD__CS_FIELD(kind, n, doc) PRD__CS_##kind(n);
-typedef struct prd_cache_stats {
+typedef struct prd_cache_stats_s {
   size_t size;        /* sizeof the caller's struct */
   uint32_t version;   /* PRD_CACHE_STATS_VERSION the caller was built with */
   PRD_CACHE_STATS_FIELDS(PRD__CS_FIELD)

@@ -38,6 +38,14 @@ for f in $programs; do
   echo "ok - $name built with pkg-config and ran"
 done
 
+if command -v c++ >/dev/null 2>&1; then
+  # shellcheck disable=SC2046
+  c++ -std=c++17 -Wall -Wextra -Wshadow -Werror $(pkg-config --cflags prudence) \
+      "$src/tests/install/consumer_cpp.cpp" -o "$tmp/consumer_cpp" $(pkg-config --libs prudence) -pthread
+  LD_LIBRARY_PATH="$libdir" "$tmp/consumer_cpp" >/dev/null || { echo "FAIL: consumer_cpp"; exit 1; }
+  echo "ok - consumer_cpp (prudence.hpp, -Wshadow) built with pkg-config and ran"
+fi
+
 echo "== find_package(prudence)"
 cmake -S "$src/tests/install" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
       -DPRD_PROGRAMS="$(echo $programs | tr ' ' ';')" >/dev/null

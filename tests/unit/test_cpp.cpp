@@ -1,0 +1,100 @@
+// C++ wrappers (include/prudence.hpp): RAII cache, typed cache, and the standard-library
+// allocator adaptor with std::vector and std::map.
+#include <prudence.hpp>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+static int failures;
+#define EXPECT(c)                                                                   \
+  do {                                                                              \
+    if (!(c)) {                                                                     \
+      std::fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);           \
+      failures++;                                                                   \
+    }                                                                               \
+  } while (0)
+
+struct tracked {
+  static int live;
+  std::string name;
+  int value;
+  tracked(std::string n, int v) : name(std::move(n)), value(v) { live++; }
+  ~tracked() { live--; }
+};
+int tracked::live;
+
+static void test_raii_cache()
+{
+  prd::cache c("cpp.raw", 48);
+  void *a = c.alloc();
+  void *b = c.alloc();
+  EXPECT(a != nullptr && b != nullptr && a != b);
+  c.free(a);
+  c.free(b);
+  prd::cache moved(std::move(c));
+  EXPECT(moved.get() != nullptr && c.get() == nullptr);
+  bool threw = false;
+  try {
+    prd::cache bad("cpp.bad", 0);   // size 0 is invalid: the constructor throws
+  } catch (const std::bad_alloc &) {
+    threw = true;
+  }
+  EXPECT(threw);
+}
+
+static void test_typed_cache()
+{
+  prd::typed_cache<tracked> tc("cpp.tracked");
+  std::vector<tracked *> v;
+  for (int i = 0; i < 1000; i++)
+    v.push_back(tc.create("obj" + std::to_string(i), i));
+  EXPECT(tracked::live == 1000);
+  for (int i = 0; i < 1000; i++)
+    EXPECT(v[i]->value == i && v[i]->name == "obj" + std::to_string(i));
+  for (tracked *t : v)
+    tc.destroy(t);
+  EXPECT(tracked::live == 0);
+}
+
+static void test_allocator_with_containers()
+{
+  std::map<int, std::string, std::less<int>,
+           prd::cache_allocator<std::pair<const int, std::string>>> m;
+  for (int i = 0; i < 10000; i++)
+    m[i] = std::to_string(i * 7);
+  EXPECT(m.size() == 10000);
+  for (int i = 0; i < 10000; i += 97)
+    EXPECT(m[i] == std::to_string(i * 7));
+  for (int i = 0; i < 10000; i += 2)
+    m.erase(i);
+  EXPECT(m.size() == 5000);
+
+  std::vector<long, prd::cache_allocator<long>> vec;
+  for (long i = 0; i < 100000; i++)
+    vec.push_back(i);
+  long sum = 0;
+  for (long x : vec)
+    sum += x;
+  EXPECT(sum == 100000L * 99999L / 2);
+}
+
+int main()
+{
+  prd_option_set("abort_on_error", "0");
+  int passed = 0, failed = 0;
+  struct { const char *name; void (*fn)(); } tests[] = {
+    { "test_raii_cache", test_raii_cache },
+    { "test_typed_cache", test_typed_cache },
+    { "test_allocator_with_containers", test_allocator_with_containers },
+  };
+  for (auto &t : tests) {
+    failures = 0;
+    t.fn();
+    std::printf("%s - %s\n", failures ? "not ok" : "ok", t.name);
+    (failures ? failed : passed)++;
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
