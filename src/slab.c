@@ -116,9 +116,16 @@ uint64_t prd__now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The arena slabs come from.  The slab layer's own caches say NULL: the heap arena, looked
+ * up when a slab is needed, so that they exist even if the heap's first creation failed. */
+static inline prd_vmem_t *slab_src(const prd_cache_t *cp)
+{
+  return cp->cache_source != NULL ? cp->cache_source : prd_heap_arena();
+}
+
 static size_t slab_source_quantum(prd_vmem_t *vmp)
 {
-  return prd__vmem_quantum(vmp);
+  return vmp != NULL ? prd__vmem_quantum(vmp) : prd__os_page_size();
 }
 
 /* ---- lists --------------------------------------------------------------------------------- */
@@ -169,6 +176,13 @@ static inline prd_slab_link_t *slab_list(prd_cache_t *cp, uint32_t b)
   if (b == PRD_SLAB_ON_FREE)
     return &cp->cache_free;
   return &cp->cache_partial[b];
+}
+
+/* Every list of a cache, for walks: index i in [0, PRD_SLAB_NLISTS) -> list id. */
+#define PRD_SLAB_NLISTS (PRD_SLAB_BUCKETS + 2)
+static inline uint32_t list_id(size_t i)
+{
+  return i == 0 ? PRD_SLAB_ON_FULL : i == 1 ? PRD_SLAB_ON_FREE : (uint32_t)(i - 2);
 }
 
 static inline void slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
@@ -325,8 +339,11 @@ static void slab_free_bufctls(prd_cache_t *cp, prd_bufctl_t *list)
  * cache has no memory: nothing is left allocated. */
 static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
 {
-  char *base = prd_vmem_xalloc(cp->cache_source, cp->cache_slabsize, cp->cache_slab_align, 0,
-                               0, NULL, NULL, PRD_VM_NOSLEEP);
+  prd_vmem_t *src = slab_src(cp);
+  if (src == NULL)
+    return NULL;
+  char *base = prd_vmem_xalloc(src, cp->cache_slabsize, cp->cache_slab_align, 0, 0, NULL, NULL,
+                               PRD_VM_NOSLEEP);
   if (base == NULL)
     return NULL;
   prd_slab_t *sp;
@@ -334,7 +351,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   if (large) {
     sp = prd__slab_alloc(&slab_slab_cache, PRD_NOSLEEP);
     if (sp == NULL) {
-      prd_vmem_xfree(cp->cache_source, base, cp->cache_slabsize);
+      prd_vmem_xfree(src, base, cp->cache_slabsize);
       return NULL;
     }
   } else {
@@ -358,7 +375,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
       if (bcp == NULL) {
         slab_free_bufctls(cp, *listp);
         prd__slab_free(&slab_slab_cache, sp);
-        prd_vmem_xfree(cp->cache_source, base, cp->cache_slabsize);
+        prd_vmem_xfree(src, base, cp->cache_slabsize);
         return NULL;
       }
       bcp->bc_addr = buf;
@@ -401,7 +418,7 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
   if (cp->cache_flags & PRD_CACHE_UNMAP)
     prd__debug_unmap(cp, base, cp->cache_slabsize);
   else
-    prd_vmem_xfree(cp->cache_source, base, cp->cache_slabsize);
+    prd_vmem_xfree(slab_src(cp), base, cp->cache_slabsize);
 }
 
 /* Takes a slab off its list and its bufctls out of the hash, for destruction (lock held). */
@@ -529,9 +546,14 @@ void prd_cache_reap(prd_cache_t *cp)
 
 void prd_reap(void)
 {
+  /* a destructor run by this reap that allocates must not start a pressure reap, which
+   * would wait for the reap lock this thread holds */
+  bool nested = slab_in_reclaim;
+  slab_in_reclaim = true;
   pthread_mutex_lock(&slab_reap_lock);
   reap_all_locked(false);
   pthread_mutex_unlock(&slab_reap_lock);
+  slab_in_reclaim = nested;
 }
 
 void prd__cache_reap_all(prd_cache_t *cp)
@@ -840,12 +862,19 @@ static void slab_leaks_atexit(void)
   prd_leak_report(stderr, 0);
 }
 
+static pthread_once_t slab_leaks_once = PTHREAD_ONCE_INIT;
+
+static void slab_leaks_register(void)
+{
+  atexit(slab_leaks_atexit);
+}
+
 static pthread_once_t slab_once = PTHREAD_ONCE_INIT;
 
 static void slab_init_once(void)
 {
   prd__init();
-  prd_vmem_t *heap = prd_heap_arena();
+  prd_vmem_t *heap = NULL;   /* the heap arena, found when a slab is needed (slab_src) */
   uint32_t f = PRD_CACHE_NODEBUG | PRD_CF_INTERNAL;
   /* order: each of these takes its structures only from the ones created before it */
   int rc = cache_init(&slab_slab_cache, "prd_slab", sizeof(prd_slab_t), 0, NULL, NULL, NULL,
@@ -864,8 +893,6 @@ static void slab_init_once(void)
   cache_list_insert(&slab_bufctl_cache);
   cache_list_insert(&slab_audit_cache);
   cache_list_insert(&slab_cache_cache);
-  if (prd__opt(debug) & PRD_CACHE_LEAKS)
-    atexit(slab_leaks_atexit);
 }
 
 void prd__slab_init(void)
@@ -898,8 +925,10 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     errno = EINVAL;
     return NULL;
   }
-  if (source == NULL)
-    source = prd_heap_arena();
+  if (source == NULL && (source = prd_heap_arena()) == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
   uint32_t flags = (uint32_t)cflags;
   if (!(flags & PRD_CACHE_NODEBUG))
     flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;
@@ -914,6 +943,8 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     return NULL;
   }
   cache_list_insert(cp);
+  if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
+    pthread_once(&slab_leaks_once, slab_leaks_register);
   return cp;
 }
 
@@ -936,6 +967,9 @@ void prd_cache_destroy(prd_cache_t *cp)
   if (cp->cache_next != NULL)
     cp->cache_next->cache_prev = cp->cache_prev;
   pthread_mutex_unlock(&slab_list_lock);
+  /* no reap can be inside this cache now (a reap holds slab_reap_lock from start to end),
+   * and none can find it any more: the destructors below run without the reap lock */
+  pthread_mutex_unlock(&slab_reap_lock);
 
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t live = cp->cache_bufs_inuse;
@@ -953,15 +987,10 @@ void prd_cache_destroy(prd_cache_t *cp)
           }
   }
   prd_slab_link_t *chain = NULL;
-  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 2];
-  size_t nl = 0;
-  lists[nl++] = &cp->cache_free;
-  lists[nl++] = &cp->cache_full;
-  for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
-    lists[nl++] = &cp->cache_partial[b];
-  for (size_t i = 0; i < nl; i++) {
-    while (!link_empty(lists[i])) {
-      prd_slab_t *sp = link_slab(lists[i]->sl_next);
+  for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
+    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    while (!link_empty(list)) {
+      prd_slab_t *sp = link_slab(list->sl_next);
       slab_detach(cp, sp);
       sp->slab_link.sl_next = chain;
       chain = &sp->slab_link;
@@ -972,7 +1001,6 @@ void prd_cache_destroy(prd_cache_t *cp)
   slab_destroy_chain(cp, chain);
   if (cp->cache_flags & PRD_CACHE_UNMAP)
     prd__debug_unmap_flush(cp);
-  pthread_mutex_unlock(&slab_reap_lock);
   if (cp->cache_hash != cp->cache_hash0)
     prd__os_unmap(cp->cache_hash, hash_bytes(cp->cache_hash_mask + 1));
   pthread_mutex_destroy(&cp->cache_lock);
@@ -985,13 +1013,11 @@ void prd_cache_destroy(prd_cache_t *cp)
 /* Calls fn on every buffer of cp that the slab layer has handed out (cache_lock held). */
 void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 {
-  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 1];
-  size_t nl = 0;
-  lists[nl++] = &cp->cache_full;
-  for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
-    lists[nl++] = &cp->cache_partial[b];
-  for (size_t i = 0; i < nl; i++) {
-    for (prd_slab_link_t *l = lists[i]->sl_next; l != lists[i]; l = l->sl_next) {
+  for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
+    if (list_id(i) == PRD_SLAB_ON_FREE)
+      continue;
+    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
       prd_slab_t *sp = link_slab(l);
       char *first = sp->slab_base + sp->slab_color;
       if (cp->cache_flags & PRD_CF_HASH) {
@@ -1021,14 +1047,9 @@ void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 /* The buffer of cp whose chunk contains addr, or NULL (cache_lock held; for reports). */
 void *prd__slab_containing(prd_cache_t *cp, const void *addr)
 {
-  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 2];
-  size_t nl = 0;
-  lists[nl++] = &cp->cache_full;
-  lists[nl++] = &cp->cache_free;
-  for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
-    lists[nl++] = &cp->cache_partial[b];
-  for (size_t i = 0; i < nl; i++)
-    for (prd_slab_link_t *l = lists[i]->sl_next; l != lists[i]; l = l->sl_next) {
+  for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
+    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
       prd_slab_t *sp = link_slab(l);
       char *first = sp->slab_base + sp->slab_color;
       char *end = first + (size_t)sp->slab_chunks * cp->cache_chunksize;
@@ -1036,6 +1057,7 @@ void *prd__slab_containing(prd_cache_t *cp, const void *addr)
         return first + (size_t)((const char *)addr - first) / cp->cache_chunksize *
                            cp->cache_chunksize;
     }
+  }
   return NULL;
 }
 
@@ -1116,30 +1138,22 @@ int prd__cache_check(prd_cache_t *cp)
   } while (0)
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0;
-  prd_slab_link_t *lists[PRD_SLAB_BUCKETS + 2];
-  uint32_t ids[PRD_SLAB_BUCKETS + 2];
-  size_t nl = 0;
-  ids[nl] = PRD_SLAB_ON_FULL;
-  lists[nl++] = &cp->cache_full;
-  ids[nl] = PRD_SLAB_ON_FREE;
-  lists[nl++] = &cp->cache_free;
-  for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++) {
-    ids[nl] = b;
-    lists[nl++] = &cp->cache_partial[b];
+  for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     CHECK_INV(link_empty(&cp->cache_partial[b]) == !(cp->cache_partial_map & (1ull << b)));
-  }
-  for (size_t i = 0; i < nl; i++) {
-    for (prd_slab_link_t *l = lists[i]->sl_next; l != lists[i]; l = l->sl_next) {
+  for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
+    uint32_t id = list_id(i);
+    prd_slab_link_t *list = slab_list(cp, id);
+    for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
       CHECK_INV(l->sl_next->sl_prev == l);
       prd_slab_t *sp = link_slab(l);
       CHECK_INV(sp->slab_cache == cp);
-      CHECK_INV(sp->slab_bucket == ids[i]);
-      CHECK_INV(slab_target(cp, sp) == ids[i]);
+      CHECK_INV(sp->slab_bucket == id);
+      CHECK_INV(slab_target(cp, sp) == id);
       CHECK_INV(sp->slab_chunks == cp->cache_chunks);
       CHECK_INV(sp->slab_color <= cp->cache_maxcolor);
-      if (ids[i] == PRD_SLAB_ON_FULL)
+      if (id == PRD_SLAB_ON_FULL)
         nfull++;
-      else if (ids[i] == PRD_SLAB_ON_FREE)
+      else if (id == PRD_SLAB_ON_FREE)
         nfree++;
       else
         npartial++;

@@ -9,9 +9,9 @@
 #include "prd_test.h"
 
 #if defined(PRD_TSAN) || defined(PRD_ASAN)
-#define ITERS 20000
+#define ITERS 100000
 #else
-#define ITERS 500000
+#define ITERS 1000000
 #endif
 #define WORKERS 4
 #define SLOTS 64

@@ -473,6 +473,9 @@ static void test_notouch_integers(void)
     got[n++] = (uintptr_t)p;
   }
   CHECK(n >= max - 2 * st.bufs_per_slab);   /* the arena is used up to the slab granularity */
+  st = stats_of(cp);
+  CHECK(st.hash_buckets >= st.bufs_total / 2);   /* the hash grew with the cache */
+  CHECK(st.hash_buckets > PRD_HASH_INITIAL);
   /* the ranges are disjoint: sorted, each starts at least 16 after the previous */
   qsort(got, n, sizeof(got[0]), cmp_uintptr);
   for (size_t i = 1; i < n; i++)

@@ -376,6 +376,25 @@ static void test_leaks_at_exit(void)
   CHECK_STR_CONTAINS(out, "leak report: 3 buffers allocated");
 }
 
+static void cflag_leaks_child(void *arg)
+{
+  (void)arg;
+  prd_cache_t *cp = prd_cache_create("flagleaks", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_LEAKS);
+  (void)prd_cache_alloc(cp, 0);
+  exit(0);   /* runs the atexit leak report */
+}
+
+static void test_leaks_cflag_at_exit(void)
+{
+  char out[16384];
+  int st = prd_test_child(cflag_leaks_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "cache flagleaks: buffer=");
+  CHECK_STR_CONTAINS(out, "s ago by thread");
+  CHECK_STR_CONTAINS(out, "leak report: 1 buffers allocated");
+}
+
 int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "--leak-exit") == 0)
@@ -391,5 +410,6 @@ int main(int argc, char **argv)
   RUN(test_all_features_normal_use);
   RUN(test_leak_report);
   RUN(test_leaks_at_exit);
+  RUN(test_leaks_cflag_at_exit);
   return prd_test_done();
 }

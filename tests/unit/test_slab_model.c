@@ -7,11 +7,11 @@
 #include "prd_test.h"
 
 #ifdef PRD_TSAN
-#define STEPS 2500
+#define STEPS 8000
 #elif defined(PRD_ASAN)
-#define STEPS 5000
+#define STEPS 15000
 #else
-#define STEPS 20000
+#define STEPS 50000
 #endif
 #define MAXLIVE 400
 
