@@ -132,8 +132,11 @@ void prd__assert_fail(const char *expr, const char *file, int line)
 #define PRD_PATTERN_UNINIT   0xbaddcafeu          /* allocated, not yet initialized */
 #define PRD_REDZONE_PATTERN  0xfeedfacefeedfaceull /* the guard word after a buffer */
 #define PRD_REDZONE_BYTE     0xbb                 /* the bytes between object end and tag */
-#define PRD_UNMAP_QUARANTINE 64                   /* unmapped slabs held inaccessible */
-#define PRD_LIVE_LISTED      16                   /* live buffers listed at cache destroy */
+#define PRD_UNMAP_QUARANTINE 64   /* slabs held inaccessible: a stale access faults during
+                                     the next 64 slab frees, while the address space held
+                                     (64 slabs, decommitted) stays small */
+#define PRD_LIVE_LISTED      16   /* live buffers listed at cache destroy (as vmem's leaks):
+                                     enough to see the pattern, then a count */
 
 /* One line of a report: to stderr through prd__report when fd < 0, else to fd. */
 static void dline(int fd, const char *fmt, ...) PRD_PRINTF(2, 3);

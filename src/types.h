@@ -76,10 +76,14 @@ struct prd_vmem {
 };
 
 /* ---- slab.c ---------------------------------------------------------------------------- */
-#define PRD_SLAB_BUCKETS    64   /* partial-slab lists by free count: one bitmap word */
-#define PRD_HASH_INITIAL    64   /* buckets of a new cache's buffer-to-bufctl hash (kmem's) */
-#define PRD_AUDIT_TX        4    /* transactions remembered per buffer when auditing */
-#define PRD_AUDIT_DEPTH     12   /* stack frames per transaction */
+#define PRD_SLAB_BUCKETS    64   /* partial-slab lists by free count: one bitmap word, and
+                                    exact for slabs of up to 65 buffers (all large layouts) */
+#define PRD_HASH_INITIAL    64   /* buckets of a new cache's buffer-to-bufctl hash (kmem's
+                                    KMEM_HASH_INITIAL): 8 slabs of 8 buffers before a resize */
+#define PRD_AUDIT_TX        4    /* transactions kept per buffer: the current owner's alloc,
+                                    the free before it and the pair before that (002 §6.8) */
+#define PRD_AUDIT_DEPTH     12   /* stack frames per transaction: past the library's own 2-3
+                                    frames to the caller's callers */
 
 /* A circular doubly linked list with a sentinel: slabs move between lists in O(1). */
 typedef struct prd_slab_link {
