@@ -4,8 +4,11 @@
 #   // prd-test-labels: stress no-tsan      ctest labels (unit/stress/torture/example by dir)
 #   // prd-test-timeout: 300                seconds (default 120)
 #   // prd-test-needs: urcu                 built only when liburcu is installed; links it
+#   // prd-test-wants: urcu                 always built; links liburcu (and defines
+#                                           PRD_HAVE_URCU) when installed
 #   // prd-test-run: NAME ARGS...           one ctest test per line (default: one, no args)
 #   // prd-test-run-fail: NAME ARGS...      a test that must exit non-zero (proves a check can fail)
+# A test that exits 77 is reported as skipped (e.g. a liburcu run in a build without liburcu).
 # Labels no-asan / no-tsan keep a test out of the sanitizer runs (say why beside the label).
 
 enable_testing()
@@ -28,6 +31,10 @@ function(prd_add_program src kind)
       message(STATUS "skipping ${name}: needs liburcu")
       return()
     endif()
+    set(uses_urcu ON)
+  endif()
+  file(STRINGS ${src} wants REGEX "prd-test-wants:")
+  if(wants MATCHES "urcu" AND PRD_HAVE_URCU)
     set(uses_urcu ON)
   endif()
   add_executable(${name} ${src})
@@ -71,7 +78,7 @@ function(prd_add_program src kind)
     list(POP_FRONT run tname)
     add_test(NAME ${tname} COMMAND ${name} ${run})
     set_tests_properties(${tname} PROPERTIES LABELS "${labels}" TIMEOUT ${timeout}
-      WILL_FAIL ${will_fail} ENVIRONMENT "PRUDENCE_TEST=1")
+      WILL_FAIL ${will_fail} SKIP_RETURN_CODE 77 ENVIRONMENT "PRUDENCE_TEST=1")
   endforeach()
 endfunction()
 

@@ -200,6 +200,67 @@ typedef struct prd_cache_stats_s {
 PRD_API int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 
 /* ------------------------------------------------------------------------------------------
+ * RCU: grace periods and their state (src/rcu.c; seed 001 §2.1-2.2 and §4, docs/design.md)
+ * ------------------------------------------------------------------------------------------ */
+/* readers: the built-in RCU's read side is inline (prudence_rcu.h).  Threads register on first
+ * use and unregister at exit; with a liburcu source, read sections are the flavour's own
+ * rcu_read_lock()/rcu_read_unlock() and register/quiescent/offline/online forward to it. */
+static inline void prd_rcu_read_lock(void);    /* nestable, wait-free, no atomic RMW */
+static inline void prd_rcu_read_unlock(void);
+PRD_API void prd_rcu_register_thread(void);     /* optional: threads register on first use */
+PRD_API void prd_rcu_unregister_thread(void);   /* also done at thread exit */
+PRD_API void prd_rcu_quiescent_state(void);     /* QSBR mode */
+PRD_API void prd_rcu_thread_offline(void);
+PRD_API void prd_rcu_thread_online(void);
+
+/* writers */
+PRD_API void prd_synchronize_rcu(void);
+struct prd_rcu_head {
+  struct prd_rcu_head *next;
+  void (*func)(struct prd_rcu_head *);
+};
+PRD_API void prd_call_rcu(struct prd_rcu_head *head, void (*func)(struct prd_rcu_head *));
+PRD_API void prd_rcu_barrier(void);
+
+/* grace-period state, for the allocator and for users (Linux get_state_synchronize_rcu /
+ * poll_state_synchronize_rcu).  A prd_gp_t is a 64-bit grace-period sequence: it never wraps
+ * in practice (2^63 grace periods at one per microsecond take 292,000 years). */
+typedef uint64_t prd_gp_t;
+PRD_API prd_gp_t prd_rcu_get_state(void);        /* the grace period that must end for something retired now */
+PRD_API bool     prd_rcu_poll_state(prd_gp_t s); /* has it ended? a single load in the common case */
+PRD_API void     prd_rcu_request_gp(prd_gp_t s); /* ask the driver to make it end soon (async) */
+PRD_API void     prd_rcu_wait_state(prd_gp_t s); /* block until it has ended */
+
+/* Grace-period sources.  A source computes grace periods; src/rcu.c keeps the state sequence,
+ * the driver thread and call_rcu on top of any source.  rs_name and rs_synchronize are
+ * required, the rest may be NULL.  rs_synchronize is called by one thread at a time, after a
+ * full memory barrier on every thread of the process (membarrier, or a fence in fence mode),
+ * and must return only when every read-side section that began before the call has ended. */
+struct prd_rcu_source {
+  const char *rs_name;                 /* "builtin", "urcu-memb", "urcu-qsbr", ... */
+  void (*rs_synchronize)(void);        /* one full grace period (blocking) */
+  void (*rs_register_thread)(void);
+  void (*rs_unregister_thread)(void);
+  void (*rs_quiescent_state)(void);
+  void (*rs_thread_offline)(void);
+  void (*rs_thread_online)(void);
+  int  (*rs_read_ongoing)(void);       /* nonzero inside a read-side section (detects misuse) */
+  int  (*rs_block_begin)(void);        /* before this thread blocks on a grace period (QSBR: go offline) */
+  void (*rs_block_end)(int token);     /* after; gets rs_block_begin's result */
+};
+/* The built-in RCU (always available). */
+PRD_API extern const struct prd_rcu_source prd_rcu_builtin;
+/* Chooses the process's source; only before first use of RCU.  0, or -1 with errno EINVAL
+ * (NULL, no name or no rs_synchronize) or EBUSY (a source is already in use; nothing changes). */
+PRD_API int prd_rcu_set_source(const struct prd_rcu_source *src);
+/* Makes a source selectable by name through the option rcu=NAME (libprudence-urcu registers
+ * "urcu-memb" and "urcu-qsbr" from a constructor).  0, or -1 with errno EINVAL (bad source)
+ * or EEXIST (another source has that name) or ENOSPC (table full). */
+PRD_API int prd_rcu_register_source(const struct prd_rcu_source *src);
+/* The source in use (fixes it if none is yet). */
+PRD_API const struct prd_rcu_source *prd_rcu_get_source(void);
+
+/* ------------------------------------------------------------------------------------------
  * Options (src/options.c): PRUDENCE_OPTIONS="name=value,...", PRUDENCE_DEBUG=...
  * ------------------------------------------------------------------------------------------ */
 /* Sets option `name` from its text form.  Returns 0, or -1 with errno EINVAL (unknown name or
@@ -207,6 +268,8 @@ PRD_API int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 PRD_API int  prd_option_set(const char *name, const char *value);
 /* Reads an integer-valued option; returns -1 with errno EINVAL for an unknown name. */
 PRD_API long prd_option_get(const char *name);
+
+#include "prudence_rcu.h"
 
 #ifdef __cplusplus
 }

@@ -105,6 +105,9 @@ void  prd__debug_unmap_flush(prd_cache_t *cp);
 /* One cache's statistics as "name value  # meaning" lines, or one JSON object (a line). */
 void  prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json);
 
+/* The current name of CHOICE option `name` into buf; 0, or -1 (unknown, not a choice, short buf). */
+int prd__option_choice(const char *name, char *buf, size_t len);
+
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);
 /* Reserve and commit `size` bytes (page multiple), read-write, zero-filled.  NULL + ENOMEM. */
@@ -136,5 +139,11 @@ int prd__vmem_check(prd_vmem_t *vmp);
 /* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
  * list PRD_VMEM_STATS. */
 void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);
+
+/* ---- rcu.c: grace periods (the public part is in prudence.h / prudence_rcu.h) ----------- */
+/* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
+void prd__rcu_request_expedited(prd_gp_t s);
+/* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
+uint64_t prd__rcu_callbacks_invoked(void);
 
 #endif

@@ -18,7 +18,7 @@
 
 #include "internal.h"
 
-enum prd__opt_kind { PRD__OPT_BOOL, PRD__OPT_LONG, PRD__OPT_MS };
+enum prd__opt_kind { PRD__OPT_BOOL, PRD__OPT_LONG, PRD__OPT_MS, PRD__OPT_CHOICE };
 
 struct prd__opt_desc {
   const char *od_name;
@@ -45,14 +45,45 @@ static const struct prd__opt_desc *opt_find(const char *name, size_t len)
   return NULL;
 }
 
-/* Parses value text [s, s+len) for an option of this kind; 0 on success. */
-static int opt_parse(enum prd__opt_kind kind, const char *s, size_t len, long *out)
+/* A CHOICE option's names open its meaning: "a|b|c: ...".  Finds the idx-th name; returns its
+ * start and sets *len, or NULL when there is none. */
+static const char *opt_choice_at(const char *doc, long idx, size_t *len)
 {
+  const char *end = strchr(doc, ':');
+  const char *p = doc;
+  if (end == NULL)
+    return NULL;
+  for (long i = 0; p < end; i++) {
+    const char *bar = memchr(p, '|', (size_t)(end - p));
+    const char *stop = bar ? bar : end;
+    if (i == idx) {
+      *len = (size_t)(stop - p);
+      return p;
+    }
+    p = stop + 1;
+  }
+  return NULL;
+}
+
+/* Parses value text [s, s+len) for option d; 0 on success. */
+static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, long *out)
+{
+  enum prd__opt_kind kind = d->od_kind;
   char buf[64];
   if (len == 0 || len >= sizeof(buf))
     return -1;
   memcpy(buf, s, len);
   buf[len] = '\0';
+  if (kind == PRD__OPT_CHOICE) {
+    const char *name;
+    size_t nlen;
+    for (long i = 0; (name = opt_choice_at(d->od_doc, i, &nlen)) != NULL; i++)
+      if (nlen == len && strncmp(name, buf, len) == 0) {
+        *out = i;
+        return 0;
+      }
+    return -1;
+  }
   if (kind == PRD__OPT_BOOL) {
     static const char *const yes[] = { "1", "true", "yes", "on" };
     static const char *const no[] = { "0", "false", "no", "off" };
@@ -92,7 +123,7 @@ static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, 
     errno = EINVAL;
     return -1;
   }
-  if (opt_parse(d->od_kind, val, vlen, &v) != 0) {
+  if (opt_parse(d, val, vlen, &v) != 0) {
     prd__report("%s: bad value '%.*s' for option %s (ignored)", src, (int)vlen, val, d->od_name);
     errno = EINVAL;
     return -1;
@@ -206,4 +237,20 @@ void prd__options_foreach(void (*fn)(void *arg, const char *name, long def, cons
 {
   for (size_t i = 0; i < PRD_ARRAY_SIZE(opt_table); i++)
     fn(arg, opt_table[i].od_name, opt_table[i].od_default, opt_table[i].od_doc);
+}
+
+int prd__option_choice(const char *name, char *buf, size_t len)
+{
+  prd__init();
+  const struct prd__opt_desc *d = opt_find(name, strlen(name));
+  size_t nlen;
+  const char *s;
+  if (d == NULL || d->od_kind != PRD__OPT_CHOICE || len == 0)
+    return -1;
+  s = opt_choice_at(d->od_doc, atomic_load_explicit(d->od_value, memory_order_relaxed), &nlen);
+  if (s == NULL || nlen >= len)
+    return -1;
+  memcpy(buf, s, nlen);
+  buf[nlen] = '\0';
+  return 0;
 }

@@ -3,7 +3,9 @@
  * defaults and the printer from it, and docs/options.md is checked against it by a test).
  *
  *   X(kind, name, default, meaning)
- *   kind: BOOL (0/1, also true/false/yes/no/on/off), LONG (integer, k/m/g suffixes), MS (ms)
+ *   kind: BOOL (0/1, also true/false/yes/no/on/off), LONG (integer, k/m/g suffixes), MS (ms),
+ *         CHOICE (one of the '|'-separated names that open the meaning, before the ':'; the
+ *         value is the name's index, prd__option_choice() gives the name back)
  *
  * Add an option here and nowhere else; read it with prd__opt(name).
  */
@@ -16,18 +18,31 @@
 #define PRD__ABORT_DEFAULT 0
 #endif
 
+/* RCU pacing (src/rcu.c §5): 0 lets the driver start a grace period as soon as one is asked
+ * for; a positive interval batches the requests that arrive within it into one grace period
+ * (fewer grace periods, longer waits).  Expedited requests and blocked waiters skip it. */
 #define PRD_OPTIONS(X)                                                                          \
   X(BOOL, abort_on_error, PRD__ABORT_DEFAULT,                                                   \
     "abort after reporting a bad free or corruption (default: 1 in Debug builds, else 0)")      \
   X(BOOL, verbose, 0, "report option parsing and other notices on stderr")                     \
   X(LONG, fault_mmap, 0,                                                                        \
-    "fault injection: make every Nth OS mapping fail (0 = off; also PRUDENCE_FAULT_MMAP=N)") \
+    "fault injection: make every Nth OS mapping fail (0 = off; also PRUDENCE_FAULT_MMAP=N)")    \
   X(MS, vmem_sleep_ms, 1000,                                                                    \
     "how long a PRD_VM_SLEEP allocation from an importing arena retries a failed import "      \
     "before it returns NULL with ENOMEM")                                                     \
   X(MS, slab_working_set, 15000,                                                                \
     "ms a free slab stays in its cache before a reap may return it (seed 002 3.4: 15 s)")      \
   X(LONG, debug, 0,                                                                             \
-    "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name")
+    "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name") \
+  X(CHOICE, rcu, 0,                                                                             \
+    "builtin|urcu-memb|urcu-qsbr: the grace-period source, fixed at first use (urcu-*: link "   \
+    "libprudence-urcu)")                                                                        \
+  X(LONG, rcu_gp_interval_us, 0,                                                                \
+    "minimum microseconds between grace periods started by the RCU driver thread (batching)")  \
+  X(LONG, rcu_gp_delay_us, 0,                                                                   \
+    "microseconds the idle RCU driver waits after a first request so later ones share its "     \
+    "grace period")                                                                             \
+  X(BOOL, rcu_expedited, 0,                                                                     \
+    "expedited grace periods: no pacing, and the writer polls readers without sleeping")
 
 #endif

@@ -1,0 +1,1093 @@
+/*
+ * rcu.c: grace periods, their state, call_rcu, and the grace-period sources.
+ *
+ * 1. What.  Synchronization by procrastination (seed 001 §2.1): readers run wait-free inside
+ *    read-side critical sections; a writer that unlinks an object waits for a grace period,
+ *    after which no reader can still hold it, and only then frees it (§2.2, call_rcu).  Prudence
+ *    (seed 001 §4) needs more than a callback: "we modify the synchronization mechanism to
+ *    provide information on the grace period state to the memory allocator".  So this layer
+ *    exports the state of grace periods as a number (§4 below, after Linux's
+ *    get_state_synchronize_rcu()/poll_state_synchronize_rcu()), and keeps computing the grace
+ *    periods themselves in a *source*: the built-in RCU (§2-§3) or liburcu's memb and qsbr
+ *    flavours (src/urcu_memb.c, src/urcu_qsbr.c, a separate library).
+ *
+ * 2. The built-in read side (include/prudence_rcu.h).  The two-phase scheme of user-level RCU
+ *    (Desnoyers, McKenney, Stern, Dagenais, Walpole, IEEE TPDS 2012, §3, the "memb" flavour):
+ *    each thread has a record rr_ctr = [phase | nesting].  The outermost rcu_read_lock copies the
+ *    global counter prd__rcu_gp_ctr (COUNT | current phase) into rr_ctr, nested locks add
+ *    COUNT, unlocks subtract it.  A reader is INACTIVE (nesting 0), ACTIVE_CURRENT (its phase
+ *    equals the global phase) or ACTIVE_OLD.  Threads register automatically on their first
+ *    outermost lock (rr_fast == 0 sends it to prd__rcu_read_lock_slow); a pthread key's
+ *    destructor unregisters them at exit and reports a thread that exits inside a section.
+ *
+ * 3. The built-in grace period (builtin_synchronize, under gp_lock).
+ *        (W1) full barrier on every thread          [done by gp_run before calling the source]
+ *        wait until no reader is ACTIVE_OLD          (readers that began before the last flip)
+ *        fence; flip the phase bit; fence
+ *        wait until no reader is ACTIVE_OLD          (readers that began before this flip)
+ *        (W2) full barrier on every thread
+ *    Two waits because a reader may load the counter, be preempted, and store its snapshot
+ *    after the flip: one flip alone could miss it (TPDS 2012 §3.2, "Why two phases").
+ *    Memory ordering.  (R1), the reader's barrier after its snapshot store, pairs with (W1): a
+ *    reader whose snapshot the writer does not see after (W1) must see, after (R1), everything
+ *    the writer (or a retirer ordered before the grace period, §4) did before (W1), so it cannot
+ *    reach the unlinked object.  (R2), before the reader's clearing store, pairs with (W2): when
+ *    the writer sees a reader inactive, the reader's loads inside the section are complete
+ *    before the writer frees.  The writer reads rr_ctr with acquire loads and the reader clears
+ *    it with a release store: on x86 these are plain movs, and they give TSan its
+ *    happens-before edge.  Barriers: with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+ *    (registered at init) (W1)/(W2) are membarrier calls and (R1)/(R2) compiler barriers; when
+ *    the kernel refuses, or in TSan builds (TSan does not model membarrier: it would report the
+ *    races that membarrier prevents), all four are full fences (prd__rcu_full_fence; under TSan
+ *    a seq_cst exchange on a local, as gcc rejects fences there: x86 only).  The writer waits for readers
+ *    by polling: spins, then sched_yield, then sleeps growing from 1 us to 1 ms (expedited mode:
+ *    never sleeps).  Readers pay nothing for this (liburcu's futex wake-up costs the reader a
+ *    load and a barrier at every outermost unlock).
+ *
+ * 4. Grace-period state.  gp_seq is a 64-bit sequence: even = idle, odd = a grace period in
+ *    progress; gp_run adds 1 at the start and 1 at the end.  prd_rcu_get_state() returns
+ *    (seq + 3) & ~1: the end of the next grace period that starts after the call (if one is in
+ *    progress it may have started before the object was unlinked, so it does not count).
+ *    prd_rcu_poll_state(s) is one acquire load: seq >= s.  The acquire pairs with the release
+ *    store that ends a grace period, after (W2), so a caller that sees true is ordered after
+ *    every reader the grace period waited for.  get_state orders the caller's unlink before its
+ *    load of gp_seq with the reader barrier (R1 kind): with membarrier, the (W1) that gp_run
+ *    executes after making seq odd acts on the caller too, so either the caller's load sees the
+ *    odd value, or its unlink is visible to the whole grace period.  The sequence never wraps in
+ *    practice: 2^63 grace periods at one per microsecond last 292,000 years.
+ *
+ * 5. The driver thread (prd-rcu-gp) advances grace periods only while someone waits: gp_req
+ *    holds the largest requested state; prd_rcu_request_gp(s) is one load when s is already
+ *    requested (or over), else it raises gp_req under drv_lock and wakes the driver, starting
+ *    it on first use.  The driver sleeps on drv_cond while gp_req is reached.  Pacing:
+ *    rcu_gp_delay_us (the idle driver waits that long after a first request, so later requests
+ *    share the grace period) and rcu_gp_interval_us (minimum time between driven grace
+ *    periods); both skipped while a thread is blocked in prd_rcu_wait_state, for expedited
+ *    requests (prd__rcu_request_expedited, memory pressure) and with rcu_expedited=1.
+ *    prd_synchronize_rcu runs the grace period itself under gp_lock, and returns at once if a
+ *    grace period that started after its call ended while it waited for the lock (so concurrent
+ *    callers share grace periods, as liburcu's do).
+ *
+ * 6. call_rcu.  Per-thread wait-free queues (the wfcqueue of liburcu, one producer: the owner):
+ *    enqueue = one exchange on a thread-local tail plus a store; liburcu's call_rcu exchanges on
+ *    a tail shared by all threads and adds a full fence.  One worker thread (prd-rcu-cb)
+ *    splices every queue (and the orphans of exited threads), takes the state after the splice,
+ *    waits for it through the driver, and invokes the batch; it sleeps when every queue is
+ *    empty.  Wake-up without a fence on the producer: the producer's exchange and its load of
+ *    cb_sleeping are seq_cst, as are the worker's store of cb_sleeping and its loads of the
+ *    tails: one of them sees the other.  prd_rcu_barrier bumps cb_barrier_req; a worker pass
+ *    that read the new value before its splice saw every callback queued before the call, and
+ *    publishes cb_barrier_done when that batch has been invoked.
+ *
+ * 7. Sources (struct prd_rcu_source, include/prudence.h): chosen once per process, by
+ *    prd_rcu_set_source() before first use or by the option rcu=NAME among the registered
+ *    sources; fixed at first use.  gp_run brackets the source's rs_synchronize with the
+ *    sequence updates and (W1), so every source gets the same state semantics.
+ *
+ * 8. Fork.  pthread_atfork handlers take every lock of this file (in lock order) before fork
+ *    and release them after; the child reinitializes them, forgets the other threads' reader
+ *    records, moves their pending callbacks to the orphan list, re-registers membarrier (a new
+ *    mm starts unregistered) and marks the driver and worker as not running: they start again
+ *    on the next request, call_rcu or rcu_barrier.  A thread that forks inside a read-side
+ *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
+ *
+ * 9. Lock order: gp_lock -> reg_lock.  drv_lock, cbq_lock -> wrk_lock (wrk_lock taken inside
+ *    cbq_lock only by the worker's sleep check) and src_lock are never held with gp_lock or
+ *    reg_lock.  Fork takes them all: gp, reg, drv, src, wrk, cbq... in the order of atfork_prepare.
+ *    No lock is held while a callback runs or while a source's rs_synchronize waits on readers
+ *    other than gp_lock (and, for the built-in source, reg_lock during each scan, never across
+ *    a sleep).
+ */
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* ---- §2 the reader records ------------------------------------------------------------- */
+__thread struct prd__rcu_reader prd__rcu_reader __attribute__((tls_model("initial-exec")));
+unsigned long prd__rcu_gp_ctr = PRD__RCU_NEST_COUNT;
+int prd__rcu_reader_fences = 1; /* fences until init has registered membarrier */
+
+/* A thread's RCU state beyond the public reader record. */
+struct rcu_thread {
+  struct prd__rcu_reader *rt_reader;  /* &prd__rcu_reader of this thread */
+  struct rcu_thread *rt_next, *rt_prev; /* reader registry (reg_lock) */
+  bool rt_registered;                  /* in the reader registry */
+  bool rt_offline;                     /* prd_rcu_thread_offline() called (built-in source) */
+  bool rt_key_set;                     /* the exit destructor is armed */
+  bool rt_is_worker;                   /* the call_rcu worker (rcu_barrier from a callback) */
+  bool rt_warned_source;               /* prd_rcu_read_lock with another source: reported */
+  /* §6 the call_rcu queue: a dummy head and an atomic tail (wfcqueue with one producer) */
+  struct prd_rcu_head rt_cbq_head;
+  struct prd_rcu_head *_Atomic rt_cbq_tail;
+  struct rcu_thread *rt_cbq_next, *rt_cbq_prev; /* queue registry (cbq_lock) */
+  bool rt_cbq_registered;
+};
+
+static __thread struct rcu_thread rcu_self __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t gp_lock = PTHREAD_MUTEX_INITIALIZER;  /* one grace period at a time */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER; /* reader registry */
+static struct rcu_thread *reg_head;
+static pthread_key_t rcu_key;
+static pthread_once_t rcu_once = PTHREAD_ONCE_INIT;
+static bool use_membarrier;
+
+/* ---- §4 state -------------------------------------------------------------------------- */
+/* gp_seq alone on its line: every poll reads it, only gp_run writes it. */
+static struct {
+  _Alignas(64) _Atomic uint64_t seq;
+  char pad[64 - sizeof(uint64_t)];
+} gp_state;
+
+/* ---- §5 driver ------------------------------------------------------------------------- */
+static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t drv_cond = PTHREAD_COND_INITIALIZER;     /* driver sleeps here */
+static pthread_cond_t drv_done_cond = PTHREAD_COND_INITIALIZER; /* waiters sleep here */
+static _Atomic uint64_t gp_req;       /* largest requested state */
+static _Atomic uint64_t gp_exp_req;   /* largest state requested expedited */
+static int drv_waiters;               /* threads blocked in wait_state (drv_lock) */
+static bool drv_running;              /* the driver thread exists (drv_lock) */
+static _Atomic bool drv_alive;        /* the same, read without the lock by request_gp */
+
+/* ---- §6 call_rcu ----------------------------------------------------------------------- */
+static pthread_mutex_t cbq_lock = PTHREAD_MUTEX_INITIALIZER; /* queue registry, orphans */
+static struct rcu_thread *cbq_head;
+static struct prd_rcu_head *cb_orphan_first, *cb_orphan_last;
+static pthread_mutex_t wrk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wrk_cond = PTHREAD_COND_INITIALIZER;  /* the worker sleeps here */
+static pthread_cond_t wrk_done_cond = PTHREAD_COND_INITIALIZER; /* rcu_barrier waits here */
+static _Atomic bool cb_sleeping;
+static _Atomic bool wrk_alive;
+static bool wrk_running;              /* wrk_lock */
+static _Atomic uint64_t cb_barrier_req, cb_barrier_done;
+static _Atomic uint64_t cb_invoked;
+
+/* ---- §7 sources ------------------------------------------------------------------------ */
+static pthread_mutex_t src_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct prd_rcu_source *_Atomic rcu_src;
+#define RCU_MAX_SOURCES 8 /* builtin, two liburcu flavours, room for a test's or a user's */
+static const struct prd_rcu_source *src_table[RCU_MAX_SOURCES];
+static int src_count;
+
+static const struct prd_rcu_source *rcu_source(void);
+
+/* ---- barriers -------------------------------------------------------------------------- */
+static int sys_membarrier(int cmd)
+{
+  return (int)syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+/* (W1)/(W2): a full barrier on every thread of the process, or on this one in fence mode. */
+static void smp_mb_master(void)
+{
+  if (use_membarrier) {
+    if (sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+      prd__error("rcu: membarrier(PRIVATE_EXPEDITED) failed (errno %d)", errno);
+      prd__rcu_full_fence();
+    }
+  } else {
+    prd__rcu_full_fence();
+  }
+}
+
+/* Registers membarrier; fence mode if the kernel refuses (or TSan: see §3). */
+static void membarrier_setup(void)
+{
+#ifdef PRD_TSAN
+  use_membarrier = false;
+#else
+  int cmds = sys_membarrier(MEMBARRIER_CMD_QUERY);
+  use_membarrier = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                   sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+#endif
+  /* No reader is registered yet (init runs before the first registration), or in the fork
+   * child this is the only thread: switching modes here is safe. */
+  __atomic_store_n(&prd__rcu_reader_fences, use_membarrier ? 0 : 1, __ATOMIC_RELAXED);
+}
+
+static void rcu_atfork_prepare(void);
+static void rcu_atfork_parent(void);
+static void rcu_atfork_child(void);
+static void rcu_thread_exit(void *arg);
+
+static void rcu_init_once(void)
+{
+  prd__init();
+  membarrier_setup();
+  if (pthread_key_create(&rcu_key, rcu_thread_exit) != 0)
+    prd__error("rcu: pthread_key_create failed: threads will not unregister at exit");
+  pthread_atfork(rcu_atfork_prepare, rcu_atfork_parent, rcu_atfork_child);
+}
+
+static void rcu_init(void)
+{
+  pthread_once(&rcu_once, rcu_init_once);
+}
+
+/* ---- §2 registration ------------------------------------------------------------------- */
+static void arm_exit_destructor(struct rcu_thread *t)
+{
+  if (!t->rt_key_set) {
+    t->rt_key_set = true;
+    (void)pthread_setspecific(rcu_key, t);
+  }
+}
+
+static void reader_register(struct rcu_thread *t)
+{
+  rcu_init();
+  if (t->rt_registered)
+    return;
+  t->rt_reader = &prd__rcu_reader;
+  pthread_mutex_lock(&reg_lock);
+  t->rt_prev = NULL;
+  t->rt_next = reg_head;
+  if (reg_head != NULL)
+    reg_head->rt_prev = t;
+  reg_head = t;
+  t->rt_registered = true;
+  pthread_mutex_unlock(&reg_lock);
+  arm_exit_destructor(t);
+}
+
+static void reader_unregister(struct rcu_thread *t)
+{
+  if (!t->rt_registered)
+    return;
+  pthread_mutex_lock(&reg_lock);
+  if (t->rt_prev != NULL)
+    t->rt_prev->rt_next = t->rt_next;
+  else
+    reg_head = t->rt_next;
+  if (t->rt_next != NULL)
+    t->rt_next->rt_prev = t->rt_prev;
+  t->rt_registered = false;
+  pthread_mutex_unlock(&reg_lock);
+  prd__rcu_reader.rr_fast = 0;
+}
+
+static unsigned long reader_nesting(void)
+{
+  return prd__rcu_reader.rr_ctr & PRD__RCU_NEST_MASK;
+}
+
+void prd__rcu_read_lock_slow(void)
+{
+  struct rcu_thread *t = &rcu_self;
+  if (t->rt_offline) {
+    prd__error("rcu: prd_rcu_read_lock on an offline thread (call prd_rcu_thread_online first)");
+    t->rt_offline = false;
+  }
+  reader_register(t);
+  const struct prd_rcu_source *src = rcu_source();
+  if (src != &prd_rcu_builtin && !t->rt_warned_source) {
+    t->rt_warned_source = true;
+    prd__report("rcu: prd_rcu_read_lock used while the grace-period source is %s: it does not "
+                "protect against that source's grace periods (use the flavour's rcu_read_lock)",
+                src->rs_name);
+  }
+  prd__rcu_reader.rr_fast = 1;
+  prd_rcu_read_lock();
+}
+
+void prd__rcu_read_unlock_slow(void)
+{
+  prd__error("rcu: prd_rcu_read_unlock without a matching prd_rcu_read_lock (ignored)");
+}
+
+/* ---- §3 the built-in grace period ------------------------------------------------------ */
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+static bool expedited_now(void);
+
+/* Waits after the nth unsuccessful scan: spin, then yield, then sleep 1 us .. 1 ms. */
+static void reader_backoff(unsigned n)
+{
+  if (n < 16) {
+    for (int i = 0; i < 64; i++)
+      cpu_relax();
+  } else if (n < 64 || expedited_now()) {
+    sched_yield();
+  } else {
+    unsigned shift = PRD_MIN(n - 64, 10u);
+    struct timespec ts = { 0, (long)(1000u << shift) };
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* True when some registered reader is ACTIVE_OLD with respect to the current phase. */
+static bool readers_old(void)
+{
+  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
+  bool old = false;
+  pthread_mutex_lock(&reg_lock);
+  for (struct rcu_thread *t = reg_head; t != NULL; t = t->rt_next) {
+    /* acquire: pairs with the reader's release clearing store (after R2) */
+    unsigned long v = __atomic_load_n(&t->rt_reader->rr_ctr, __ATOMIC_ACQUIRE);
+    if ((v & PRD__RCU_NEST_MASK) != 0 && ((v ^ gp) & PRD__RCU_PHASE) != 0) {
+      old = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return old;
+}
+
+static void wait_for_readers(void)
+{
+  for (unsigned n = 0; readers_old(); n++)
+    reader_backoff(n);
+}
+
+/* rs_synchronize of the built-in source: gp_lock is held and (W1) has been executed. */
+static void builtin_synchronize(void)
+{
+  wait_for_readers();        /* readers of the previous phase */
+  prd__rcu_full_fence(); /* the scan before the flip */
+  __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
+  prd__rcu_full_fence(); /* the flip before the second scan */
+  wait_for_readers();        /* readers that began before the flip */
+  smp_mb_master();           /* (W2): pairs with the readers' (R2) */
+}
+
+static int builtin_read_ongoing(void)
+{
+  return reader_nesting() != 0;
+}
+
+static void builtin_register(void)
+{
+  struct rcu_thread *t = &rcu_self;
+  t->rt_offline = false;
+  reader_register(t);
+  prd__rcu_reader.rr_fast = 1;
+}
+
+static void builtin_unregister(void)
+{
+  if (reader_nesting() != 0) {
+    prd__error("rcu: prd_rcu_unregister_thread inside a read-side critical section (ignored)");
+    return;
+  }
+  reader_unregister(&rcu_self);
+}
+
+static void builtin_offline(void)
+{
+  if (reader_nesting() != 0) {
+    prd__error("rcu: prd_rcu_thread_offline inside a read-side critical section (ignored)");
+    return;
+  }
+  rcu_self.rt_offline = true;
+  prd__rcu_reader.rr_fast = 0; /* a read_lock while offline takes the slow path: reported */
+}
+
+static void builtin_online(void)
+{
+  rcu_self.rt_offline = false;
+  if (rcu_self.rt_registered)
+    prd__rcu_reader.rr_fast = 1;
+}
+
+const struct prd_rcu_source prd_rcu_builtin = {
+  .rs_name = "builtin",
+  .rs_synchronize = builtin_synchronize,
+  .rs_register_thread = builtin_register,
+  .rs_unregister_thread = builtin_unregister,
+  .rs_quiescent_state = NULL, /* memb: outside a section a thread is quiescent (checked) */
+  .rs_thread_offline = builtin_offline,
+  .rs_thread_online = builtin_online,
+  .rs_read_ongoing = builtin_read_ongoing,
+  .rs_block_begin = NULL,
+  .rs_block_end = NULL,
+};
+
+/* ---- §7 sources ------------------------------------------------------------------------ */
+static bool source_valid(const struct prd_rcu_source *src)
+{
+  return src != NULL && src->rs_name != NULL && src->rs_name[0] != '\0' &&
+         src->rs_synchronize != NULL;
+}
+
+static const struct prd_rcu_source *source_find(const char *name)
+{
+  if (strcmp(name, prd_rcu_builtin.rs_name) == 0)
+    return &prd_rcu_builtin;
+  for (int i = 0; i < src_count; i++)
+    if (strcmp(src_table[i]->rs_name, name) == 0)
+      return src_table[i];
+  return NULL;
+}
+
+static PRD_NOINLINE const struct prd_rcu_source *source_fix(void)
+{
+  rcu_init();
+  pthread_mutex_lock(&src_lock);
+  const struct prd_rcu_source *src = atomic_load_explicit(&rcu_src, memory_order_relaxed);
+  if (src == NULL) {
+    char name[64];
+    src = &prd_rcu_builtin;
+    if (prd__option_choice("rcu", name, sizeof(name)) == 0) {
+      const struct prd_rcu_source *found = source_find(name);
+      if (found != NULL)
+        src = found;
+      else
+        prd__error("rcu: option rcu=%s: no such grace-period source registered (link "
+                   "libprudence-urcu); using builtin", name);
+    }
+    atomic_store_explicit(&rcu_src, src, memory_order_release);
+  }
+  pthread_mutex_unlock(&src_lock);
+  return src;
+}
+
+static const struct prd_rcu_source *rcu_source(void)
+{
+  const struct prd_rcu_source *src = atomic_load_explicit(&rcu_src, memory_order_acquire);
+  return prd_likely(src != NULL) ? src : source_fix();
+}
+
+int prd_rcu_set_source(const struct prd_rcu_source *src)
+{
+  if (!source_valid(src)) {
+    prd__report("prd_rcu_set_source: %s", src == NULL ? "NULL source"
+                                          : "source without rs_name or rs_synchronize");
+    errno = EINVAL;
+    return -1;
+  }
+  rcu_init();
+  pthread_mutex_lock(&src_lock);
+  const struct prd_rcu_source *cur = atomic_load_explicit(&rcu_src, memory_order_relaxed);
+  int rc = 0;
+  if (cur == NULL)
+    atomic_store_explicit(&rcu_src, src, memory_order_release);
+  else if (cur != src) {
+    errno = EBUSY;
+    rc = -1;
+  }
+  pthread_mutex_unlock(&src_lock);
+  return rc;
+}
+
+int prd_rcu_register_source(const struct prd_rcu_source *src)
+{
+  if (!source_valid(src)) {
+    prd__report("prd_rcu_register_source: %s", src == NULL ? "NULL source"
+                                               : "source without rs_name or rs_synchronize");
+    errno = EINVAL;
+    return -1;
+  }
+  int rc = 0;
+  pthread_mutex_lock(&src_lock);
+  const struct prd_rcu_source *old = source_find(src->rs_name);
+  if (old != NULL && old != src) {
+    errno = EEXIST;
+    rc = -1;
+  } else if (old == NULL) {
+    if (src_count == RCU_MAX_SOURCES) {
+      errno = ENOSPC;
+      rc = -1;
+    } else {
+      src_table[src_count++] = src;
+    }
+  }
+  pthread_mutex_unlock(&src_lock);
+  return rc;
+}
+
+const struct prd_rcu_source *prd_rcu_get_source(void)
+{
+  return rcu_source();
+}
+
+/* ---- §4 state -------------------------------------------------------------------------- */
+static uint64_t seq_load(void)
+{
+  /* acquire: pairs with the release store that ends a grace period (gp_run) */
+  return atomic_load_explicit(&gp_state.seq, memory_order_acquire);
+}
+
+prd_gp_t prd_rcu_get_state(void)
+{
+  prd__rcu_reader_barrier(); /* the caller's unlink before the load: pairs with (W1), §4 */
+  return (seq_load() + 3) & ~(uint64_t)1;
+}
+
+bool prd_rcu_poll_state(prd_gp_t s)
+{
+  return seq_load() >= s;
+}
+
+/* One grace period with gp_lock held: the sequence, (W1), the source, the end. */
+static void gp_run(const struct prd_rcu_source *src)
+{
+  uint64_t s = atomic_load_explicit(&gp_state.seq, memory_order_relaxed);
+  PRD_ASSERT((s & 1) == 0);
+  atomic_store_explicit(&gp_state.seq, s + 1, memory_order_relaxed);
+  smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
+  src->rs_synchronize();
+  /* release: everything the grace period observed before a poller that sees the end */
+  atomic_store_explicit(&gp_state.seq, s + 2, memory_order_release);
+}
+
+/* ---- §5 the driver --------------------------------------------------------------------- */
+static uint64_t now_us(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void sleep_us(uint64_t us)
+{
+  struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000 };
+  nanosleep(&ts, NULL);
+}
+
+static bool expedited_now(void)
+{
+  return prd__opt(rcu_expedited) ||
+         atomic_load_explicit(&gp_exp_req, memory_order_relaxed) >
+             atomic_load_explicit(&gp_state.seq, memory_order_relaxed);
+}
+
+/* Pacing applies unless someone is blocked on a grace period or it is expedited. */
+static bool drv_may_pace(void)
+{
+  pthread_mutex_lock(&drv_lock);
+  bool pace = drv_waiters == 0;
+  pthread_mutex_unlock(&drv_lock);
+  return pace && !expedited_now();
+}
+
+static void *driver_main(void *arg)
+{
+  (void)arg;
+  uint64_t last_end = 0;
+  pthread_mutex_lock(&drv_lock);
+  for (;;) {
+    bool slept = false;
+    while (prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed))) {
+      pthread_cond_wait(&drv_cond, &drv_lock);
+      slept = true;
+    }
+    pthread_mutex_unlock(&drv_lock);
+    long delay = prd__opt(rcu_gp_delay_us), interval = prd__opt(rcu_gp_interval_us);
+    if (slept && delay > 0 && drv_may_pace())
+      sleep_us((uint64_t)delay);
+    if (interval > 0 && drv_may_pace()) {
+      uint64_t t = now_us();
+      if (t < last_end + (uint64_t)interval)
+        sleep_us(last_end + (uint64_t)interval - t);
+    }
+    const struct prd_rcu_source *src = rcu_source();
+    pthread_mutex_lock(&gp_lock);
+    /* a prd_synchronize_rcu may have served the requests while we paced or took the lock */
+    if (!prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed)))
+      gp_run(src);
+    pthread_mutex_unlock(&gp_lock);
+    last_end = now_us();
+    pthread_mutex_lock(&drv_lock);
+    pthread_cond_broadcast(&drv_done_cond);
+  }
+  return NULL;
+}
+
+static void start_thread(void *(*fn)(void *), const char *name)
+{
+  pthread_t th;
+  pthread_attr_t attr;
+  sigset_t all, old;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* the thread inherits no signal: the application's handlers never run on it */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&th, &attr, fn, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    prd__report("rcu: cannot create thread %s (error %d)", name, rc);
+    prd__report_done();
+    return;
+  }
+  pthread_setname_np(th, name);
+}
+
+/* With drv_lock held: raise gp_req to s, start or wake the driver. */
+static void request_locked(prd_gp_t s)
+{
+  if (atomic_load_explicit(&gp_req, memory_order_relaxed) < s)
+    atomic_store_explicit(&gp_req, s, memory_order_relaxed);
+  if (!drv_running) {
+    drv_running = true;
+    atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
+    start_thread(driver_main, "prd-rcu-gp");
+  }
+  pthread_cond_signal(&drv_cond);
+}
+
+void prd_rcu_request_gp(prd_gp_t s)
+{
+  if (prd_rcu_poll_state(s))
+    return;
+  /* one more load: already requested, and the driver exists to serve it */
+  if (atomic_load_explicit(&gp_req, memory_order_relaxed) >= s &&
+      atomic_load_explicit(&drv_alive, memory_order_relaxed))
+    return;
+  rcu_init();
+  pthread_mutex_lock(&drv_lock);
+  request_locked(s);
+  pthread_mutex_unlock(&drv_lock);
+}
+
+void prd__rcu_request_expedited(prd_gp_t s)
+{
+  uint64_t cur = atomic_load_explicit(&gp_exp_req, memory_order_relaxed);
+  while (cur < s && !atomic_compare_exchange_weak_explicit(&gp_exp_req, &cur, s,
+                                                           memory_order_relaxed,
+                                                           memory_order_relaxed))
+    ;
+  prd_rcu_request_gp(s);
+}
+
+/* Blocks until poll(s), through the driver; no checks (the worker uses it too). */
+static void wait_state_raw(prd_gp_t s)
+{
+  rcu_init();
+  pthread_mutex_lock(&drv_lock);
+  drv_waiters++;
+  request_locked(s);
+  while (!prd_rcu_poll_state(s))
+    pthread_cond_wait(&drv_done_cond, &drv_lock);
+  drv_waiters--;
+  pthread_mutex_unlock(&drv_lock);
+}
+
+/* Reports a blocking grace-period wait inside a read-side section; true if it was one. */
+static bool in_read_section(const struct prd_rcu_source *src, const char *what)
+{
+  if (reader_nesting() != 0 || (src->rs_read_ongoing != NULL && src->rs_read_ongoing())) {
+    prd__error("rcu: %s called inside a read-side critical section (it would deadlock; "
+               "ignored)", what);
+    return true;
+  }
+  return false;
+}
+
+void prd_rcu_wait_state(prd_gp_t s)
+{
+  if (prd_rcu_poll_state(s))
+    return;
+  const struct prd_rcu_source *src = rcu_source();
+  if (in_read_section(src, "prd_rcu_wait_state"))
+    return;
+  int token = src->rs_block_begin ? src->rs_block_begin() : 0;
+  wait_state_raw(s);
+  if (src->rs_block_end)
+    src->rs_block_end(token);
+}
+
+void prd_synchronize_rcu(void)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  if (in_read_section(src, "prd_synchronize_rcu"))
+    return;
+  prd_gp_t s = prd_rcu_get_state();
+  int token = src->rs_block_begin ? src->rs_block_begin() : 0;
+  pthread_mutex_lock(&gp_lock);
+  if (!prd_rcu_poll_state(s)) /* else a grace period that began after us ended meanwhile */
+    gp_run(src);
+  pthread_mutex_unlock(&gp_lock);
+  if (src->rs_block_end)
+    src->rs_block_end(token);
+  /* wake the waiters whose state this grace period reached */
+  pthread_mutex_lock(&drv_lock);
+  pthread_cond_broadcast(&drv_done_cond);
+  pthread_mutex_unlock(&drv_lock);
+}
+
+/* ---- thread functions, forwarded to the source ------------------------------------------ */
+void prd_rcu_register_thread(void)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  if (src->rs_register_thread)
+    src->rs_register_thread();
+}
+
+void prd_rcu_unregister_thread(void)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  if (src->rs_unregister_thread)
+    src->rs_unregister_thread();
+}
+
+/* Sources of the memb kind need no quiescent-state announcements (a thread outside a
+ * read-side section is quiescent): what remains is checking that the caller is outside one. */
+void prd_rcu_quiescent_state(void)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  if (src->rs_quiescent_state)
+    src->rs_quiescent_state();
+  else if (reader_nesting() != 0 || (src->rs_read_ongoing && src->rs_read_ongoing()))
+    prd__error("rcu: prd_rcu_quiescent_state inside a read-side critical section");
+}
+
+void prd_rcu_thread_offline(void)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  if (src->rs_thread_offline)
+    src->rs_thread_offline();
+}
+
+void prd_rcu_thread_online(void)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  if (src->rs_thread_online)
+    src->rs_thread_online();
+}
+
+/* ---- §6 call_rcu ----------------------------------------------------------------------- */
+static struct prd_rcu_head *next_load(struct prd_rcu_head *n)
+{
+  return __atomic_load_n(&n->next, __ATOMIC_ACQUIRE);
+}
+
+/* The successor of a node that is not the last: its producer may be between its exchange and
+ * its link store (a few instructions), so wait for the link. */
+static struct prd_rcu_head *next_wait(struct prd_rcu_head *n)
+{
+  struct prd_rcu_head *next;
+  for (unsigned i = 0; (next = next_load(n)) == NULL; i++) {
+    if (i < 64)
+      cpu_relax();
+    else
+      sched_yield();
+  }
+  return next;
+}
+
+static void cbq_init(struct rcu_thread *t)
+{
+  __atomic_store_n(&t->rt_cbq_head.next, NULL, __ATOMIC_RELAXED);
+  atomic_store_explicit(&t->rt_cbq_tail, &t->rt_cbq_head, memory_order_relaxed);
+}
+
+/* seq_cst: the tail load is the worker's half of the §6 wake-up handshake. */
+static bool cbq_empty(struct rcu_thread *t)
+{
+  return atomic_load(&t->rt_cbq_tail) == &t->rt_cbq_head;
+}
+
+/* Takes every node of t's queue (consumer side, cbq_lock held).  Returns the first node and
+ * sets *last, or NULL.  last->next stays NULL: later enqueues link to the dummy head. */
+static struct prd_rcu_head *cbq_splice(struct rcu_thread *t, struct prd_rcu_head **last)
+{
+  if (cbq_empty(t))
+    return NULL;
+  struct prd_rcu_head *first = next_wait(&t->rt_cbq_head);
+  __atomic_store_n(&t->rt_cbq_head.next, NULL, __ATOMIC_RELAXED);
+  *last = atomic_exchange(&t->rt_cbq_tail, &t->rt_cbq_head);
+  return first;
+}
+
+static void cb_append(struct prd_rcu_head **first, struct prd_rcu_head **last,
+                      struct prd_rcu_head *f, struct prd_rcu_head *l)
+{
+  if (*first == NULL)
+    *first = f;
+  else
+    __atomic_store_n(&(*last)->next, f, __ATOMIC_RELAXED);
+  *last = l;
+}
+
+static void cbq_register(struct rcu_thread *t)
+{
+  rcu_init();
+  cbq_init(t);
+  pthread_mutex_lock(&cbq_lock);
+  t->rt_cbq_prev = NULL;
+  t->rt_cbq_next = cbq_head;
+  if (cbq_head != NULL)
+    cbq_head->rt_cbq_prev = t;
+  cbq_head = t;
+  t->rt_cbq_registered = true;
+  pthread_mutex_unlock(&cbq_lock);
+  arm_exit_destructor(t);
+}
+
+/* cbq_lock held: moves t's pending callbacks to the orphans and drops its queue.  `dead`: t's
+ * thread no longer exists (fork child) and may have died between its exchange and its link,
+ * so the chain is followed only as far as it is linked. */
+static void cbq_orphan_locked(struct rcu_thread *t, bool dead)
+{
+  struct prd_rcu_head *first, *last;
+  if (dead) {
+    first = next_load(&t->rt_cbq_head);
+    for (last = first; last != NULL && next_load(last) != NULL; last = next_load(last))
+      ;
+  } else {
+    first = cbq_splice(t, &last);
+  }
+  if (first != NULL)
+    cb_append(&cb_orphan_first, &cb_orphan_last, first, last);
+  if (t->rt_cbq_prev != NULL)
+    t->rt_cbq_prev->rt_cbq_next = t->rt_cbq_next;
+  else
+    cbq_head = t->rt_cbq_next;
+  if (t->rt_cbq_next != NULL)
+    t->rt_cbq_next->rt_cbq_prev = t->rt_cbq_prev;
+  t->rt_cbq_registered = false;
+}
+
+static void *worker_main(void *arg);
+
+static PRD_NOINLINE void worker_start(void)
+{
+  rcu_init();
+  pthread_mutex_lock(&wrk_lock);
+  if (!wrk_running) {
+    wrk_running = true;
+    atomic_store_explicit(&wrk_alive, true, memory_order_release);
+    start_thread(worker_main, "prd-rcu-cb");
+  }
+  pthread_mutex_unlock(&wrk_lock);
+}
+
+static void worker_wake(void)
+{
+  /* seq_cst load after the producer's seq_cst exchange: §6 */
+  if (atomic_load(&cb_sleeping) && atomic_exchange(&cb_sleeping, false)) {
+    pthread_mutex_lock(&wrk_lock);
+    pthread_cond_signal(&wrk_cond);
+    pthread_mutex_unlock(&wrk_lock);
+  }
+}
+
+static PRD_NOINLINE void call_rcu_slow(struct rcu_thread *t)
+{
+  if (!t->rt_cbq_registered)
+    cbq_register(t);
+  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire))
+    worker_start();
+}
+
+void prd_call_rcu(struct prd_rcu_head *head, void (*func)(struct prd_rcu_head *))
+{
+  if (prd_unlikely(head == NULL || func == NULL)) {
+    prd__error("prd_call_rcu: NULL %s (ignored)", head == NULL ? "head" : "func");
+    return;
+  }
+  struct rcu_thread *t = &rcu_self;
+  if (prd_unlikely(!t->rt_cbq_registered || !atomic_load_explicit(&wrk_alive,
+                                                                  memory_order_relaxed)))
+    call_rcu_slow(t);
+  head->func = func;
+  __atomic_store_n(&head->next, NULL, __ATOMIC_RELAXED);
+  /* seq_cst exchange: publishes the node to the worker's splice and orders it before the
+   * cb_sleeping load in worker_wake (§6) */
+  struct prd_rcu_head *prev = atomic_exchange(&t->rt_cbq_tail, head);
+  __atomic_store_n(&prev->next, head, __ATOMIC_RELEASE); /* pairs with next_load's acquire */
+  worker_wake();
+}
+
+/* Every pending callback (all queues and the orphans) into one list. */
+static struct prd_rcu_head *cb_gather(struct prd_rcu_head **last)
+{
+  struct prd_rcu_head *first = NULL, *f, *l;
+  *last = NULL;
+  pthread_mutex_lock(&cbq_lock);
+  if (cb_orphan_first != NULL) {
+    cb_append(&first, last, cb_orphan_first, cb_orphan_last);
+    cb_orphan_first = cb_orphan_last = NULL;
+  }
+  for (struct rcu_thread *t = cbq_head; t != NULL; t = t->rt_cbq_next)
+    if ((f = cbq_splice(t, &l)) != NULL)
+      cb_append(&first, last, f, l);
+  pthread_mutex_unlock(&cbq_lock);
+  return first;
+}
+
+static bool cb_pending(void)
+{
+  bool any = false;
+  pthread_mutex_lock(&cbq_lock);
+  any = cb_orphan_first != NULL;
+  for (struct rcu_thread *t = cbq_head; t != NULL && !any; t = t->rt_cbq_next)
+    any = !cbq_empty(t);
+  pthread_mutex_unlock(&cbq_lock);
+  return any;
+}
+
+static uint64_t cb_invoke(struct prd_rcu_head *first, struct prd_rcu_head *last)
+{
+  uint64_t n = 0;
+  for (struct prd_rcu_head *h = first; h != NULL;) {
+    /* read the link before the callback frees the node */
+    struct prd_rcu_head *next = h == last ? NULL : next_wait(h);
+    h->func(h);
+    n++;
+    h = next;
+  }
+  return n;
+}
+
+static void barrier_publish(uint64_t req)
+{
+  pthread_mutex_lock(&wrk_lock);
+  if (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < req)
+    atomic_store_explicit(&cb_barrier_done, req, memory_order_relaxed);
+  pthread_cond_broadcast(&wrk_done_cond);
+  pthread_mutex_unlock(&wrk_lock);
+}
+
+static void *worker_main(void *arg)
+{
+  (void)arg;
+  rcu_self.rt_is_worker = true;
+  for (;;) {
+    /* acquire: a barrier request read here happens before the splice below (§6) */
+    uint64_t req = atomic_load_explicit(&cb_barrier_req, memory_order_acquire);
+    struct prd_rcu_head *last;
+    struct prd_rcu_head *first = cb_gather(&last);
+    if (first != NULL) {
+      wait_state_raw(prd_rcu_get_state());
+      atomic_fetch_add_explicit(&cb_invoked, cb_invoke(first, last), memory_order_relaxed);
+    }
+    if (req > atomic_load_explicit(&cb_barrier_done, memory_order_relaxed))
+      barrier_publish(req);
+    if (first != NULL)
+      continue;
+    /* sleep: announce it (seq_cst), then look once more (§6) */
+    pthread_mutex_lock(&wrk_lock);
+    atomic_store(&cb_sleeping, true);
+    if (!cb_pending() && atomic_load(&cb_barrier_req) == req)
+      while (atomic_load(&cb_sleeping))
+        pthread_cond_wait(&wrk_cond, &wrk_lock);
+    atomic_store(&cb_sleeping, false);
+    pthread_mutex_unlock(&wrk_lock);
+  }
+  return NULL;
+}
+
+void prd_rcu_barrier(void)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  if (rcu_self.rt_is_worker) {
+    prd__error("rcu: prd_rcu_barrier called from an RCU callback (it would deadlock; ignored)");
+    return;
+  }
+  if (in_read_section(src, "prd_rcu_barrier"))
+    return;
+  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire))
+    worker_start();
+  int token = src->rs_block_begin ? src->rs_block_begin() : 0;
+  /* release: every callback queued before this call, to the worker pass that reads it */
+  uint64_t target = atomic_fetch_add_explicit(&cb_barrier_req, 1, memory_order_release) + 1;
+  atomic_store(&cb_sleeping, false);
+  pthread_mutex_lock(&wrk_lock);
+  pthread_cond_signal(&wrk_cond);
+  while (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < target)
+    pthread_cond_wait(&wrk_done_cond, &wrk_lock);
+  pthread_mutex_unlock(&wrk_lock);
+  if (src->rs_block_end)
+    src->rs_block_end(token);
+}
+
+uint64_t prd__rcu_callbacks_invoked(void)
+{
+  return atomic_load_explicit(&cb_invoked, memory_order_relaxed);
+}
+
+/* ---- thread exit ----------------------------------------------------------------------- */
+static void rcu_thread_exit(void *arg)
+{
+  struct rcu_thread *t = arg;
+  t->rt_key_set = false;
+  if (t->rt_registered) {
+    unsigned long nest = reader_nesting();
+    if (nest != 0) {
+      /* clear first: the grace periods waiting for this thread must not stall */
+      __atomic_store_n(&prd__rcu_reader.rr_ctr, 0, __ATOMIC_RELEASE);
+      prd__error("rcu: thread exited inside a read-side critical section (nesting %lu)", nest);
+    }
+    reader_unregister(t);
+  }
+  if (t->rt_cbq_registered) {
+    pthread_mutex_lock(&cbq_lock);
+    cbq_orphan_locked(t, false);
+    pthread_mutex_unlock(&cbq_lock);
+    /* the worker may be asleep with these callbacks now orphaned */
+    atomic_store(&cb_sleeping, false);
+    pthread_mutex_lock(&wrk_lock);
+    pthread_cond_signal(&wrk_cond);
+    pthread_mutex_unlock(&wrk_lock);
+  }
+}
+
+/* ---- §8 fork --------------------------------------------------------------------------- */
+static void rcu_atfork_prepare(void)
+{
+  pthread_mutex_lock(&gp_lock);
+  pthread_mutex_lock(&reg_lock);
+  pthread_mutex_lock(&drv_lock);
+  pthread_mutex_lock(&src_lock);
+  pthread_mutex_lock(&cbq_lock);
+  pthread_mutex_lock(&wrk_lock);
+}
+
+static void rcu_atfork_parent(void)
+{
+  pthread_mutex_unlock(&wrk_lock);
+  pthread_mutex_unlock(&cbq_lock);
+  pthread_mutex_unlock(&src_lock);
+  pthread_mutex_unlock(&drv_lock);
+  pthread_mutex_unlock(&reg_lock);
+  pthread_mutex_unlock(&gp_lock);
+}
+
+static void rcu_atfork_child(void)
+{
+  pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;
+  struct rcu_thread *self = &rcu_self;
+  gp_lock = reg_lock = drv_lock = src_lock = cbq_lock = wrk_lock = init;
+  drv_cond = drv_done_cond = wrk_cond = wrk_done_cond = cinit;
+  membarrier_setup();
+  /* only this thread exists now */
+  reg_head = NULL;
+  if (self->rt_registered) {
+    self->rt_next = self->rt_prev = NULL;
+    reg_head = self;
+  }
+  for (struct rcu_thread *t = cbq_head, *next; t != NULL; t = next) {
+    next = t->rt_cbq_next;
+    if (t != self)
+      cbq_orphan_locked(t, true);
+  }
+  drv_running = false;
+  atomic_store(&drv_alive, false);
+  drv_waiters = 0;
+  /* requests of the parent's threads die with them; this thread's next request restarts */
+  atomic_store(&gp_req, atomic_load(&gp_state.seq));
+  wrk_running = false;
+  atomic_store(&wrk_alive, false);
+  atomic_store(&cb_sleeping, false);
+  atomic_store(&cb_barrier_done, atomic_load(&cb_barrier_req));
+  self->rt_is_worker = false;
+}

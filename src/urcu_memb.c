@@ -1,0 +1,33 @@
+/*
+ * urcu_memb.c: the "urcu-memb" grace-period source, over liburcu's memb flavour (part of
+ * libprudence-urcu; the core library never depends on liburcu).
+ *
+ * 1. Grace periods are urcu_memb_synchronize_rcu(), called by prudence's driver thread (or by a
+ *    thread in prd_synchronize_rcu) under prudence's gp_lock, after the (W1) barrier of
+ *    src/rcu.c §4; liburcu's own barriers (membarrier, or fences) order its readers.
+ * 2. Readers use liburcu's urcu_memb_read_lock(); urcu_memb_read_ongoing() lets prudence detect
+ *    a blocking call inside a read-side section.  The memb flavour has no quiescent states.
+ * 3. A constructor registers the source by name (option rcu=urcu-memb).  One file per
+ *    flavour keeps each flavour's headers (and their name-mapping macros) to themselves.
+ */
+#include <urcu/urcu-memb.h>
+
+#include "prudence_urcu.h"
+
+const struct prd_rcu_source prd_rcu_urcu_memb = {
+  .rs_name = "urcu-memb",
+  .rs_synchronize = urcu_memb_synchronize_rcu,
+  .rs_register_thread = urcu_memb_register_thread,
+  .rs_unregister_thread = urcu_memb_unregister_thread,
+  .rs_quiescent_state = NULL,
+  .rs_thread_offline = NULL,
+  .rs_thread_online = NULL,
+  .rs_read_ongoing = urcu_memb_read_ongoing,
+  .rs_block_begin = NULL,
+  .rs_block_end = NULL,
+};
+
+__attribute__((constructor)) static void urcu_memb_source_register(void)
+{
+  (void)prd_rcu_register_source(&prd_rcu_urcu_memb);
+}

@@ -1,0 +1,507 @@
+/* test_rcu: unit tests of the grace-period layer (src/rcu.c) with the built-in source: read-side
+ * nesting, get_state/poll semantics, request/wait, synchronize against readers, call_rcu order
+ * and rcu_barrier, misuse reports (in child processes), thread exit, fork. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+static unsigned long nesting(void)
+{
+  return prd__rcu_reader.rr_ctr & PRD__RCU_NEST_MASK;
+}
+
+static void test_read_lock_nesting(void)
+{
+  CHECK_EQ(nesting(), 0);
+  prd_rcu_read_lock();
+  CHECK_EQ(nesting(), 1);
+  CHECK_EQ(prd__rcu_reader.rr_fast, 1); /* registered on first use */
+  prd_rcu_read_lock();
+  prd_rcu_read_lock();
+  CHECK_EQ(nesting(), 3);
+  prd_rcu_read_unlock();
+  CHECK_EQ(nesting(), 2);
+  prd_rcu_read_unlock();
+  prd_rcu_read_unlock();
+  CHECK_EQ(nesting(), 0);
+  /* the snapshot is the global phase of the outermost lock */
+  prd_rcu_read_lock();
+  CHECK_EQ(prd__rcu_reader.rr_ctr & PRD__RCU_PHASE, prd__rcu_gp_ctr & PRD__RCU_PHASE);
+  prd_rcu_read_unlock();
+}
+
+static void test_get_state_poll(void)
+{
+  prd_gp_t s1 = prd_rcu_get_state();
+  CHECK_EQ(s1 & 1, 0);
+  CHECK(prd_rcu_poll_state(0));
+  CHECK(prd_rcu_poll_state(s1 - 2)); /* the state before: the last completed one */
+  CHECK(!prd_rcu_poll_state(s1 + 2));
+  prd_synchronize_rcu();
+  CHECK(prd_rcu_poll_state(s1));
+  prd_gp_t s2 = prd_rcu_get_state();
+  CHECK(s2 >= s1 + 2);
+  CHECK(!prd_rcu_poll_state(s2 + 2));
+  prd_synchronize_rcu();
+  CHECK(prd_rcu_poll_state(s2));
+  CHECK(prd_rcu_poll_state(s1)); /* stays ended */
+}
+
+static void test_request_wait(void)
+{
+  prd_gp_t s = prd_rcu_get_state();
+  prd_rcu_request_gp(s);
+  prd_rcu_request_gp(s); /* twice: the fast path */
+  prd_rcu_wait_state(s);
+  CHECK(prd_rcu_poll_state(s));
+  /* a request alone is enough: the driver ends it without a waiter (poll until it does) */
+  s = prd_rcu_get_state();
+  prd_rcu_request_gp(s);
+  while (!prd_rcu_poll_state(s))
+    sched_yield();
+  CHECK(prd_rcu_poll_state(s));
+  /* waiting on an ended state returns at once */
+  prd_rcu_wait_state(s);
+  prd_rcu_wait_state(0);
+}
+
+/* A reader inside its section; the grace period must not end before it leaves. */
+static atomic_int rd_phase;      /* 1: inside; 2: main has started the synchronize */
+static atomic_int rd_left;       /* set just before the reader's unlock */
+static atomic_int sync_saw_left; /* what the synchronizer saw when it returned */
+
+static void *reader_holding(void *arg)
+{
+  (void)arg;
+  prd_rcu_read_lock();
+  atomic_store(&rd_phase, 1);
+  while (atomic_load(&rd_phase) != 2)
+    sched_yield();
+  for (int i = 0; i < 2000; i++) /* give a broken grace period every chance to end early */
+    sched_yield();
+  atomic_store(&rd_left, 1);
+  prd_rcu_read_unlock();
+  return NULL;
+}
+
+static void *synchronizer(void *arg)
+{
+  (void)arg;
+  atomic_store(&rd_phase, 2);
+  prd_synchronize_rcu();
+  atomic_store(&sync_saw_left, atomic_load(&rd_left) + 1);
+  return NULL;
+}
+
+static void *waiter(void *arg)
+{
+  prd_gp_t s = *(prd_gp_t *)arg;
+  atomic_store(&rd_phase, 2);
+  prd_rcu_wait_state(s);
+  atomic_store(&sync_saw_left, atomic_load(&rd_left) + 1);
+  return NULL;
+}
+
+static void test_synchronize_waits_for_reader(void)
+{
+  pthread_t r, w;
+  atomic_store(&rd_phase, 0);
+  atomic_store(&rd_left, 0);
+  atomic_store(&sync_saw_left, 0);
+  pthread_create(&r, NULL, reader_holding, NULL);
+  while (atomic_load(&rd_phase) != 1)
+    sched_yield();
+  pthread_create(&w, NULL, synchronizer, NULL);
+  pthread_join(w, NULL);
+  pthread_join(r, NULL);
+  CHECK_EQ(atomic_load(&sync_saw_left), 2);
+
+  /* the same through the state interface and the driver */
+  atomic_store(&rd_phase, 0);
+  atomic_store(&rd_left, 0);
+  atomic_store(&sync_saw_left, 0);
+  pthread_create(&r, NULL, reader_holding, NULL);
+  while (atomic_load(&rd_phase) != 1)
+    sched_yield();
+  prd_gp_t s = prd_rcu_get_state();
+  pthread_create(&w, NULL, waiter, &s);
+  pthread_join(w, NULL);
+  pthread_join(r, NULL);
+  CHECK_EQ(atomic_load(&sync_saw_left), 2);
+  CHECK(prd_rcu_poll_state(s));
+}
+
+/* A nested reader keeps the grace period open until its outermost unlock. */
+static void *nested_reader(void *arg)
+{
+  (void)arg;
+  prd_rcu_read_lock();
+  prd_rcu_read_lock();
+  atomic_store(&rd_phase, 1);
+  while (atomic_load(&rd_phase) != 2)
+    sched_yield();
+  prd_rcu_read_unlock(); /* still inside */
+  for (int i = 0; i < 2000; i++)
+    sched_yield();
+  atomic_store(&rd_left, 1);
+  prd_rcu_read_unlock();
+  return NULL;
+}
+
+static void test_nested_reader_blocks(void)
+{
+  pthread_t r, w;
+  atomic_store(&rd_phase, 0);
+  atomic_store(&rd_left, 0);
+  atomic_store(&sync_saw_left, 0);
+  pthread_create(&r, NULL, nested_reader, NULL);
+  while (atomic_load(&rd_phase) != 1)
+    sched_yield();
+  pthread_create(&w, NULL, synchronizer, NULL);
+  pthread_join(w, NULL);
+  pthread_join(r, NULL);
+  CHECK_EQ(atomic_load(&sync_saw_left), 2);
+}
+
+/* ---- call_rcu ------------------------------------------------------------------------- */
+#define NCB 1000
+struct cb_item {
+  struct prd_rcu_head ci_head;
+  int ci_index;
+  prd_gp_t ci_state; /* state when queued: must have ended when invoked */
+};
+static struct cb_item cb_items[NCB];
+static int cb_order[NCB];
+static atomic_int cb_count;
+static atomic_int cb_early;
+
+static void cb_record(struct prd_rcu_head *h)
+{
+  struct cb_item *it = (struct cb_item *)h;
+  if (!prd_rcu_poll_state(it->ci_state))
+    atomic_fetch_add(&cb_early, 1);
+  cb_order[atomic_fetch_add(&cb_count, 1)] = it->ci_index;
+}
+
+static void test_call_rcu_order(void)
+{
+  atomic_store(&cb_count, 0);
+  atomic_store(&cb_early, 0);
+  uint64_t before = prd__rcu_callbacks_invoked();
+  for (int i = 0; i < NCB; i++) {
+    cb_items[i].ci_index = i;
+    cb_items[i].ci_state = prd_rcu_get_state();
+    prd_call_rcu(&cb_items[i].ci_head, cb_record);
+  }
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&cb_count), NCB);
+  CHECK_EQ(atomic_load(&cb_early), 0);
+  CHECK_EQ(prd__rcu_callbacks_invoked() - before, NCB);
+  int in_order = 1;
+  for (int i = 0; i < NCB; i++)
+    if (cb_order[i] != i)
+      in_order = 0;
+  CHECK(in_order);
+}
+
+/* A callback must not run while a reader that began before call_rcu is still inside. */
+static atomic_int cb_ran;
+static void cb_flag(struct prd_rcu_head *h)
+{
+  (void)h;
+  atomic_store(&cb_ran, atomic_load(&rd_left) + 1);
+}
+
+static void test_call_rcu_waits_for_reader(void)
+{
+  static struct prd_rcu_head h;
+  pthread_t r;
+  atomic_store(&rd_phase, 0);
+  atomic_store(&rd_left, 0);
+  atomic_store(&cb_ran, 0);
+  pthread_create(&r, NULL, reader_holding, NULL);
+  while (atomic_load(&rd_phase) != 1)
+    sched_yield();
+  prd_call_rcu(&h, cb_flag);
+  atomic_store(&rd_phase, 2);
+  pthread_join(r, NULL);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&cb_ran), 2);
+}
+
+static void test_rcu_barrier_empty(void)
+{
+  prd_rcu_barrier();
+  prd_rcu_barrier();
+  CHECK(1 == 1 && prd__rcu_callbacks_invoked() >= NCB);
+}
+
+/* Callbacks queued by a thread that exits before they run: the orphans still run. */
+static struct prd_rcu_head exit_heads[64];
+static atomic_int exit_ran;
+static void cb_exit(struct prd_rcu_head *h)
+{
+  (void)h;
+  atomic_fetch_add(&exit_ran, 1);
+}
+static void *queue_and_exit(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 64; i++)
+    prd_call_rcu(&exit_heads[i], cb_exit);
+  return NULL;
+}
+
+static void test_call_rcu_thread_exit(void)
+{
+  pthread_t t;
+  atomic_store(&exit_ran, 0);
+  pthread_create(&t, NULL, queue_and_exit, NULL);
+  pthread_join(t, NULL);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&exit_ran), 64);
+}
+
+/* A callback that queues another: the second runs after a later grace period. */
+static struct prd_rcu_head chain_a, chain_b;
+static atomic_int chain_done;
+static prd_gp_t chain_state;
+static void cb_chain_b(struct prd_rcu_head *h)
+{
+  (void)h;
+  atomic_store(&chain_done, prd_rcu_poll_state(chain_state) ? 1 : -1);
+}
+static void cb_chain_a(struct prd_rcu_head *h)
+{
+  (void)h;
+  chain_state = prd_rcu_get_state();
+  prd_call_rcu(&chain_b, cb_chain_b);
+}
+
+static void test_call_rcu_from_callback(void)
+{
+  atomic_store(&chain_done, 0);
+  prd_call_rcu(&chain_a, cb_chain_a);
+  prd_rcu_barrier(); /* runs a; b may still be queued */
+  prd_rcu_barrier(); /* runs b */
+  CHECK_EQ(atomic_load(&chain_done), 1);
+}
+
+/* ---- misuse, reported ------------------------------------------------------------------ */
+static void child_sync_in_section(void *arg)
+{
+  (void)arg;
+  prd_rcu_read_lock();
+  prd_synchronize_rcu(); /* abort_on_error is on in the test builds' Debug default */
+  prd_rcu_read_unlock();
+}
+
+static void test_synchronize_in_read_section(void)
+{
+  char buf[4096];
+  prd_option_set("abort_on_error", "1");
+  int st = prd_test_child(child_sync_in_section, NULL, buf, sizeof(buf));
+  CHECK(WIFSIGNALED(st));
+  CHECK_STR_CONTAINS(buf, "prd_synchronize_rcu called inside a read-side critical section");
+  /* in-process with abort_on_error=0: reported, and it returns instead of deadlocking */
+  prd_option_set("abort_on_error", "0");
+  uint64_t errs = prd__error_count();
+  prd_rcu_read_lock();
+  prd_synchronize_rcu();
+  prd_rcu_wait_state(prd_rcu_get_state());
+  prd_rcu_barrier();
+  prd_rcu_quiescent_state();
+  prd_rcu_read_unlock();
+  CHECK_EQ(prd__error_count() - errs, 4);
+  prd_option_set("abort_on_error", "1");
+}
+
+static void *exit_inside(void *arg)
+{
+  (void)arg;
+  prd_rcu_read_lock();
+  prd_rcu_read_lock();
+  return NULL;
+}
+
+static void test_exit_in_read_section(void)
+{
+  pthread_t t;
+  prd_option_set("abort_on_error", "0");
+  uint64_t errs = prd__error_count();
+  pthread_create(&t, NULL, exit_inside, NULL);
+  pthread_join(t, NULL);
+  CHECK_EQ(prd__error_count() - errs, 1);
+  prd_option_set("abort_on_error", "1");
+  prd_synchronize_rcu(); /* does not stall on the dead reader */
+}
+
+static void child_exit_inside(void *arg)
+{
+  (void)arg;
+  pthread_t t;
+  pthread_create(&t, NULL, exit_inside, NULL);
+  pthread_join(t, NULL);
+}
+
+static void test_exit_in_read_section_child(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_exit_inside, NULL, buf, sizeof(buf));
+  CHECK(WIFSIGNALED(st));
+  CHECK_STR_CONTAINS(buf, "thread exited inside a read-side critical section (nesting 2)");
+}
+
+static void test_bad_calls(void)
+{
+  prd_option_set("abort_on_error", "0");
+  uint64_t errs = prd__error_count();
+  prd_rcu_read_unlock(); /* unbalanced */
+  CHECK_EQ(nesting(), 0);
+  prd_call_rcu(NULL, cb_exit);
+  static struct prd_rcu_head h;
+  prd_call_rcu(&h, NULL);
+  /* offline, then a read lock: reported, and the lock still works */
+  prd_rcu_thread_offline();
+  prd_rcu_read_lock();
+  CHECK_EQ(nesting(), 1);
+  prd_rcu_thread_offline(); /* inside a section: reported, ignored */
+  prd_rcu_unregister_thread(); /* inside a section: reported, ignored */
+  prd_rcu_read_unlock();
+  CHECK_EQ(prd__error_count() - errs, 6);
+  prd_rcu_thread_offline();
+  prd_rcu_thread_online();
+  prd_rcu_read_lock(); /* online again: no report */
+  prd_rcu_read_unlock();
+  prd_rcu_quiescent_state(); /* outside a section: fine */
+  prd_rcu_unregister_thread();
+  CHECK_EQ(prd__rcu_reader.rr_fast, 0);
+  prd_rcu_read_lock(); /* registers again */
+  CHECK_EQ(prd__rcu_reader.rr_fast, 1);
+  prd_rcu_read_unlock();
+  prd_rcu_register_thread();
+  CHECK_EQ(prd__error_count() - errs, 6);
+  prd_option_set("abort_on_error", "1");
+}
+
+static void rcu_src_sync(void) {}
+static const struct prd_rcu_source other_src = { .rs_name = "other", .rs_synchronize = rcu_src_sync };
+static const struct prd_rcu_source nameless = { .rs_name = NULL, .rs_synchronize = rcu_src_sync };
+static const struct prd_rcu_source dup_builtin = { .rs_name = "builtin", .rs_synchronize = rcu_src_sync };
+
+static void test_sources(void)
+{
+  prd_option_set("abort_on_error", "0");
+  CHECK(prd_rcu_get_source() == &prd_rcu_builtin);
+  errno = 0;
+  CHECK_EQ(prd_rcu_set_source(&other_src), -1); /* in use already */
+  CHECK_EQ(errno, EBUSY);
+  CHECK_EQ(prd_rcu_set_source(&prd_rcu_builtin), 0); /* the one in use: fine */
+  errno = 0;
+  CHECK_EQ(prd_rcu_set_source(NULL), -1);
+  CHECK_EQ(errno, EINVAL);
+  errno = 0;
+  CHECK_EQ(prd_rcu_register_source(&nameless), -1);
+  CHECK_EQ(errno, EINVAL);
+  errno = 0;
+  CHECK_EQ(prd_rcu_register_source(&dup_builtin), -1);
+  CHECK_EQ(errno, EEXIST);
+  CHECK_EQ(prd_rcu_register_source(&other_src), 0);
+  CHECK_EQ(prd_rcu_register_source(&other_src), 0); /* again: the same source, fine */
+  CHECK(prd_rcu_get_source() == &prd_rcu_builtin);
+  errno = 0;
+  CHECK_EQ(prd_option_set("rcu", "nonesuch"), -1);
+  CHECK_EQ(errno, EINVAL);
+  CHECK_EQ(prd_option_get("rcu"), 0);
+  prd_option_set("abort_on_error", "1");
+}
+
+/* ---- fork while other threads use RCU -------------------------------------------------- */
+static atomic_int fork_stop;
+static void cb_free_item(struct prd_rcu_head *h)
+{
+  free(h);
+}
+static void *fork_busy(void *arg)
+{
+  int id = (int)(intptr_t)arg;
+  while (!atomic_load(&fork_stop)) {
+    prd_rcu_read_lock();
+    prd_rcu_read_unlock();
+    struct prd_rcu_head *h = malloc(sizeof(*h));
+    prd_call_rcu(h, cb_free_item);
+    if (id == 0)
+      prd_synchronize_rcu();
+    else
+      prd_rcu_request_gp(prd_rcu_get_state());
+  }
+  return NULL;
+}
+
+static void test_fork(void)
+{
+  pthread_t th[3];
+  atomic_store(&fork_stop, 0);
+  for (int i = 0; i < 3; i++)
+    pthread_create(&th[i], NULL, fork_busy, (void *)(intptr_t)i);
+  int forks = 0, ok = 0;
+#ifdef PRD_TSAN
+  int nforks = 3;
+#else
+  int nforks = 10;
+#endif
+  for (int i = 0; i < nforks; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      /* the child: the driver and worker start again on demand */
+      static struct cb_item it;
+      prd_rcu_read_lock();
+      prd_rcu_read_unlock();
+      prd_synchronize_rcu();
+      prd_gp_t s = prd_rcu_get_state();
+      prd_rcu_wait_state(s);
+      atomic_store(&cb_count, 0);
+      it.ci_state = prd_rcu_get_state();
+      prd_call_rcu(&it.ci_head, cb_record);
+      prd_rcu_barrier();
+      _exit(prd_rcu_poll_state(s) && atomic_load(&cb_count) == 1 ? 0 : 3);
+    }
+    if (pid > 0) {
+      forks++;
+      int st;
+      waitpid(pid, &st, 0);
+      if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        ok++;
+    }
+  }
+  atomic_store(&fork_stop, 1);
+  for (int i = 0; i < 3; i++)
+    pthread_join(th[i], NULL);
+  prd_rcu_barrier();
+  CHECK_EQ(forks, nforks);
+  CHECK_EQ(ok, nforks);
+}
+
+int main(void)
+{
+  RUN(test_read_lock_nesting);
+  RUN(test_get_state_poll);
+  RUN(test_request_wait);
+  RUN(test_synchronize_waits_for_reader);
+  RUN(test_nested_reader_blocks);
+  RUN(test_call_rcu_order);
+  RUN(test_call_rcu_waits_for_reader);
+  RUN(test_rcu_barrier_empty);
+  RUN(test_call_rcu_thread_exit);
+  RUN(test_call_rcu_from_callback);
+  RUN(test_synchronize_in_read_section);
+  RUN(test_exit_in_read_section);
+  RUN(test_exit_in_read_section_child);
+  RUN(test_bad_calls);
+  RUN(test_sources);
+  RUN(test_fork);
+  return prd_test_done();
+}
