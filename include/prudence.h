@@ -244,7 +244,9 @@ struct prd_rcu_source {
   void (*rs_quiescent_state)(void);
   void (*rs_thread_offline)(void);
   void (*rs_thread_online)(void);
-  int  (*rs_read_ongoing)(void);       /* nonzero inside a read-side section (detects misuse) */
+  int  (*rs_read_ongoing)(void);       /* nonzero inside a read-side section (detects misuse);
+                                          prd_rcu_builtin's marks a source built over the
+                                          built-in read side (prd_rcu_read_lock) */
   int  (*rs_block_begin)(void);        /* before this thread blocks on a grace period (QSBR: go offline) */
   void (*rs_block_end)(int token);     /* after; gets rs_block_begin's result */
 };

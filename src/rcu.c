@@ -91,12 +91,12 @@
  *    on the next request, call_rcu or rcu_barrier.  A thread that forks inside a read-side
  *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
  *
- * 9. Lock order: gp_lock -> reg_lock.  drv_lock, cbq_lock -> wrk_lock (wrk_lock taken inside
- *    cbq_lock only by the worker's sleep check) and src_lock are never held with gp_lock or
- *    reg_lock.  Fork takes them all: gp, reg, drv, src, wrk, cbq... in the order of atfork_prepare.
- *    No lock is held while a callback runs or while a source's rs_synchronize waits on readers
- *    other than gp_lock (and, for the built-in source, reg_lock during each scan, never across
- *    a sleep).
+ * 9. Lock order: gp_lock -> reg_lock (a grace period scans the registry); wrk_lock -> cbq_lock
+ *    (the worker's last look before it sleeps).  drv_lock and src_lock are leaves: never held
+ *    while another lock of this file is taken.  atfork_prepare takes all six in the order gp,
+ *    reg, drv, src, wrk, cbq, which respects both chains.  No lock is held while a callback
+ *    runs; a grace period holds gp_lock throughout, and the built-in source holds reg_lock for
+ *    each scan of the readers, never across a sleep.
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -279,6 +279,8 @@ static unsigned long reader_nesting(void)
   return prd__rcu_reader.rr_ctr & PRD__RCU_NEST_MASK;
 }
 
+static int builtin_read_ongoing(void);
+
 void prd__rcu_read_lock_slow(void)
 {
   struct rcu_thread *t = &rcu_self;
@@ -288,7 +290,8 @@ void prd__rcu_read_lock_slow(void)
   }
   reader_register(t);
   const struct prd_rcu_source *src = rcu_source();
-  if (src != &prd_rcu_builtin && !t->rt_warned_source) {
+  /* a source over the built-in read side says so with the built-in's rs_read_ongoing */
+  if (src->rs_read_ongoing != builtin_read_ongoing && !t->rt_warned_source) {
     t->rt_warned_source = true;
     prd__report("rcu: prd_rcu_read_lock used while the grace-period source is %s: it does not "
                 "protect against that source's grace periods (use the flavour's rcu_read_lock)",
@@ -1047,14 +1050,14 @@ static void rcu_atfork_prepare(void)
   pthread_mutex_lock(&reg_lock);
   pthread_mutex_lock(&drv_lock);
   pthread_mutex_lock(&src_lock);
-  pthread_mutex_lock(&cbq_lock);
   pthread_mutex_lock(&wrk_lock);
+  pthread_mutex_lock(&cbq_lock);
 }
 
 static void rcu_atfork_parent(void)
 {
-  pthread_mutex_unlock(&wrk_lock);
   pthread_mutex_unlock(&cbq_lock);
+  pthread_mutex_unlock(&wrk_lock);
   pthread_mutex_unlock(&src_lock);
   pthread_mutex_unlock(&drv_lock);
   pthread_mutex_unlock(&reg_lock);

@@ -30,7 +30,7 @@ static atomic_long bad, reads, retired;
 #if defined(PRD_TSAN)
 #define ITERS 3000
 #elif defined(PRD_ASAN)
-#define ITERS 8000
+#define ITERS 4000
 #else
 #define ITERS 20000
 #endif

@@ -21,8 +21,8 @@ static void counting_sync(void)
   prd_rcu_builtin.rs_synchronize();
   atomic_fetch_add(&gp_done, 1);
 }
-static const struct prd_rcu_source counting = { .rs_name = "counting",
-                                                .rs_synchronize = counting_sync };
+/* over the built-in read side: rs_read_ongoing is the built-in's (set in main) */
+static struct prd_rcu_source counting = { .rs_name = "counting", .rs_synchronize = counting_sync };
 
 /* ---- children forked before this process uses RCU: each starts with no source fixed --- */
 static void child_set_source(void *arg)
@@ -200,6 +200,7 @@ static void test_model(void)
 
 int main(void)
 {
+  counting.rs_read_ongoing = prd_rcu_builtin.rs_read_ongoing;
   RUN(test_source_choice);
   RUN(test_model);
   return prd_test_done();

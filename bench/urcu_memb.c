@@ -1,0 +1,78 @@
+/* urcu_memb.c: liburcu memb's side of `prd-bench rcu` (see bench/rcu.c): the read-side pair,
+ * synchronize_rcu latency and call_rcu throughput, each exactly as the built-in is measured.
+ * liburcu's inline read side (_LGPL_SOURCE), as its users build it. */
+#define _LGPL_SOURCE
+#include <urcu/urcu-memb.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "bench.h"
+#include "rcu_urcu.h"
+
+double bench_urcu_memb_read_pair_ns(long iters)
+{
+  urcu_memb_register_thread();
+  uint64_t t0 = bench_now_ns();
+  for (long i = 0; i < iters; i++) {
+    urcu_memb_read_lock();
+    urcu_memb_read_unlock();
+  }
+  uint64_t t1 = bench_now_ns();
+  urcu_memb_unregister_thread();
+  return (double)(t1 - t0) / (double)iters;
+}
+
+void bench_urcu_memb_sync_us(double *out, int n)
+{
+  for (int i = 0; i < n; i++) {
+    uint64_t t0 = bench_now_ns();
+    urcu_memb_synchronize_rcu();
+    out[i] = (double)(bench_now_ns() - t0) / 1e3;
+  }
+}
+
+static atomic_long cb_count;
+static void cb_count_fn(struct rcu_head *h)
+{
+  (void)h;
+  atomic_fetch_add_explicit(&cb_count, 1, memory_order_relaxed);
+}
+
+struct cr_arg {
+  struct rcu_head *ca_heads;
+  long ca_n;
+};
+
+static void *cr_thread(void *p)
+{
+  struct cr_arg *a = p;
+  urcu_memb_register_thread();
+  for (long i = 0; i < a->ca_n; i++)
+    urcu_memb_call_rcu(&a->ca_heads[i], cb_count_fn);
+  urcu_memb_unregister_thread();
+  return NULL;
+}
+
+double bench_urcu_memb_call_rcu_rate(int threads, long per_thread)
+{
+  pthread_t th[threads];
+  struct cr_arg args[threads];
+  for (int t = 0; t < threads; t++) {
+    args[t].ca_heads = calloc((size_t)per_thread, sizeof(struct rcu_head));
+    args[t].ca_n = per_thread;
+  }
+  atomic_store(&cb_count, 0);
+  uint64_t t0 = bench_now_ns();
+  for (int t = 0; t < threads; t++)
+    pthread_create(&th[t], NULL, cr_thread, &args[t]);
+  for (int t = 0; t < threads; t++)
+    pthread_join(th[t], NULL);
+  urcu_memb_barrier();
+  uint64_t t1 = bench_now_ns();
+  long done = atomic_load(&cb_count);
+  for (int t = 0; t < threads; t++)
+    free(args[t].ca_heads);
+  return done == threads * per_thread ? (double)done / ((double)(t1 - t0) / 1e9) : -1;
+}

@@ -1,0 +1,180 @@
+/* test_rcu_urcu: the liburcu grace-period sources of libprudence-urcu (src/urcu_memb.c,
+ * src/urcu_qsbr.c).  Each case runs in a child forked before this process uses RCU, so each
+ * starts with no source fixed: selection by prd_rcu_set_source and by the option rcu=NAME,
+ * grace periods that wait for liburcu readers, the state interface and call_rcu over them,
+ * misuse detection (synchronize inside a memb read section), and QSBR threads put offline
+ * while they block in prudence.
+ * prd-test-needs: urcu
+ * prd-test-labels: no-tsan
+ * (no-tsan: liburcu is not built with TSan and its inline read side uses volatile accesses
+ * that TSan reports as races) */
+#define _LGPL_SOURCE
+#include <urcu/urcu-memb.h>
+#include <urcu/urcu-qsbr.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "prd_test.h"
+#include "prudence_urcu.h"
+
+static atomic_int rd_phase, rd_left, saw_left, cb_done;
+
+static void *memb_reader(void *arg)
+{
+  (void)arg;
+  prd_rcu_register_thread(); /* forwards to urcu_memb_register_thread */
+  urcu_memb_read_lock();
+  atomic_store(&rd_phase, 1);
+  while (atomic_load(&rd_phase) != 2)
+    sched_yield();
+  for (int i = 0; i < 2000; i++)
+    sched_yield();
+  atomic_store(&rd_left, 1);
+  urcu_memb_read_unlock();
+  prd_rcu_unregister_thread();
+  return NULL;
+}
+
+static void *qsbr_reader(void *arg)
+{
+  (void)arg;
+  prd_rcu_register_thread(); /* urcu_qsbr_register_thread: online */
+  atomic_store(&rd_phase, 1);
+  while (atomic_load(&rd_phase) != 2)
+    sched_yield(); /* online without a quiescent state: grace periods wait */
+  for (int i = 0; i < 2000; i++)
+    sched_yield();
+  atomic_store(&rd_left, 1);
+  prd_rcu_quiescent_state();
+  prd_rcu_thread_offline();
+  prd_rcu_thread_online();
+  prd_rcu_unregister_thread();
+  return NULL;
+}
+
+static void cb_note(struct prd_rcu_head *h)
+{
+  (void)h;
+  atomic_store(&cb_done, atomic_load(&rd_left) + 1);
+}
+
+/* The grace period (through synchronize, wait_state and call_rcu) waits for the reader. */
+static void run_source(bool qsbr)
+{
+  pthread_t r;
+  static struct prd_rcu_head h;
+  atomic_store(&rd_phase, 0);
+  atomic_store(&rd_left, 0);
+  pthread_create(&r, NULL, qsbr ? qsbr_reader : memb_reader, NULL);
+  while (atomic_load(&rd_phase) != 1)
+    sched_yield();
+  prd_gp_t s = prd_rcu_get_state();
+  prd_call_rcu(&h, cb_note);
+  atomic_store(&rd_phase, 2);
+  prd_rcu_wait_state(s);
+  atomic_store(&saw_left, atomic_load(&rd_left) + 1);
+  pthread_join(r, NULL);
+  prd_rcu_barrier();
+  prd_synchronize_rcu();
+  printf("source=%s saw_left=%d cb=%d polled=%d\n", prd_rcu_get_source()->rs_name,
+         atomic_load(&saw_left), atomic_load(&cb_done), prd_rcu_poll_state(s));
+}
+
+static void child_set_memb(void *arg)
+{
+  (void)arg;
+  if (prd_rcu_set_source(&prd_rcu_urcu_memb) == 0)
+    run_source(false);
+}
+
+static void child_option_qsbr(void *arg)
+{
+  (void)arg;
+  prd_option_set("rcu", "urcu-qsbr"); /* registered by libprudence-urcu's constructor */
+  run_source(true);
+}
+
+static void test_memb(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_set_memb, NULL, buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "source=urcu-memb saw_left=2 cb=2 polled=1");
+}
+
+static void test_qsbr(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_option_qsbr, NULL, buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "source=urcu-qsbr saw_left=2 cb=2 polled=1");
+}
+
+/* A QSBR thread that is online and blocks in prd_synchronize_rcu must not stall it. */
+static void child_qsbr_online_sync(void *arg)
+{
+  (void)arg;
+  prd_rcu_set_source(&prd_rcu_urcu_qsbr);
+  urcu_qsbr_register_thread();
+  prd_synchronize_rcu();
+  prd_rcu_wait_state(prd_rcu_get_state());
+  prd_rcu_barrier();
+  printf("online=%d\n", urcu_qsbr_read_ongoing() != 0);
+  urcu_qsbr_unregister_thread();
+}
+
+static void test_qsbr_block_offline(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_qsbr_online_sync, NULL, buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "online=1"); /* back online after */
+}
+
+static void child_memb_sync_in_section(void *arg)
+{
+  (void)arg;
+  prd_rcu_set_source(&prd_rcu_urcu_memb);
+  urcu_memb_register_thread();
+  urcu_memb_read_lock();
+  prd_synchronize_rcu();
+  urcu_memb_read_unlock();
+}
+
+static void test_memb_sync_in_section(void)
+{
+  char buf[4096];
+  prd_option_set("abort_on_error", "1");
+  int st = prd_test_child(child_memb_sync_in_section, NULL, buf, sizeof(buf));
+  CHECK(WIFSIGNALED(st));
+  CHECK_STR_CONTAINS(buf, "prd_synchronize_rcu called inside a read-side critical section");
+}
+
+static void child_builtin_reader_warned(void *arg)
+{
+  (void)arg;
+  prd_rcu_set_source(&prd_rcu_urcu_memb);
+  prd_rcu_read_lock(); /* the built-in read side protects nothing from liburcu's grace periods */
+  prd_rcu_read_unlock();
+}
+
+static void test_builtin_reader_with_urcu(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_builtin_reader_warned, NULL, buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "prd_rcu_read_lock used while the grace-period source is urcu-memb");
+}
+
+int main(void)
+{
+  RUN(test_memb);
+  RUN(test_qsbr);
+  RUN(test_qsbr_block_offline);
+  RUN(test_memb_sync_in_section);
+  RUN(test_builtin_reader_with_urcu);
+  return prd_test_done();
+}
