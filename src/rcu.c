@@ -361,9 +361,13 @@ static void wait_for_readers(void)
 static void builtin_synchronize(void)
 {
   wait_for_readers();        /* readers of the previous phase */
-  prd__rcu_full_fence(); /* the scan before the flip */
+  /* Writer-local ordering, paired with no reader barrier (liburcu has the same two): the
+   * first scan's loads complete before the flip is stored, and the flip is visible before the
+   * second scan, else the writer could wait forever on readers that keep starting in the old
+   * phase (progress, not safety: safety comes from (W1)/(R1) and (W2)/(R2)). */
+  prd__rcu_full_fence();
   __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
-  prd__rcu_full_fence(); /* the flip before the second scan */
+  prd__rcu_full_fence();
   wait_for_readers();        /* readers that began before the flip */
   smp_mb_master();           /* (W2): pairs with the readers' (R2) */
 }
