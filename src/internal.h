@@ -73,7 +73,8 @@ void  prd__slab_free(prd_cache_t *cp, void *buf);
 prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf);
 /* The start of the buffer of cp whose chunk holds addr, or NULL.  cache_lock held. */
 void *prd__slab_containing(prd_cache_t *cp, const void *addr);
-/* Every buffer the slab layer has handed out (bcp NULL for the small layout).  Lock held. */
+/* Every allocated buffer (bcp NULL for the small layout; debugging caches: as the user
+ * sees it).  cache_lock held. */
 typedef void prd__walk_fn(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp);
 void  prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg);
 /* Every cache (user caches first), under the cache-list lock. */

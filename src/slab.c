@@ -1010,7 +1010,7 @@ void prd_cache_destroy(prd_cache_t *cp)
 }
 
 /* ---- walking, statistics, invariants -------------------------------------------------------- */
-/* Calls fn on every buffer of cp that the slab layer has handed out (cache_lock held). */
+/* Calls fn on every buffer of cp that is allocated (cache_lock held). */
 void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 {
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
@@ -1023,7 +1023,12 @@ void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
       if (cp->cache_flags & PRD_CF_HASH) {
         for (uint32_t k = 0; k < sp->slab_chunks; k++) {
           prd_bufctl_t *bcp = prd__slab_hash_find(cp, first + (size_t)k * cp->cache_chunksize);
-          if (bcp != NULL && (bcp->bc_flags & PRD_BC_ALLOC))
+          /* a debugging cache knows the user's view (an object a layer above holds free is
+           * not the user's); the others know what the slab layer handed out */
+          bool alloc = bcp != NULL && ((cp->cache_flags & PRD_CF_DEBUG)
+                                           ? bcp->bc_dstate == PRD_BC_ALLOC
+                                           : (bcp->bc_flags & PRD_BC_ALLOC) != 0);
+          if (alloc)
             fn(arg, cp, bcp->bc_addr, bcp);
         }
         continue;
@@ -1170,6 +1175,7 @@ int prd__cache_check(prd_cache_t *cp)
                     (size_t)(buf - first) / cp->cache_chunksize < sp->slab_chunks);
           if (cp->cache_flags & PRD_CF_HASH) {
             CHECK_INV(bcp->bc_slab == sp && !(bcp->bc_flags & PRD_BC_ALLOC));
+            CHECK_INV(bcp->bc_dstate == 0);   /* free in the slab: free for the user too */
             CHECK_INV(prd__slab_hash_find(cp, buf) == bcp);
           }
           nfreebufs++;
