@@ -199,7 +199,7 @@ static double bench_object_caching(const struct bench_common *bc, int rounds, bo
   return speedup;
 }
 
-/* ---- 3. the worst case of seed 003 §4.3 ------------------------------------------------------- */
+/* ---- 3. the worst case of seed 003 §4.3 ------------------------------------------------------ */
 static bool bench_worst_case(const struct bench_common *bc, double *min_fill)
 {
   size_t bytes = bc->bc_smoke ? (4u << 20) : (256u << 20);

@@ -184,7 +184,8 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, bufs_inuse, "buffers allocated now")                                                   \
   X(U64, bufs_total, "buffers in all slabs")                                                    \
   X(U64, hash_buckets, "buffer-to-bufctl hash buckets (large layout), else 0")                  \
-  X(F64, total_frag, "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")
+  X(F64, total_frag,                                                                            \
+    "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")
 
 #define PRD__CS_STR(n) char n[PRD_CACHE_NAME_MAX]
 #define PRD__CS_U64(n) uint64_t n
@@ -195,7 +196,8 @@ typedef struct prd_cache_stats_s {
   uint32_t version;   /* PRD_CACHE_STATS_VERSION the caller was built with */
   PRD_CACHE_STATS_FIELDS(PRD__CS_FIELD)
 } prd_cache_stats_t;
-#define PRD_CACHE_STATS_INIT { .size = sizeof(prd_cache_stats_t), .version = PRD_CACHE_STATS_VERSION }
+#define PRD_CACHE_STATS_INIT                                                                    \
+  { .size = sizeof(prd_cache_stats_t), .version = PRD_CACHE_STATS_VERSION }
 /* Fills *st; 0, or -1 with errno EINVAL (NULL cache or st, size too small, unknown version). */
 PRD_API int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 

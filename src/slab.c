@@ -61,11 +61,12 @@
  *    interval (option slab_working_set, default the paper's 15 s); that many tail slabs went
  *    untouched for the whole interval, and prd_cache_reap() returns them to the source once
  *    the interval is over (the depot working set of seed 004 and libumem, applied to slabs:
- *    no clock is read on the allocation or free paths).  When the source cannot supply a slab, a PRD_SLEEP
- *    allocation calls every cache's reclaim callback, then reaps every cache of all its free
- *    slabs (the working set is a hedge against thrashing; failing an allocation is worse),
- *    then retries once; PRD_NOSLEEP fails at once; PRD_NOFAIL repeats through the nofail
- *    callback.  The slab layer always asks vmem with PRD_VM_NOSLEEP: waiting is decided here.
+ *    no clock is read on the allocation or free paths).  When the source cannot supply a
+ *    slab, a PRD_SLEEP allocation calls every cache's reclaim callback, then reaps every cache
+ *    of all its free slabs (the working set is a hedge against thrashing; failing an
+ *    allocation is worse), then retries once; PRD_NOSLEEP fails at once; PRD_NOFAIL repeats
+ *    through the nofail callback.  The slab layer always asks vmem with PRD_VM_NOSLEEP:
+ *    waiting is decided here.
  *
  * 7. Debugging (002 §6) lives in debug.c.  The fast paths test one word, cache_flags, for
  *    PRD_CF_DEBUG; the hooks prd__debug_alloc/prd__debug_free run when an object leaves or
@@ -76,9 +77,11 @@
  *    cache destruction (a cache cannot vanish under a reap).  Order:
  *        slab_reap_lock -> slab_list_lock -> a user cache's cache_lock
  *          -> the internal caches' locks (audit bufctl -> bufctl -> slab) -> vmem -> os
- *    No cache_lock is held while calling the source arena, a constructor, destructor or
- *    reclaim callback, so those may allocate from caches (but must not create or destroy
- *    caches while a reap is running them).  The statistics are plain fields under
+ *    (debug.c's quarantine lock sits between the caches and vmem.)  No cache_lock is held
+ *    while calling the source arena, a constructor, destructor or reclaim callback, so those
+ *    may allocate from caches (but must not create or destroy caches while a reap is running
+ *    them); a thread inside a reap does not start a nested pressure reap (slab_in_reclaim),
+ *    which would wait for the reap lock it holds.  The statistics are plain fields under
  *    cache_lock; there is no lock-free path in this layer, hence no memory-ordering argument
  *    beyond the mutexes' acquire/release.
  */

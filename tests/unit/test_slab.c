@@ -347,7 +347,7 @@ static void test_coloring(void)
   coloring_run(1000, 0);    /* large layout */
 }
 
-/* ---- reclaim: reap returns memory (002 §3.4) -------------------------------------------------- */
+/* ---- reclaim: reap returns memory (002 §3.4) ------------------------------------------------- */
 static long rss_pages(void)
 {
   FILE *f = fopen("/proc/self/statm", "r");
@@ -738,7 +738,7 @@ static void test_destroy_with_live_objects(void)
   CHECK_STR_CONTAINS(out, "released 1");
 }
 
-/* ---- statistics: printer and JSON writer from the one list ------------------------------------ */
+/* ---- statistics: printer and JSON writer from the one list ----------------------------------- */
 static void test_stats_printers(void)
 {
   prd_cache_t *cp = prd_cache_create("st\"ats", 64, 0, NULL, NULL, NULL, NULL, NULL,

@@ -201,7 +201,7 @@ static void test_audit_destroy_live(void)
   }
 }
 
-/* ---- synchronous unmapping (002 §6.5) ---------------------------------------------------------- */
+/* ---- synchronous unmapping (002 §6.5) -------------------------------------------------------- */
 static void unmap_child(void *arg)
 {
   (void)arg;
@@ -242,7 +242,7 @@ static void test_unmap(void)
   prd_cache_destroy(cp);
 }
 
-/* ---- page-per-buffer (002 §6.6) ---------------------------------------------------------------- */
+/* ---- page-per-buffer (002 §6.6) -------------------------------------------------------------- */
 static void pagebuf_child(void *arg)
 {
   int what = (int)(uintptr_t)arg;
@@ -284,7 +284,7 @@ static void test_pagebuf(void)
   prd_cache_destroy(cp);
 }
 
-/* ---- everything at once, in normal use --------------------------------------------------------- */
+/* ---- everything at once, in normal use ------------------------------------------------------- */
 static void test_all_features_normal_use(void)
 {
   static const size_t sizes[] = { 1, 24, 100, 1000, 5000 };
@@ -315,7 +315,7 @@ static void test_all_features_normal_use(void)
   CHECK_EQ(prd__error_count(), r0);   /* correct use reports nothing */
 }
 
-/* ---- leak detection (002 §6.7) ----------------------------------------------------------------- */
+/* ---- leak detection (002 §6.7) --------------------------------------------------------------- */
 static void leak_report_child(void *arg)
 {
   (void)arg;
