@@ -185,7 +185,8 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, bufs_total, "buffers in all slabs")                                                    \
   X(U64, hash_buckets, "buffer-to-bufctl hash buckets (large layout), else 0")                  \
   X(F64, total_frag,                                                                            \
-    "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")
+    "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")     \
+  X(U64, slab_bytes, "bytes of slabs the cache holds now (slabs * slab_size)")
 
 #define PRD__CS_STR(n) char n[PRD_CACHE_NAME_MAX]
 #define PRD__CS_U64(n) uint64_t n
@@ -263,6 +264,29 @@ PRD_API int prd_rcu_set_source(const struct prd_rcu_source *src);
 PRD_API int prd_rcu_register_source(const struct prd_rcu_source *src);
 /* The source in use (fixes it if none is yet). */
 PRD_API const struct prd_rcu_source *prd_rcu_get_source(void);
+
+/* ------------------------------------------------------------------------------------------
+ * Statistics output (src/stats.c): every cache and every arena, from the lists above.
+ * ------------------------------------------------------------------------------------------ */
+/* flags of prd_stats_print (0: the cache table, then the arena table) */
+#define PRD_STATS_VERBOSE   0x1  /* every field of every cache and arena, with its meaning */
+#define PRD_STATS_NOCACHES  0x2  /* leave out the caches */
+#define PRD_STATS_NOARENAS  0x4  /* leave out the arenas */
+#define PRD_STATS_NOINTERNAL 0x8 /* leave out the slab layer's own caches (prd_slab, ...) */
+#define PRD_STATS_SCHEMA_VERSION 1   /* "version" of the JSON document (docs/api.md) */
+/* Prints a table of every cache (one row each, like /proc/slabinfo) and every arena on fp.
+ * The statistics are copied first; nothing is printed while an allocator lock is held.
+ * Returns 0, or -1 with errno EINVAL (NULL fp, unknown flags) or ENOMEM (no memory for the
+ * snapshot) or the error of a failed write. */
+PRD_API int prd_stats_print(FILE *fp, int flags);
+/* Writes one JSON document, on one line, holding every cache and arena (docs/api.md gives
+ * the schema).  Consecutive documents on one stream make a JSON-lines stream for prdstat.
+ * Returns 0 or -1 with errno as prd_stats_print. */
+PRD_API int prd_stats_json(FILE *fp);
+/* Writes the JSON document to path atomically: to "path.tmp.PID" first, then rename(2), so a
+ * reader never sees half a document.  Returns 0, or -1 with errno (EINVAL: NULL or empty
+ * path; otherwise the error of open/write/rename, the temporary file removed). */
+PRD_API int prd_stats_write_file(const char *path);
 
 /* ------------------------------------------------------------------------------------------
  * Options (src/options.c): PRUDENCE_OPTIONS="name=value,...", PRUDENCE_DEBUG=...

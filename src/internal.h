@@ -77,6 +77,9 @@ void *prd__slab_containing(prd_cache_t *cp, const void *addr);
  * sees it).  cache_lock held. */
 typedef void prd__walk_fn(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp);
 void  prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg);
+/* Statistics of every cache (user caches first) into out[0 .. max-1], taken under the
+ * cache-list lock; returns how many caches there are (more than max: call again, larger). */
+size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max);
 /* Every cache (user caches first), under the cache-list lock. */
 void  prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg);
 /* Returns every free slab to the source now, ignoring the working set. */
@@ -105,6 +108,14 @@ void  prd__debug_unmap_flush(prd_cache_t *cp);
 /* ---- stats.c: printing statistics from their one list -------------------------------- */
 /* One cache's statistics as "name value  # meaning" lines, or one JSON object (a line). */
 void  prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json);
+/* Reads PRUDENCE_STATS_FILE and registers the at-exit printer (PRUDENCE_STATS=1, option
+ * stats) and snapshot writer; called once from prd__init. */
+void  prd__stats_init(void);
+/* The periodic writer: when PRUDENCE_STATS_FILE is set and stats_interval_ms has passed
+ * since the last snapshot (now_ns: CLOCK_MONOTONIC), writes one.  Returns 1 when it wrote,
+ * 0 when it was not due, -1 when the write failed (reported once).  For the maintenance
+ * thread of the magazine layer (#4); tests call it directly. */
+int   prd__stats_periodic(uint64_t now_ns);
 
 /* The current name of CHOICE option `name` into buf; 0, or -1 (unknown, not a choice, short buf). */
 int prd__option_choice(const char *name, char *buf, size_t len);
@@ -140,6 +151,9 @@ int prd__vmem_check(prd_vmem_t *vmp);
 /* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
  * list PRD_VMEM_STATS. */
 void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);
+/* Statistics of every arena (oldest first) into out[0 .. max-1], under the arena-list lock;
+ * returns how many arenas there are (more than max: call again with more room). */
+size_t prd__vmem_snapshot(prd__arena_snap_t *out, size_t max);
 
 /* ---- rcu.c: grace periods (the public part is in prudence.h / prudence_rcu.h) ----------- */
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */

@@ -3,7 +3,8 @@
  *
  * 1. Sources, in order: the table's defaults; the environment at first use
  *    (PRUDENCE_OPTIONS="name=value,...", PRUDENCE_FAULT_MMAP=N, PRUDENCE_DEBUG=name,... which
- *    sets the option debug from feature names); prd_option_set() at any time.
+ *    sets the option debug from feature names, PRUDENCE_STATS=1 which sets stats);
+ *    prd_option_set() at any time.  PRUDENCE_STATS_FILE is a path, read by stats.c.
  * 2. Bad input: an unknown name or a value that does not parse is reported once on stderr,
  *    naming the source, and ignored; nothing else changes.  Never a crash, never an abort.
  * 3. No allocation: the environment is parsed in place (this runs inside malloc later on).
@@ -198,6 +199,10 @@ static void opt_init_once(void)
   if (s != NULL)
     atomic_store_explicit(&prd__options.debug, prd__debug_parse(s, "PRUDENCE_DEBUG"),
                           memory_order_relaxed);
+  s = getenv("PRUDENCE_STATS");
+  if (s != NULL)
+    (void)opt_set("stats", strlen("stats"), s, strlen(s), "PRUDENCE_STATS");
+  prd__stats_init();
 }
 
 void prd__init(void)

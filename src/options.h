@@ -43,6 +43,11 @@
     "microseconds the idle RCU driver waits after a first request so later ones share its "     \
     "grace period")                                                                             \
   X(BOOL, rcu_expedited, 0,                                                                     \
-    "expedited grace periods: no pacing, and the writer polls readers without sleeping")
+    "expedited grace periods: no pacing, and the writer polls readers without sleeping")      \
+  X(BOOL, stats, 0, "print the statistics table on stderr at exit (also PRUDENCE_STATS=1)")    \
+  X(MS, stats_interval_ms, 1000,                                                                \
+    "ms between the JSON snapshots written to PRUDENCE_STATS_FILE (0: only at exit)")          \
+  X(BOOL, stats_append, 0,                                                                      \
+    "append each snapshot to PRUDENCE_STATS_FILE as one line instead of replacing the file")
 
 #endif

@@ -1113,6 +1113,25 @@ static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
   st->total_frag = st->bufs_inuse == 0 ? 0.0
                    : (double)slabs * (double)st->slab_size /
                          ((double)st->bufs_inuse * (double)st->buf_size);
+  st->slab_bytes = slabs * st->slab_size;
+}
+
+/* The statistics printers' walker (stats.c): copies, so that they print with no lock held.
+ * Lock order as section 8: slab_list_lock, then each cache_lock in cache_stats_fill. */
+size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max)
+{
+  prd__slab_init();
+  size_t n = 0;
+  pthread_mutex_lock(&slab_list_lock);
+  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next, n++)
+    if (n < max) {
+      cache_stats_fill(cp, &out[n].cs_stats);
+      out[n].cs_stats.size = sizeof(out[n].cs_stats);
+      out[n].cs_stats.version = PRD_CACHE_STATS_VERSION;
+      out[n].cs_internal = (cp->cache_flags & PRD_CF_INTERNAL) != 0;
+    }
+  pthread_mutex_unlock(&slab_list_lock);
+  return n;
 }
 
 int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)

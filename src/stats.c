@@ -1,17 +1,45 @@
 /*
- * stats.c: printing statistics, from the one list that defines them.
+ * stats.c: statistics output, from the lists that define the statistics.
  *
- * 1. The fields of prd_cache_stats_t come from PRD_CACHE_STATS_FIELDS in prudence.h; the
- *    text printer and the JSON writer below expand the same list, so a field added there
- *    appears everywhere with nothing else to edit.
- * 2. No stdio: the printers format into a stack buffer and write(2) it (they may run inside
- *    the allocator, or at exit from a leak or statistics hook).
+ * 1. What.  prd_stats_print() prints a table of every cache (one row each, as Linux's
+ *    /proc/slabinfo and mdb's ::umastat) and of every arena; prd_stats_json() writes the same
+ *    as one JSON document on one line (schema in docs/api.md, "version" PRD_STATS_SCHEMA_VERSION),
+ *    so that consecutive documents on a stream make JSON lines; prd_stats_write_file() puts one
+ *    document in a file atomically.  tools/prdstat reads them.
+ * 2. One list.  The columns come from PRD_CACHE_STATS_FIELDS and PRD_VMEM_STATS (prudence.h)
+ *    through a table of (name, kind, offset, meaning) generated here: a field another layer
+ *    appends to a list appears in the table, the verbose form and the JSON with no edit to
+ *    this file.  The table leaves out only the layout details named in stats_detail[] (they are
+ *    in the verbose form and the JSON), to keep a row readable.
+ * 3. Snapshot first.  The printers copy every cache's and arena's statistics into memory
+ *    mapped from os.c (not from the allocator being printed), under the list and object locks
+ *    (slab.c prd__cache_snapshot, vmem.c prd__vmem_snapshot), drop every lock, and only then
+ *    format through stdio, which may allocate (through malloc, which may be this library).
+ *    Each cache's row is consistent (one cache_lock hold); rows of different caches are taken
+ *    one after another, not at one instant (as slabinfo).
+ * 4. Triggers.  PRUDENCE_STATS=1 (option stats) prints the table on stderr at exit.
+ *    PRUDENCE_STATS_FILE=path writes a JSON snapshot to path at exit and, every
+ *    stats_interval_ms, from prd__stats_periodic, which the maintenance thread of the magazine
+ *    layer (#4) calls; with option stats_append each snapshot is appended to path as one line
+ *    (one write(2) with O_APPEND) instead of replacing it, so a run leaves a series for
+ *    prdstat --plot.  Replacement writes "path.tmp.PID" and renames it over path (rename(2) is
+ *    atomic): a reader sees the old document or the new one, never half of one.
+ * 5. Constants: STATS_SNAP_INITIAL 64 (room for the caches and arenas of a typical process;
+ *    a larger census retries with twice what it found), STATS_PATH_MAX 4096 (PATH_MAX).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+#define STATS_SNAP_INITIAL 64
+#define STATS_PATH_MAX     4096
 
 struct sbuf {
   char sb_buf[4096];
@@ -90,4 +118,475 @@ void prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json)
     PRD_CACHE_STATS_FIELDS(STATS_TEXT)
   }
   sb_flush(fd, &sb);
+}
+
+/* ==== the census: every cache and arena, copied (section 3) =============================== */
+struct stats_snap {
+  prd__cache_snap_t *ss_caches;
+  prd__arena_snap_t *ss_arenas;
+  size_t ss_ncaches, ss_narenas;
+  void *ss_map;
+  size_t ss_map_bytes;
+  uint64_t ss_mapped;       /* bytes mapped through os.c */
+  uint64_t ss_map_failures;
+  double ss_time;           /* CLOCK_REALTIME seconds */
+  uint64_t ss_mono_ns;      /* CLOCK_MONOTONIC */
+};
+
+static void snap_release(struct stats_snap *ss)
+{
+  if (ss->ss_map != NULL)
+    prd__os_unmap(ss->ss_map, ss->ss_map_bytes);
+  ss->ss_map = NULL;
+}
+
+/* Takes the census into memory from os.c; 0, or -1 with errno ENOMEM. */
+static int snap_take(struct stats_snap *ss)
+{
+  size_t ncap = STATS_SNAP_INITIAL, acap = STATS_SNAP_INITIAL;
+  memset(ss, 0, sizeof(*ss));
+  for (;;) {
+    size_t page = prd__os_page_size();
+    size_t bytes = PRD_P2ROUNDUP(ncap * sizeof(prd__cache_snap_t) +
+                                     acap * sizeof(prd__arena_snap_t), page);
+    void *map = prd__os_map(bytes);
+    if (map == NULL) {
+      errno = ENOMEM;
+      return -1;
+    }
+    prd__cache_snap_t *caches = map;
+    prd__arena_snap_t *arenas = (prd__arena_snap_t *)(caches + ncap);
+    size_t nc = prd__cache_snapshot(caches, ncap);
+    size_t na = prd__vmem_snapshot(arenas, acap);
+    if (nc <= ncap && na <= acap) {
+      ss->ss_caches = caches;
+      ss->ss_arenas = arenas;
+      ss->ss_ncaches = nc;
+      ss->ss_narenas = na;
+      ss->ss_map = map;
+      ss->ss_map_bytes = bytes;
+      break;
+    }
+    /* more than room for: the lists grew; try again with twice what was found */
+    prd__os_unmap(map, bytes);
+    ncap = PRD_MAX(ncap, 2 * nc);
+    acap = PRD_MAX(acap, 2 * na);
+  }
+  ss->ss_mapped = prd__os_mapped_bytes();
+  ss->ss_map_failures = prd__os_map_failures();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ss->ss_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  ss->ss_mono_ns = prd__now_ns();
+  return 0;
+}
+
+/* ==== columns, generated from the lists (section 2) ======================================= */
+enum stats_kind { SK_STR, SK_U64, SK_F64 };
+
+struct stats_col {
+  const char *sc_name;
+  enum stats_kind sc_kind;
+  size_t sc_off;            /* in prd__cache_snap_t or prd__arena_snap_t */
+  const char *sc_doc;
+};
+
+#define STATS_CACHE_COL(kind, n, doc) \
+  { #n, SK_##kind, offsetof(prd__cache_snap_t, cs_stats.n), doc },
+static const struct stats_col cache_cols[] = { PRD_CACHE_STATS_FIELDS(STATS_CACHE_COL) };
+#undef STATS_CACHE_COL
+
+#define STATS_ARENA_COL(n, doc) { #n, SK_U64, offsetof(prd__arena_snap_t, as_stats.n), doc },
+static const struct stats_col arena_cols[] = {
+  { "name", SK_STR, offsetof(prd__arena_snap_t, as_name), "arena name" },
+  { "source", SK_STR, offsetof(prd__arena_snap_t, as_source), "the arena it imports from" },
+  { "quantum", SK_U64, offsetof(prd__arena_snap_t, as_quantum), "unit of allocation" },
+  PRD_VMEM_STATS(STATS_ARENA_COL)
+};
+#undef STATS_ARENA_COL
+
+/* Layout details left out of the table (section 2): they are fixed at creation or are
+ * secondary counters; the verbose form and the JSON have them. */
+static const char *const stats_detail[] = {
+  "align", "chunk_size", "color_max", "tail_waste", "large_layout", "hash_buckets",
+  "slab_creates", "slab_destroys", "slabs_peak", "bytes_imported", "waits", "spans",
+};
+
+static bool col_in_table(const struct stats_col *c)
+{
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(stats_detail); i++)
+    if (strcmp(c->sc_name, stats_detail[i]) == 0)
+      return false;
+  return true;
+}
+
+/* Byte counts print as 12.3K/4.0M/1.2G in the table (exact in the verbose form and JSON). */
+static bool col_is_bytes(const struct stats_col *c)
+{
+  size_t len = strlen(c->sc_name);
+  return strncmp(c->sc_name, "bytes_", 6) == 0 ||
+         (len > 6 && strcmp(c->sc_name + len - 6, "_bytes") == 0);
+}
+
+static void cell_format(const struct stats_col *c, const void *row, bool human, char *out,
+                        size_t len)
+{
+  const char *p = (const char *)row + c->sc_off;
+  switch (c->sc_kind) {
+  case SK_STR:
+    snprintf(out, len, "%s", p[0] != '\0' ? p : "-");
+    break;
+  case SK_U64: {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    static const char units[] = "KMGTPE";
+    if (human && col_is_bytes(c) && v >= 10240) {
+      double d = (double)v;
+      int u = -1;
+      while (d >= 1024.0 && u < 5) {
+        d /= 1024.0;
+        u++;
+      }
+      snprintf(out, len, "%.1f%c", d, units[u]);
+    } else {
+      snprintf(out, len, "%llu", (unsigned long long)v);
+    }
+    break;
+  }
+  case SK_F64: {
+    double v;
+    memcpy(&v, p, sizeof(v));
+    snprintf(out, len, "%.3f", v);
+    break;
+  }
+  }
+}
+
+#define STATS_CELL 64
+
+/* One table: a header of the columns' names, a row per element; widths fit the widest. */
+static void table_print(FILE *fp, const struct stats_col *cols, size_t ncols, const void *rows,
+                        size_t stride, size_t nrows, const bool *skip)
+{
+  size_t width[PRD_ARRAY_SIZE(cache_cols) > PRD_ARRAY_SIZE(arena_cols)
+                   ? PRD_ARRAY_SIZE(cache_cols) : PRD_ARRAY_SIZE(arena_cols)];
+  char cell[STATS_CELL];
+  for (size_t c = 0; c < ncols; c++) {
+    width[c] = strlen(cols[c].sc_name);
+    for (size_t r = 0; r < nrows; r++) {
+      if (skip != NULL && skip[r])
+        continue;
+      cell_format(&cols[c], (const char *)rows + r * stride, true, cell, sizeof(cell));
+      width[c] = PRD_MAX(width[c], strlen(cell));
+    }
+  }
+  for (size_t c = 0; c < ncols; c++)
+    if (col_in_table(&cols[c]))
+      fprintf(fp, c == 0 ? "%-*s" : " %*s", (int)width[c], cols[c].sc_name);
+  fputc('\n', fp);
+  for (size_t r = 0; r < nrows; r++) {
+    if (skip != NULL && skip[r])
+      continue;
+    for (size_t c = 0; c < ncols; c++) {
+      if (!col_in_table(&cols[c]))
+        continue;
+      cell_format(&cols[c], (const char *)rows + r * stride, true, cell, sizeof(cell));
+      if (cols[c].sc_kind == SK_STR)
+        fprintf(fp, c == 0 ? "%-*s" : " %-*s", (int)width[c], cell);
+      else
+        fprintf(fp, " %*s", (int)width[c], cell);
+    }
+    fputc('\n', fp);
+  }
+}
+
+/* Every field of one element, "  field value  # meaning", as libumem's ::umem_cache -v. */
+static void block_print(FILE *fp, const char *what, const struct stats_col *cols, size_t ncols,
+                        const void *row)
+{
+  char cell[STATS_CELL];
+  fprintf(fp, "%s %s\n", what, (const char *)row + cols[0].sc_off);
+  for (size_t c = 1; c < ncols; c++) {
+    cell_format(&cols[c], row, false, cell, sizeof(cell));
+    fprintf(fp, "  %-16s %-20s # %s\n", cols[c].sc_name, cell, cols[c].sc_doc);
+  }
+}
+
+static int stream_result(FILE *fp)
+{
+  if (fflush(fp) != 0 || ferror(fp)) {
+    if (errno == 0)
+      errno = EIO;
+    return -1;
+  }
+  return 0;
+}
+
+int prd_stats_print(FILE *fp, int flags)
+{
+  if (fp == NULL || (flags & ~(PRD_STATS_VERBOSE | PRD_STATS_NOCACHES | PRD_STATS_NOARENAS |
+                               PRD_STATS_NOINTERNAL)) != 0) {
+    prd__report("prd_stats_print: %s (nothing printed)",
+                fp == NULL ? "NULL stream" : "unknown flags");
+    errno = EINVAL;
+    return -1;
+  }
+  struct stats_snap ss;
+  if (snap_take(&ss) != 0)
+    return -1;
+  /* every lock is dropped from here on (section 3) */
+  size_t shown = 0;
+  bool *skip = NULL;
+  bool skipmem[STATS_SNAP_INITIAL];
+  skip = ss.ss_ncaches <= STATS_SNAP_INITIAL ? skipmem : calloc(ss.ss_ncaches, sizeof(bool));
+  if (skip == NULL) {
+    snap_release(&ss);
+    errno = ENOMEM;
+    return -1;
+  }
+  for (size_t i = 0; i < ss.ss_ncaches; i++) {
+    skip[i] = (flags & PRD_STATS_NOINTERNAL) && ss.ss_caches[i].cs_internal;
+    shown += !skip[i];
+  }
+  fprintf(fp, "prudence statistics: pid %ld, %zu caches, %zu arenas, %.1f MiB mapped from the OS\n",
+          (long)getpid(), shown, ss.ss_narenas, (double)ss.ss_mapped / 1048576.0);
+  if (!(flags & PRD_STATS_NOCACHES)) {
+    if (flags & PRD_STATS_VERBOSE) {
+      for (size_t i = 0; i < ss.ss_ncaches; i++)
+        if (!skip[i])
+          block_print(fp, "cache", cache_cols, PRD_ARRAY_SIZE(cache_cols), &ss.ss_caches[i]);
+    } else {
+      fprintf(fp, "caches:\n");
+      table_print(fp, cache_cols, PRD_ARRAY_SIZE(cache_cols), ss.ss_caches,
+                  sizeof(prd__cache_snap_t), ss.ss_ncaches, skip);
+    }
+  }
+  if (!(flags & PRD_STATS_NOARENAS)) {
+    if (flags & PRD_STATS_VERBOSE) {
+      for (size_t i = 0; i < ss.ss_narenas; i++)
+        block_print(fp, "arena", arena_cols, PRD_ARRAY_SIZE(arena_cols), &ss.ss_arenas[i]);
+    } else {
+      fprintf(fp, "arenas:\n");
+      table_print(fp, arena_cols, PRD_ARRAY_SIZE(arena_cols), ss.ss_arenas,
+                  sizeof(prd__arena_snap_t), ss.ss_narenas, NULL);
+    }
+  }
+  if (skip != skipmem)
+    free(skip);
+  snap_release(&ss);
+  return stream_result(fp);
+}
+
+/* ==== JSON ================================================================================ */
+static void json_str(FILE *fp, const char *s)
+{
+  fputc('"', fp);
+  for (; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(fp, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(fp, "\\u%04x", c);
+    else
+      fputc(c, fp);
+  }
+  fputc('"', fp);
+}
+
+static void json_fields(FILE *fp, const struct stats_col *cols, size_t ncols, const void *row)
+{
+  for (size_t c = 0; c < ncols; c++) {
+    const char *p = (const char *)row + cols[c].sc_off;
+    fprintf(fp, "%s\"%s\":", c == 0 ? "" : ",", cols[c].sc_name);
+    if (cols[c].sc_kind == SK_STR) {
+      json_str(fp, p);
+    } else if (cols[c].sc_kind == SK_U64) {
+      uint64_t v;
+      memcpy(&v, p, sizeof(v));
+      fprintf(fp, "%llu", (unsigned long long)v);
+    } else {
+      double v;
+      memcpy(&v, p, sizeof(v));
+      if (isfinite(v))
+        fprintf(fp, "%.6g", v);
+      else
+        fputs("null", fp);   /* JSON has no NaN or infinity */
+    }
+  }
+}
+
+static _Atomic uint64_t stats_seq;   /* documents written by this process */
+
+int prd_stats_json(FILE *fp)
+{
+  if (fp == NULL) {
+    prd__report("prd_stats_json: NULL stream (nothing written)");
+    errno = EINVAL;
+    return -1;
+  }
+  struct stats_snap ss;
+  if (snap_take(&ss) != 0)
+    return -1;
+  uint64_t seq = atomic_fetch_add_explicit(&stats_seq, 1, memory_order_relaxed) + 1;
+  fprintf(fp, "{\"schema\":\"prudence-stats\",\"version\":%d,\"pid\":%ld,\"seq\":%llu,"
+          "\"time\":%.6f,\"mono_ns\":%llu,\"os\":{\"mapped_bytes\":%llu,\"map_failures\":%llu},"
+          "\"caches\":[",
+          PRD_STATS_SCHEMA_VERSION, (long)getpid(), (unsigned long long)seq, ss.ss_time,
+          (unsigned long long)ss.ss_mono_ns, (unsigned long long)ss.ss_mapped,
+          (unsigned long long)ss.ss_map_failures);
+  for (size_t i = 0; i < ss.ss_ncaches; i++) {
+    fputs(i == 0 ? "{" : ",{", fp);
+    json_fields(fp, cache_cols, PRD_ARRAY_SIZE(cache_cols), &ss.ss_caches[i]);
+    fprintf(fp, ",\"internal\":%s}", ss.ss_caches[i].cs_internal ? "true" : "false");
+  }
+  fputs("],\"arenas\":[", fp);
+  for (size_t i = 0; i < ss.ss_narenas; i++) {
+    fputs(i == 0 ? "{" : ",{", fp);
+    json_fields(fp, arena_cols, PRD_ARRAY_SIZE(arena_cols), &ss.ss_arenas[i]);
+    fputc('}', fp);
+  }
+  fputs("]}\n", fp);
+  snap_release(&ss);
+  return stream_result(fp);
+}
+
+/* ==== snapshot files (section 4) ========================================================== */
+static int write_all(int fd, const char *p, size_t len)
+{
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return -1;
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+/* The document in memory (stdio's memstream; no allocator lock is held by then). */
+static char *json_document(size_t *lenp)
+{
+  char *doc = NULL;
+  size_t len = 0;
+  FILE *ms = open_memstream(&doc, &len);
+  if (ms == NULL)
+    return NULL;
+  int rc = prd_stats_json(ms);
+  int saved = errno;
+  if (fclose(ms) != 0 || rc != 0) {
+    free(doc);
+    errno = rc != 0 ? saved : EIO;
+    return NULL;
+  }
+  *lenp = len;
+  return doc;
+}
+
+static int stats_file_write(const char *path, bool append)
+{
+  size_t len;
+  char *doc = json_document(&len);
+  if (doc == NULL)
+    return -1;
+  int rc = -1, saved = 0;
+  if (append) {
+    /* one write(2) of one line with O_APPEND: lines of concurrent writers never interleave */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      rc = write_all(fd, doc, len);
+      saved = errno;
+      close(fd);
+    } else {
+      saved = errno;
+    }
+  } else {
+    char tmp[STATS_PATH_MAX + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      rc = write_all(fd, doc, len);
+      saved = errno;
+      if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+      }
+      if (rc == 0 && rename(tmp, path) != 0) {
+        rc = -1;
+        saved = errno;
+      }
+      if (rc != 0)
+        unlink(tmp);
+    } else {
+      saved = errno;
+    }
+  }
+  free(doc);
+  if (rc != 0)
+    errno = saved;
+  return rc;
+}
+
+int prd_stats_write_file(const char *path)
+{
+  if (path == NULL || path[0] == '\0' || strlen(path) >= STATS_PATH_MAX) {
+    prd__report("prd_stats_write_file: %s (nothing written)",
+                path == NULL ? "NULL path" : path[0] == '\0' ? "empty path" : "path too long");
+    errno = EINVAL;
+    return -1;
+  }
+  return stats_file_write(path, false);
+}
+
+/* ==== PRUDENCE_STATS, PRUDENCE_STATS_FILE (section 4) ===================================== */
+static char stats_path[STATS_PATH_MAX];      /* set once, before any thread can read it */
+static _Atomic uint64_t stats_last_ns;       /* when the last periodic snapshot was taken */
+static _Atomic bool stats_failed_reported;
+
+static int stats_file_snapshot(void)
+{
+  int rc = stats_file_write(stats_path, prd__opt(stats_append) != 0);
+  if (rc != 0 && !atomic_exchange_explicit(&stats_failed_reported, true, memory_order_relaxed))
+    prd__report("PRUDENCE_STATS_FILE: cannot write %s: %s (reported once)", stats_path,
+                strerror(errno));
+  return rc;
+}
+
+int prd__stats_periodic(uint64_t now_ns)
+{
+  long interval = prd__opt(stats_interval_ms);
+  if (stats_path[0] == '\0' || interval <= 0)
+    return 0;
+  uint64_t last = atomic_load_explicit(&stats_last_ns, memory_order_relaxed);
+  if (last != 0 && now_ns - last < (uint64_t)interval * 1000000u)
+    return 0;
+  /* one caller per interval: the one whose exchange succeeds writes (relaxed: the value is
+   * a clock reading, it publishes nothing else) */
+  if (!atomic_compare_exchange_strong_explicit(&stats_last_ns, &last, now_ns,
+                                               memory_order_relaxed, memory_order_relaxed))
+    return 0;
+  return stats_file_snapshot() == 0 ? 1 : -1;
+}
+
+static void stats_atexit(void)
+{
+  if (prd__opt(stats))
+    (void)prd_stats_print(stderr, 0);
+  if (stats_path[0] != '\0')
+    (void)stats_file_snapshot();
+}
+
+void prd__stats_init(void)
+{
+  /* called once, under prd__init's pthread_once: stats_path is written before any thread
+   * that could read it has passed prd__init (pthread_once orders it) */
+  const char *p = getenv("PRUDENCE_STATS_FILE");
+  if (p != NULL && p[0] != '\0') {
+    if (strlen(p) >= sizeof(stats_path))
+      prd__report("PRUDENCE_STATS_FILE: path longer than %d bytes (ignored)", STATS_PATH_MAX - 1);
+    else
+      memcpy(stats_path, p, strlen(p) + 1);
+  }
+  atexit(stats_atexit);
 }

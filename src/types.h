@@ -9,6 +9,8 @@
  *   prd_slab_t      (slab.c)   one slab: its buffers' freelists and reference count     slab_
  *   prd_bufctl_t    (slab.c)   one buffer's control (freelist/hash linkage, address)    bc_
  *   prd_bufctl_audit_t (debug.c) a bufctl with the buffer's transaction log             bca_
+ *   prd__cache_snap_t  (slab.c)  one cache's statistics, copied for the printers        cs_
+ *   prd__arena_snap_t  (vmem.c)  one arena's statistics and names, copied likewise      as_
  *
  * Layers above add their types here as they land.
  */
@@ -73,7 +75,17 @@ struct prd_vmem {
   size_t vm_ntags;             /* tags in the reserve */
   void *vm_tag_pages;          /* pages the tags were carved from (first word links them) */
   prd_vmem_stats_t vm_stats;   /* the statistics (fields from PRD_VMEM_STATS) */
+  prd_vmem_t *vm_next, *vm_prev;   /* the list of all arenas, under vmem_list_lock */
 };
+
+/* One arena as the statistics printers see it: copied under the arena's lock, printed after
+ * every lock is dropped (stats.c). */
+typedef struct prd__arena_snap {
+  char as_name[PRD_VMEM_NAMELEN];
+  char as_source[PRD_VMEM_NAMELEN];   /* the source arena's name, "" when none */
+  uint64_t as_quantum;
+  prd_vmem_stats_t as_stats;
+} prd__arena_snap_t;
 
 /* ---- slab.c ---------------------------------------------------------------------------- */
 #define PRD_SLAB_BUCKETS    64   /* partial-slab lists by free count: one bitmap word, and
@@ -200,5 +212,11 @@ struct prd_cache {
 
   /* -- the layers above the slab layer (magazine.c, defer.c) add their fields here ------- */
 };
+
+/* One cache as the statistics printers see it (copied, then printed with no lock held). */
+typedef struct prd__cache_snap {
+  prd_cache_stats_t cs_stats;
+  bool cs_internal;              /* one of the slab layer's own caches */
+} prd__cache_snap_t;
 
 #endif

@@ -970,6 +970,61 @@ void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json)
 
 /* ---- create and destroy --------------------------------------------------------------- */
 
+/* The list of all arenas, for the statistics printers (section 12).  Lock order:
+ * vmem_list_lock -> vm_lock; nothing holds an arena's lock while creating or destroying one. */
+static pthread_mutex_t vmem_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static prd_vmem_t *vmem_list_head, *vmem_list_tail;
+
+static void vmem_list_insert(prd_vmem_t *vmp)
+{
+  pthread_mutex_lock(&vmem_list_lock);
+  vmp->vm_next = NULL;
+  vmp->vm_prev = vmem_list_tail;
+  if (vmem_list_tail != NULL)
+    vmem_list_tail->vm_next = vmp;
+  else
+    vmem_list_head = vmp;
+  vmem_list_tail = vmp;
+  pthread_mutex_unlock(&vmem_list_lock);
+}
+
+static void vmem_list_remove(prd_vmem_t *vmp)
+{
+  pthread_mutex_lock(&vmem_list_lock);
+  if (vmp->vm_prev != NULL)
+    vmp->vm_prev->vm_next = vmp->vm_next;
+  else if (vmem_list_head == vmp)
+    vmem_list_head = vmp->vm_next;
+  if (vmp->vm_next != NULL)
+    vmp->vm_next->vm_prev = vmp->vm_prev;
+  else if (vmem_list_tail == vmp)
+    vmem_list_tail = vmp->vm_prev;
+  vmp->vm_next = vmp->vm_prev = NULL;
+  pthread_mutex_unlock(&vmem_list_lock);
+}
+
+size_t prd__vmem_snapshot(prd__arena_snap_t *out, size_t max)
+{
+  size_t n = 0;
+  pthread_mutex_lock(&vmem_list_lock);
+  for (prd_vmem_t *vmp = vmem_list_head; vmp != NULL; vmp = vmp->vm_next, n++) {
+    if (n >= max)
+      continue;
+    prd__arena_snap_t *as = &out[n];
+    memcpy(as->as_name, vmp->vm_name, sizeof(as->as_name));
+    memset(as->as_source, 0, sizeof(as->as_source));
+    /* the source outlives its importers (they are destroyed first), and names never change */
+    if (vmp->vm_source != NULL)
+      memcpy(as->as_source, vmp->vm_source->vm_name, sizeof(as->as_source));
+    as->as_quantum = vmp->vm_quantum;
+    pthread_mutex_lock(&vmp->vm_lock);
+    as->as_stats = vmp->vm_stats;
+    pthread_mutex_unlock(&vmp->vm_lock);
+  }
+  pthread_mutex_unlock(&vmem_list_lock);
+  return n;
+}
+
 static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t quantum,
                                prd_vmem_alloc_fn *afunc, prd_vmem_free_fn *ffunc,
                                prd_vmem_t *source, size_t qcache_max, size_t import_chunk)
@@ -1022,6 +1077,7 @@ static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t
     }
     span_insert(vmp, start, start + size, false);
   }
+  vmem_list_insert(vmp);
   return vmp;
 }
 
@@ -1040,6 +1096,7 @@ void prd_vmem_destroy(prd_vmem_t *vmp)
 #ifdef PRD_DEBUG
   PRD_ASSERT(prd__vmem_check(vmp) == 0);
 #endif
+  vmem_list_remove(vmp);
   pthread_mutex_lock(&vmp->vm_lock);
   uint64_t leaks = vmp->vm_stats.segs_alloc;
   if (leaks > 0) {

@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""bench/plot.py: turns the JSON lines of prd-bench into PNGs, one function per benchmark kind.
+
+  /usr/bin/python3 bench/plot.py out/            every out/*.json -> out/<name>.png
+  /usr/bin/python3 bench/plot.py a.json -o dir   chosen files, PNGs into dir
+
+`make bench` runs it after `prd-bench all --json --out out`.  Each benchmark writes one JSON
+object per measured point (and a summary object, which the plots quote in their titles); a
+kind with no function here is listed and skipped.  A benchmark added later gets its own
+plot_<kind> function and an entry in PLOTTERS.  Needs matplotlib (Debian's
+python3-matplotlib, hence /usr/bin/python3).
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load(paths):
+    """{bench kind: [objects]} from JSON-lines files; other lines are ignored."""
+    kinds = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if "bench" in obj:
+                    kinds.setdefault(obj["bench"], []).append(obj)
+    return kinds
+
+
+def summary(objs):
+    return next((o for o in objs if o.get("summary")), {})
+
+
+def save(fig, outdir, name, written):
+    path = os.path.join(outdir, name + ".png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    written.append(path)
+
+
+def plot_vmem(objs, outdir, written):
+    """ns per alloc+free against free segments (fragmentation), one line per allocator."""
+    pts = [o for o in objs if "allocator" in o]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for alloc in sorted({o["allocator"] for o in pts}):
+        xs = sorted((o["free_segments"], o["ns_per_op"]) for o in pts if o["allocator"] == alloc)
+        ax.plot([max(x, 1) for x, _ in xs], [y for _, y in xs], marker="o", label=alloc)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("free segments in the arena (0 plotted at 1)")
+    ax.set_ylabel("ns per alloc+free (median)")
+    s = summary(objs)
+    ax.set_title("vmem: instant-fit x%.2f, best-fit x%.2f, linear map x%.0f from 0 to the most "
+                 "fragmented" % (s.get("instantfit_ratio", 0), s.get("bestfit_ratio", 0),
+                                 s.get("linear_ratio", 0)), fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    save(fig, outdir, "vmem", written)
+
+
+def plot_slab(objs, outdir, written):
+    """Three figures: alloc+free pair times by size, object caching, the worst case."""
+    pair = sorted((o for o in objs if o.get("test") == "pair"), key=lambda o: o["size"])
+    if pair:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        sizes = [o["size"] for o in pair]
+        ax.plot(sizes, [o["slab_ns"] for o in pair], marker="o", label="prd_cache_alloc+free")
+        ax.plot(sizes, [o["malloc_ns"] for o in pair], marker="s", label="glibc malloc+free")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("object size (bytes)")
+        ax.set_ylabel("ns per pair (median)")
+        ax.set_title("slab layer alone: alloc+free pair times")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        save(fig, outdir, "slab_pair", written)
+    oc = [o for o in objs if o.get("test") == "object_caching"]
+    if oc:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        labels = [o["table"] for o in oc]
+        x = range(len(oc))
+        ax.bar([i - 0.2 for i in x], [o["cache_ns"] for o in oc], width=0.4,
+               label="object cache (constructed state kept)")
+        ax.bar([i + 0.2 for i in x], [o["malloc_init_ns"] for o in oc], width=0.4,
+               label="malloc + construct + destroy + free")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(["%s table (x%.2f)" % (lab, o["speedup"]) for lab, o in zip(labels, oc)])
+        ax.set_ylabel("ns per use (median)")
+        ax.set_title("object caching (seed 002 5.1), %d-byte object" % oc[0]["object_bytes"])
+        ax.legend()
+        save(fig, outdir, "slab_object_caching", written)
+    wc = sorted((o for o in objs if o.get("test") == "worst_case"), key=lambda o: o["size"])
+    if wc:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        sizes = [o["size"] for o in wc]
+        ax.plot(sizes, [o["fill_ratio"] for o in wc], marker="o", color="tab:blue",
+                label="fill ratio (bytes reached / the 16 B cache's)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("object size (bytes): a new cache per size, in one arena")
+        ax.set_ylabel("fill ratio")
+        ax.set_ylim(0, 1.05)
+        ax2 = ax.twinx()
+        ax2.plot(sizes, [o["alloc_ns"] for o in wc], marker="^", color="tab:red", label="ns/alloc")
+        ax2.plot(sizes, [o["free_ns"] for o in wc], marker="v", color="tab:orange", label="ns/free")
+        ax2.set_ylabel("ns")
+        l1, t1 = ax.get_legend_handles_labels()
+        l2, t2 = ax2.get_legend_handles_labels()
+        ax.legend(l1 + l2, t1 + t2, loc="lower left", fontsize=8)
+        ok = summary(objs).get("worst_case_all_sizes_ok")
+        ax.set_title("worst case (seed 003 4.3), %.0f MiB arena; all returned: %s"
+                     % (wc[0]["arena_bytes"] / 1048576.0, ok), fontsize=10)
+        save(fig, outdir, "slab_worst_case", written)
+
+
+def plot_rcu(objs, outdir, written):
+    """One panel per unit (ns, us, per_s): each measured point, a bar per implementation."""
+    pts = [o for o in objs if "point" in o]
+    units = []
+    for o in pts:
+        for u in ("ns", "us", "per_s"):
+            if u in o and u not in units:
+                units.append(u)
+    if not units:
+        return
+    fig, axes = plt.subplots(1, len(units), figsize=(5 * len(units), 4.5), squeeze=False)
+    titles = {"ns": "ns (lower is better)", "us": "grace-period latency, us",
+              "per_s": "call_rcu callbacks per second"}
+    for ax, unit in zip(axes[0], units):
+        upts = [o for o in pts if unit in o]
+        names = list(dict.fromkeys(o["point"] for o in upts))
+        impls = list(dict.fromkeys(o["impl"] for o in upts))
+        w = 0.8 / max(1, len(impls))
+        for k, impl in enumerate(impls):
+            vals = [next((o[unit] for o in upts if o["point"] == n and o["impl"] == impl), 0)
+                    for n in names]
+            ax.bar([i + (k - (len(impls) - 1) / 2) * w for i in range(len(names))], vals,
+                   width=w, label=impl)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_title(titles.get(unit, unit), fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    save(fig, outdir, "rcu", written)
+
+
+PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu}
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description="prd-bench JSON lines -> PNG")
+    ap.add_argument("inputs", nargs="+", help="a directory of *.json, or JSON files")
+    ap.add_argument("-o", "--outdir", help="where the PNGs go (default: beside the input)")
+    args = ap.parse_args(argv)
+    paths = []
+    for p in args.inputs:
+        paths.extend(sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p])
+    outdir = args.outdir or (args.inputs[0] if os.path.isdir(args.inputs[0])
+                             else os.path.dirname(args.inputs[0]) or ".")
+    os.makedirs(outdir, exist_ok=True)
+    kinds = load(paths)
+    if not kinds:
+        sys.stderr.write("plot.py: no prd-bench JSON in %s\n" % ", ".join(args.inputs))
+        return 1
+    written = []
+    for kind, objs in sorted(kinds.items()):
+        fn = PLOTTERS.get(kind)
+        if fn is None:
+            sys.stderr.write("plot.py: no plot for benchmark kind '%s' (add plot_%s)\n"
+                             % (kind, kind))
+            continue
+        fn(objs, outdir, written)
+    for w in written:
+        print("wrote", w)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
