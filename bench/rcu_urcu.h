@@ -7,7 +7,8 @@
 /* ns per rcu_read_lock/rcu_read_unlock pair over `iters` pairs (the thread registers). */
 double bench_urcu_memb_read_pair_ns(long iters);
 double bench_urcu_qsbr_read_pair_ns(long iters);
-/* liburcu memb's synchronize_rcu latency: `n` samples in microseconds into out[]. */
+/* liburcu memb's synchronize_rcu latency with the calling thread registered: `n` samples in
+ * microseconds into out[]. */
 void bench_urcu_memb_sync_us(double *out, int n);
 /* `threads` threads each queue `per_thread` callbacks with call_rcu, then rcu_barrier:
  * callbacks per second, end to end. */

@@ -156,6 +156,18 @@ void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);
 size_t prd__vmem_snapshot(prd__arena_snap_t *out, size_t max);
 
 /* ---- rcu.c: grace periods (the public part is in prudence.h / prudence_rcu.h) ----------- */
+/* The grace-period sequence (rcu.c §4): even idle, odd while a grace period runs. */
+struct prd__rcu_gp_state {
+  _Alignas(64) _Atomic uint64_t gs_seq;
+  char gs_pad[64 - sizeof(uint64_t)];
+};
+extern struct prd__rcu_gp_state prd__rcu_gp;
+/* prd_rcu_poll_state inline, for the allocator's fast paths: one acquire load (it pairs with
+ * the release store that ends a grace period). */
+static inline bool prd__rcu_poll(prd_gp_t s)
+{
+  return atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) >= s;
+}
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */

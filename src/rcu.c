@@ -44,14 +44,14 @@
  *    never sleeps).  Readers pay nothing for this (liburcu's futex wake-up costs the reader a
  *    load and a barrier at every outermost unlock).
  *
- * 4. Grace-period state.  gp_seq is a 64-bit sequence: even = idle, odd = a grace period in
+ * 4. Grace-period state.  prd__rcu_gp.gs_seq is a 64-bit sequence: even = idle, odd = a grace period in
  *    progress; gp_run adds 1 at the start and 1 at the end.  prd_rcu_get_state() returns
  *    (seq + 3) & ~1: the end of the next grace period that starts after the call (if one is in
  *    progress it may have started before the object was unlinked, so it does not count).
  *    prd_rcu_poll_state(s) is one acquire load: seq >= s.  The acquire pairs with the release
  *    store that ends a grace period, after (W2), so a caller that sees true is ordered after
  *    every reader the grace period waited for.  get_state orders the caller's unlink before its
- *    load of gp_seq with the reader barrier (R1 kind): with membarrier, the (W1) that gp_run
+ *    load of the sequence with the reader barrier (R1 kind): with membarrier, the (W1) that gp_run
  *    executes after making seq odd acts on the caller too, so either the caller's load sees the
  *    odd value, or its unlink is visible to the whole grace period.  The sequence never wraps in
  *    practice: 2^63 grace periods at one per microsecond last 292,000 years.
@@ -141,11 +141,9 @@ static pthread_once_t rcu_once = PTHREAD_ONCE_INIT;
 static bool use_membarrier;
 
 /* ---- §4 state -------------------------------------------------------------------------- */
-/* gp_seq alone on its line: every poll reads it, only gp_run writes it. */
-static struct {
-  _Alignas(64) _Atomic uint64_t seq;
-  char pad[64 - sizeof(uint64_t)];
-} gp_state;
+/* The sequence alone on its line: every poll reads it, only gp_run writes it.  Shared with
+ * the layers above through prd__rcu_poll (internal.h), an inline copy of prd_rcu_poll_state. */
+struct prd__rcu_gp_state prd__rcu_gp;
 
 /* ---- §5 driver ------------------------------------------------------------------------- */
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -526,7 +524,7 @@ const struct prd_rcu_source *prd_rcu_get_source(void)
 static uint64_t seq_load(void)
 {
   /* acquire: pairs with the release store that ends a grace period (gp_run) */
-  return atomic_load_explicit(&gp_state.seq, memory_order_acquire);
+  return atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire);
 }
 
 prd_gp_t prd_rcu_get_state(void)
@@ -537,19 +535,19 @@ prd_gp_t prd_rcu_get_state(void)
 
 bool prd_rcu_poll_state(prd_gp_t s)
 {
-  return seq_load() >= s;
+  return prd__rcu_poll(s);
 }
 
 /* One grace period with gp_lock held: the sequence, (W1), the source, the end. */
 static void gp_run(const struct prd_rcu_source *src)
 {
-  uint64_t s = atomic_load_explicit(&gp_state.seq, memory_order_relaxed);
+  uint64_t s = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   PRD_ASSERT((s & 1) == 0);
-  atomic_store_explicit(&gp_state.seq, s + 1, memory_order_relaxed);
+  atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 1, memory_order_relaxed);
   smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
   src->rs_synchronize();
   /* release: everything the grace period observed before a poller that sees the end */
-  atomic_store_explicit(&gp_state.seq, s + 2, memory_order_release);
+  atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 2, memory_order_release);
 }
 
 /* ---- §5 the driver --------------------------------------------------------------------- */
@@ -570,7 +568,7 @@ static bool expedited_now(void)
 {
   return prd__opt(rcu_expedited) ||
          atomic_load_explicit(&gp_exp_req, memory_order_relaxed) >
-             atomic_load_explicit(&gp_state.seq, memory_order_relaxed);
+             atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
 }
 
 /* Pacing applies unless someone is blocked on a grace period or it is expedited. */
@@ -1091,7 +1089,7 @@ static void rcu_atfork_child(void)
   atomic_store(&drv_alive, false);
   drv_waiters = 0;
   /* requests of the parent's threads die with them; this thread's next request restarts */
-  atomic_store(&gp_req, atomic_load(&gp_state.seq));
+  atomic_store(&gp_req, atomic_load(&prd__rcu_gp.gs_seq));
   wrk_running = false;
   atomic_store(&wrk_alive, false);
   atomic_store(&cb_sleeping, false);
