@@ -63,7 +63,9 @@
  *    rcu_gp_delay_us (the idle driver waits that long after a first request, so later requests
  *    share the grace period) and rcu_gp_interval_us (minimum time between driven grace
  *    periods); both skipped while a thread is blocked in prd_rcu_wait_state, for expedited
- *    requests (prd__rcu_request_expedited, memory pressure) and with rcu_expedited=1.
+ *    requests (prd__rcu_request_expedited, memory pressure) and with rcu_expedited=1.  A
+ *    pacing wait is a timed wait on drv_cond (CLOCK_MONOTONIC), so a waiter or an expedited
+ *    request that arrives during it ends it at once.
  *    prd_synchronize_rcu runs the grace period itself under gp_lock, and returns at once if a
  *    grace period that started after its call ended while it waited for the lock (so concurrent
  *    callers share grace periods, as liburcu's do).
@@ -216,9 +218,20 @@ static void rcu_atfork_parent(void);
 static void rcu_atfork_child(void);
 static void rcu_thread_exit(void *arg);
 
+/* drv_cond waits with timeouts on CLOCK_MONOTONIC (pacing); set up before any use. */
+static void drv_cond_setup(void)
+{
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&drv_cond, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
 static void rcu_init_once(void)
 {
   prd__init();
+  drv_cond_setup();
   membarrier_setup();
   if (pthread_key_create(&rcu_key, rcu_thread_exit) != 0)
     prd__error("rcu: pthread_key_create failed: threads will not unregister at exit");
@@ -558,12 +571,6 @@ static uint64_t now_us(void)
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void sleep_us(uint64_t us)
-{
-  struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000 };
-  nanosleep(&ts, NULL);
-}
-
 static bool expedited_now(void)
 {
   return prd__opt(rcu_expedited) ||
@@ -571,13 +578,21 @@ static bool expedited_now(void)
              atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
 }
 
-/* Pacing applies unless someone is blocked on a grace period or it is expedited. */
-static bool drv_may_pace(void)
+/* drv_lock held: pace until `until` (monotonic us), unless a thread blocks on a grace period
+ * or a request is expedited: both signal drv_cond, which ends the wait early. */
+static void drv_pace_locked(uint64_t until)
 {
-  pthread_mutex_lock(&drv_lock);
-  bool pace = drv_waiters == 0;
-  pthread_mutex_unlock(&drv_lock);
-  return pace && !expedited_now();
+  while (drv_waiters == 0 && !expedited_now()) {
+    uint64_t t = now_us();
+    if (t >= until)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (until - t) * 1000u;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&drv_cond, &drv_lock, &ts); /* drv_cond runs on CLOCK_MONOTONIC */
+  }
 }
 
 static void *driver_main(void *arg)
@@ -591,15 +606,15 @@ static void *driver_main(void *arg)
       pthread_cond_wait(&drv_cond, &drv_lock);
       slept = true;
     }
-    pthread_mutex_unlock(&drv_lock);
     long delay = prd__opt(rcu_gp_delay_us), interval = prd__opt(rcu_gp_interval_us);
-    if (slept && delay > 0 && drv_may_pace())
-      sleep_us((uint64_t)delay);
-    if (interval > 0 && drv_may_pace()) {
-      uint64_t t = now_us();
-      if (t < last_end + (uint64_t)interval)
-        sleep_us(last_end + (uint64_t)interval - t);
-    }
+    uint64_t until = 0;
+    if (slept && delay > 0)
+      until = now_us() + (uint64_t)delay;
+    if (interval > 0 && last_end + (uint64_t)interval > until)
+      until = last_end + (uint64_t)interval;
+    if (until != 0)
+      drv_pace_locked(until);
+    pthread_mutex_unlock(&drv_lock);
     const struct prd_rcu_source *src = rcu_source();
     pthread_mutex_lock(&gp_lock);
     /* a prd_synchronize_rcu may have served the requests while we paced or took the lock */
@@ -663,12 +678,14 @@ void prd_rcu_request_gp(prd_gp_t s)
 
 void prd__rcu_request_expedited(prd_gp_t s)
 {
-  uint64_t cur = atomic_load_explicit(&gp_exp_req, memory_order_relaxed);
-  while (cur < s && !atomic_compare_exchange_weak_explicit(&gp_exp_req, &cur, s,
-                                                           memory_order_relaxed,
-                                                           memory_order_relaxed))
-    ;
-  prd_rcu_request_gp(s);
+  if (prd_rcu_poll_state(s))
+    return;
+  rcu_init();
+  pthread_mutex_lock(&drv_lock);
+  if (atomic_load_explicit(&gp_exp_req, memory_order_relaxed) < s)
+    atomic_store_explicit(&gp_exp_req, s, memory_order_relaxed);
+  request_locked(s); /* signals drv_cond: ends a pacing wait */
+  pthread_mutex_unlock(&drv_lock);
 }
 
 /* Blocks until poll(s), through the driver; no checks (the worker uses it too). */
@@ -1073,6 +1090,7 @@ static void rcu_atfork_child(void)
   struct rcu_thread *self = &rcu_self;
   gp_lock = reg_lock = drv_lock = src_lock = cbq_lock = wrk_lock = init;
   drv_cond = drv_done_cond = wrk_cond = wrk_done_cond = cinit;
+  drv_cond_setup();
   membarrier_setup();
   /* only this thread exists now */
   reg_head = NULL;
