@@ -189,16 +189,21 @@ static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
 
 static void opt_init_once(void)
 {
-  const char *s = getenv("PRUDENCE_OPTIONS");
+  /* PRUDENCE_DEBUG first: debugging turns abort_on_error on (as libumem stops at the first
+   * corruption it finds), and PRUDENCE_OPTIONS=abort_on_error=0 may still turn it off */
+  const char *s = getenv("PRUDENCE_DEBUG");
+  if (s != NULL) {
+    long bits = prd__debug_parse(s, "PRUDENCE_DEBUG");
+    atomic_store_explicit(&prd__options.debug, bits, memory_order_relaxed);
+    if (bits != 0)
+      atomic_store_explicit(&prd__options.abort_on_error, 1, memory_order_relaxed);
+  }
+  s = getenv("PRUDENCE_OPTIONS");
   if (s != NULL)
     opt_parse_list(s, "PRUDENCE_OPTIONS");
   s = getenv("PRUDENCE_FAULT_MMAP");
   if (s != NULL)
     (void)opt_set("fault_mmap", strlen("fault_mmap"), s, strlen(s), "PRUDENCE_FAULT_MMAP");
-  s = getenv("PRUDENCE_DEBUG");
-  if (s != NULL)
-    atomic_store_explicit(&prd__options.debug, prd__debug_parse(s, "PRUDENCE_DEBUG"),
-                          memory_order_relaxed);
   s = getenv("PRUDENCE_STATS");
   if (s != NULL)
     (void)opt_set("stats", strlen("stats"), s, strlen(s), "PRUDENCE_STATS");

@@ -395,10 +395,36 @@ static void test_leaks_cflag_at_exit(void)
   CHECK_STR_CONTAINS(out, "leak report: 1 buffers allocated");
 }
 
+/* PRUDENCE_DEBUG turns abort_on_error on; PRUDENCE_OPTIONS, read after it, can turn it off. */
+static void exec_abort_option_child(void *arg)
+{
+  setenv("PRUDENCE_DEBUG", "patterns", 1);
+  if (arg != NULL)
+    setenv("PRUDENCE_OPTIONS", "abort_on_error=0", 1);
+  execl("/proc/self/exe", "test_slab_debug", "--print-abort", (char *)NULL);
+  _exit(127);
+}
+
+static void test_debug_env_abort_option(void)
+{
+  char out[4096];
+  int st = prd_test_child(exec_abort_option_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "abort_on_error=1 debug=16");
+  st = prd_test_child(exec_abort_option_child, (void *)1, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "abort_on_error=0 debug=16");
+}
+
 int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "--leak-exit") == 0)
     return leak_exit_main();
+  if (argc > 1 && strcmp(argv[1], "--print-abort") == 0) {
+    printf("abort_on_error=%ld debug=%ld\n", prd_option_get("abort_on_error"),
+           prd_option_get("debug"));
+    return 0;
+  }
   page = prd__os_page_size();
   RUN(test_patterns_modified_after_free);
   RUN(test_patterns_fill);
@@ -411,5 +437,6 @@ int main(int argc, char **argv)
   RUN(test_leak_report);
   RUN(test_leaks_at_exit);
   RUN(test_leaks_cflag_at_exit);
+  RUN(test_debug_env_abort_option);
   return prd_test_done();
 }
