@@ -5,6 +5,7 @@
 #   make demo   the project's main job on its default, as a readable table
 #   make bench  the full benchmark set, JSON under out/
 #   make torture SECONDS=600   the RCU torture test for as long as asked
+#               (TORTURE_ARGS="--source urcu-qsbr --retire synchronize" picks what it tortures)
 #   make install PREFIX=/usr/local   headers, libraries, prudence.pc, CMake package config
 
 NPROC   ?= $(shell nproc 2>/dev/null || echo 2)
@@ -12,6 +13,7 @@ CMAKE   ?= cmake
 CTEST   ?= ctest
 CC      ?= cc
 SECONDS ?= 300
+TORTURE_ARGS ?=
 PREFIX  ?= /usr/local
 # ctest parallelism: tests are multi-threaded themselves, two at a time is plenty
 CTEST_J ?= 2
@@ -82,7 +84,7 @@ bench: release
 	./build/bin/prd-bench all --json --out out
 
 torture: release
-	./build/bin/rcu_torture --seconds $(SECONDS)
+	./build/bin/rcu_torture --seconds $(SECONDS) $(TORTURE_ARGS)
 
 install: release
 	$(CMAKE) --install build --prefix $(PREFIX)
