@@ -3,7 +3,7 @@
 #   make test   installs missing Debian packages (as root), then Debug + ctest, ASan+UBSan,
 #               TSan, and a clang build; non-zero exit on any failure
 #   make demo   the project's main job on its default, as a readable table
-#   make bench  the full benchmark set, JSON under out/
+#   make bench  the full benchmark set, JSON and PNGs (bench/plot.py) under out/
 #   make torture SECONDS=600   the RCU torture test for as long as asked
 #               (TORTURE_ARGS="--source urcu-qsbr --retire synchronize" picks what it tortures)
 #   make install PREFIX=/usr/local   headers, libraries, prudence.pc, CMake package config
@@ -82,6 +82,8 @@ demo: deps release
 bench: release
 	@mkdir -p out
 	./build/bin/prd-bench all --json --out out
+	@if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then /usr/bin/python3 bench/plot.py out; \
+	else echo "bench: python3-matplotlib not installed: no PNGs (make deps installs it)"; fi
 
 torture: release
 	./build/bin/rcu_torture --seconds $(SECONDS) $(TORTURE_ARGS)

@@ -65,6 +65,7 @@ static void bench_pairs(const struct bench_common *bc, int rounds)
     prd_cache_t *cp = prd_cache_create("bench_pair", sizes[s], 0, NULL, NULL, NULL, NULL, NULL,
                                        PRD_CACHE_NODEBUG);
     double vs[64], vm[64];
+    bench_progress(bc, "slab", "pairs, one size after another", (int)s, (int)PRD_ARRAY_SIZE(sizes));
     for (int r = 0; r < rounds; r++) {
       if (r % 2 == 0) {
         vs[r] = pair_cache_ns(cp, iters);
@@ -177,6 +178,7 @@ static double bench_object_caching(const struct bench_common *bc, int rounds, bo
                                      heavy_dtor, NULL, NULL, NULL, PRD_CACHE_NODEBUG);
   double vc[64], vm[64];
   for (int r = 0; r < rounds; r++) {
+    bench_progress(bc, "slab", plain ? "object caching, zero table" : "object caching", r, rounds);
     if (r % 2 == 0) {
       vc[r] = heavy_cache_ns(cp, iters);
       vm[r] = heavy_malloc_ns(iters);
@@ -225,6 +227,7 @@ static bool bench_worst_case(const struct bench_common *bc, double *min_fill)
            "  %6s %10s %12s %6s %9s %9s %10s\n", bytes >> 20, "size", "blocks", "bytes", "fill",
            "alloc_ns", "free_ns", "left");
   for (size_t size = 16; size <= 4096; size *= 2) {
+    bench_progress(bc, "slab", "worst case, one size after another", (int)ncaches, 9);
     prd_cache_t *cp = prd_cache_create("worst_case", size, 0, NULL, NULL, NULL, NULL, arena,
                                        PRD_CACHE_NODEBUG);
     caches[ncaches++] = cp;

@@ -122,3 +122,25 @@ foreach(src IN LISTS tool_srcs)
   target_compile_options(${name} PRIVATE ${PRD_WARNINGS})
   target_link_libraries(${name} PRIVATE prudence_static Threads::Threads m)
 endforeach()
+
+# ---- tools/prdstat (Python): copied to bin/ beside the programs (installed by install.cmake)
+if(EXISTS ${CMAKE_SOURCE_DIR}/tools/prdstat)
+  configure_file(${CMAKE_SOURCE_DIR}/tools/prdstat ${CMAKE_BINARY_DIR}/bin/prdstat COPYONLY
+    FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+endif()
+
+# ---- shell-driven tests of the tools (tests/tools/*.sh SOURCE_DIR BUILD_DIR): label from a
+# "# prd-test-labels:" line, like the C tests
+file(GLOB tool_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/tools/*.sh)
+foreach(script IN LISTS tool_tests)
+  get_filename_component(tname ${script} NAME_WE)
+  file(STRINGS ${script} labels_line REGEX "prd-test-labels:")
+  set(labels tools)
+  if(labels_line)
+    string(REGEX REPLACE ".*prd-test-labels:[ ]*" "" l "${labels_line}")
+    string(REPLACE " " ";" l "${l}")
+    list(APPEND labels ${l})
+  endif()
+  add_test(NAME ${tname} COMMAND sh ${script} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  set_tests_properties(${tname} PROPERTIES LABELS "${labels}" TIMEOUT 300)
+endforeach()

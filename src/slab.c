@@ -70,7 +70,9 @@
  *
  * 7. Debugging (002 §6) lives in debug.c.  The fast paths test one word, cache_flags, for
  *    PRD_CF_DEBUG; the hooks prd__debug_alloc/prd__debug_free run when an object leaves or
- *    enters the cache from whichever layer, so the magazine layer calls them too.
+ *    enters the cache from whichever layer, so the magazine layer calls them too.  Objects are
+ *    annotated for valgrind's memcheck and ASan when they leave (prd__slab_alloc) and come
+ *    back (prd__slab_free), by the helpers of annotate.h that every layer shares.
  *
  * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.  The
  *    list of all caches has slab_list_lock; slab_reap_lock serializes whole-process reaps and
@@ -91,6 +93,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "annotate.h"
 #include "internal.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
@@ -349,6 +352,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
                                PRD_VM_NOSLEEP);
   if (base == NULL)
     return NULL;
+  prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* it may hold another's poison */
   prd_slab_t *sp;
   bool large = (cp->cache_flags & PRD_CF_HASH) != 0;
   if (large) {
@@ -407,6 +411,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
 static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 {
   char *base = sp->slab_base;
+  prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* the dtor and the source touch it */
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
       cp->cache_dtor(bufctl_buf(cp, bcp), cp->cache_private);
@@ -645,6 +650,7 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
   cp->cache_allocs++;
   cp->cache_bufs_inuse++;
   pthread_mutex_unlock(&cp->cache_lock);
+  prd__annot_object_out(cp, buf);
   if (prd_unlikely(construct) && cp->cache_ctor(buf, cp->cache_private, flags) != 0) {
     /* the constructor failed: the buffer goes back unconstructed */
     pthread_mutex_lock(&cp->cache_lock);
@@ -678,12 +684,14 @@ void prd__slab_free(prd_cache_t *cp, void *buf)
     }
     bcp->bc_flags &= ~PRD_BC_ALLOC;
     sp = bcp->bc_slab;
+    prd__annot_object_in(cp, buf);   /* only once it is known to be ours */
   } else {
     sp = small_slab(cp, buf);
     if (prd_unlikely(sp->slab_cache != cp)) {
       prd__debug_bad_free(cp, buf, NULL);
       return;
     }
+    prd__annot_object_in(cp, buf);   /* before the freelist word is written */
     bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
     pthread_mutex_lock(&cp->cache_lock);
   }

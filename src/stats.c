@@ -408,7 +408,7 @@ static void json_fields(FILE *fp, const struct stats_col *cols, size_t ncols, co
       double v;
       memcpy(&v, p, sizeof(v));
       if (isfinite(v))
-        fprintf(fp, "%.6g", v);
+        fprintf(fp, "%.6f", v);   /* always a fraction: readers see a float, not an int */
       else
         fputs("null", fp);   /* JSON has no NaN or infinity */
     }

@@ -46,6 +46,15 @@ if command -v c++ >/dev/null 2>&1; then
   echo "ok - consumer_cpp (prudence.hpp, -Wshadow) built with pkg-config and ran"
 fi
 
+echo "== prdstat"
+[ -x "$tmp/prefix/bin/prdstat" ] || { echo "install: bin/prdstat not installed"; exit 1; }
+if [ -x "$tmp/objcache" ]; then
+  PRUDENCE_STATS_FILE="$tmp/objcache.json" LD_LIBRARY_PATH="$libdir" "$tmp/objcache" >/dev/null
+  "$tmp/prefix/bin/prdstat" "$tmp/objcache.json" --no-arenas >"$tmp/prdstat.out" 2>&1 || { cat "$tmp/prdstat.out"; echo "FAIL: prdstat"; exit 1; }
+  grep -q "^caches:" "$tmp/prdstat.out" || { cat "$tmp/prdstat.out"; echo "FAIL: prdstat output"; exit 1; }
+  echo "ok - the installed prdstat read a snapshot of examples/objcache"
+fi
+
 echo "== find_package(prudence)"
 cmake -S "$src/tests/install" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
       -DPRD_PROGRAMS="$(echo $programs | tr ' ' ';')" >/dev/null

@@ -1,0 +1,244 @@
+/* tools/prdstat on real snapshots: a child runs a workload with PRUDENCE_STATS_FILE set and
+ * prdstat's table of the file it leaves is compared with the expected rows; sorting, column
+ * selection, --json pass-through, rates from a series, --watch refreshing as new snapshots
+ * replace the file (bounded by --iterations, synchronized through its output, no sleeps),
+ * --plot's PNG, and the errors for a bad column or a file that is not a snapshot. */
+#include <libgen.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+static char prdstat[1024];
+static char dir[256];
+static char out[1 << 18];
+
+/* Runs a shell command; its stdout and stderr in out; returns the exit status. */
+static int run(const char *fmt, ...) PRD_PRINTF(1, 2);
+static int run(const char *fmt, ...)
+{
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  va_end(ap);
+  strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+  fflush(stdout);
+  FILE *f = popen(cmd, "r");
+  if (f == NULL)
+    return -1;
+  size_t n = fread(out, 1, sizeof(out) - 1, f);
+  out[n] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The lines of out from "caches:" on, with runs of spaces squeezed to one. */
+static void squeeze(char *dst, size_t len, const char *from)
+{
+  const char *p = strstr(out, from);
+  size_t n = 0;
+  for (; p != NULL && *p != '\0' && n + 1 < len; p++) {
+    if (*p == ' ' && (n == 0 || dst[n - 1] == ' '))
+      continue;
+    if (*p == '\n' && n > 0 && dst[n - 1] == ' ')
+      n--;
+    dst[n++] = *p;
+  }
+  dst[n] = '\0';
+}
+
+static void workload(void)
+{
+  prd_cache_t *a = prd_cache_create("ps_objects", 120, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd_cache_t *b = prd_cache_create("ps_small", 16, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  void *pa[1000];
+  for (int i = 0; i < 1000; i++)
+    pa[i] = prd_cache_alloc(a, PRD_SLEEP);
+  for (int i = 0; i < 400; i++)
+    prd_cache_free(a, pa[i]);
+  for (int i = 0; i < 10; i++)
+    (void)prd_cache_alloc(b, PRD_SLEEP);
+  /* exits with them live: the snapshot at exit shows them */
+}
+
+static void test_table_of_a_real_run(void)
+{
+  char snap[512];
+  snprintf(snap, sizeof(snap), "%s/run.json", dir);
+  CHECK_EQ(run("PRUDENCE_STATS_FILE=%s /proc/%ld/exe --workload", snap, (long)getpid()), 0);
+  struct stat st;
+  CHECK(stat(snap, &st) == 0 && st.st_size > 0);
+
+  CHECK_EQ(run("%s %s --columns name,buf_size,allocs,frees,bufs_inuse --no-arenas", prdstat,
+               snap), 0);
+  char got[4096];
+  squeeze(got, sizeof(got), "caches:");
+  /* sorted by slab_bytes, the largest first (the default) */
+  CHECK_STR_CONTAINS(got, "caches:\n"
+                          "name buf_size allocs frees bufs_inuse\n"
+                          "ps_objects 120 1000 400 600\n"
+                          "ps_small 16 10 0 10\n");
+  CHECK(strstr(out, "prd_slab") == NULL);   /* internal caches only with --internal */
+  CHECK(strstr(out, "arenas:") == NULL);
+
+  CHECK_EQ(run("%s %s --columns name,allocs --sort allocs --asc --no-arenas", prdstat, snap), 0);
+  squeeze(got, sizeof(got), "caches:");
+  CHECK_STR_CONTAINS(got, "name allocs\nps_small 10\nps_objects 1000\n");
+
+  CHECK_EQ(run("%s %s --internal --sort name --asc", prdstat, snap), 0);
+  CHECK_STR_CONTAINS(out, "\nprd_slab ");
+  CHECK_STR_CONTAINS(out, "\narenas:\nname ");
+  CHECK_STR_CONTAINS(out, "\nheap ");
+  CHECK(strstr(out, "\nps_objects ") < strstr(out, "\nps_small "));
+
+  /* --json passes the document through unchanged */
+  CHECK_EQ(run("%s %s --json | cmp - %s", prdstat, snap, snap), 0);
+
+  /* errors: a bad column, a file that is not a snapshot, a missing file */
+  CHECK(run("%s %s --sort no_such_field", prdstat, snap) != 0);
+  CHECK_STR_CONTAINS(out, "no column named 'no_such_field'");
+  CHECK(strstr(out, "caches:") == NULL);
+  CHECK(run("%s %s --columns name,bogus", prdstat, snap) != 0);
+  CHECK_STR_CONTAINS(out, "no column named bogus");
+  CHECK(run("echo '{\"a\":1}' | %s -", prdstat) != 0);
+  CHECK_STR_CONTAINS(out, "not a prudence statistics snapshot");
+  CHECK(run("%s %s/missing.json", prdstat, dir) != 0);
+  CHECK_STR_CONTAINS(out, "missing.json");
+  unlink(snap);
+}
+
+/* A series from this process: prd_stats_json appended to a stream after each phase. */
+static void test_series_rates_and_plot(void)
+{
+  char series[512];
+  snprintf(series, sizeof(series), "%s/series.jsonl", dir);
+  FILE *f = fopen(series, "w");
+  prd_cache_t *c = prd_cache_create("ps_series", 256, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  static void *bufs[4000];
+  int n = 0;
+  for (int phase = 0; phase < 5; phase++) {
+    int target = phase < 3 ? (phase + 1) * 1000 : (5 - phase) * 1000;
+    while (n < target)
+      bufs[n++] = prd_cache_alloc(c, PRD_SLEEP);
+    while (n > target)
+      prd_cache_free(c, bufs[--n]);
+    CHECK_EQ(prd_stats_json(f), 0);
+  }
+  fclose(f);
+  /* the last snapshot, with rates since the one before it */
+  CHECK_EQ(run("%s %s --columns name,allocs,frees,allocs/s,frees/s --no-arenas", prdstat,
+               series), 0);
+  CHECK_STR_CONTAINS(out, "allocs/s");
+  char got[4096];
+  squeeze(got, sizeof(got), "\nps_series ");
+  double allocs = 0, frees = 0, ar = -1, fr = -1;
+  CHECK_EQ(sscanf(got, "\nps_series %lf %lf %lf %lf", &allocs, &frees, &ar, &fr), 4);
+  CHECK(allocs == 3000 && frees == 2000);
+  CHECK(ar == 0 && fr > 0);   /* the last phase only freed */
+  /* an incomplete last line (a writer in mid-append) is skipped */
+  f = fopen(series, "a");
+  fputs("{\"schema\":\"prudence-stats\",\"caches\":[{\"na", f);
+  fclose(f);
+  CHECK_EQ(run("%s %s --columns name,allocs --no-arenas", prdstat, series), 0);
+  CHECK_STR_CONTAINS(out, "ps_series");
+
+  if (run("/usr/bin/python3 -c 'import matplotlib'") != 0) {
+    printf("# matplotlib missing: --plot not tested (make deps installs python3-matplotlib)\n");
+  } else {
+    char png[512];
+    snprintf(png, sizeof(png), "%s/series.png", dir);
+    CHECK_EQ(run("%s %s --plot %s --cache ps_series", prdstat, series, png), 0);
+    CHECK_STR_CONTAINS(out, "5 snapshots");
+    f = fopen(png, "rb");
+    unsigned char magic[8] = { 0 };
+    CHECK(f != NULL && fread(magic, 1, 8, f) == 8);
+    if (f)
+      fclose(f);
+    CHECK(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0);
+    unlink(png);
+    /* default: the user cache that held the most memory */
+    CHECK_EQ(run("%s %s --plot %s", prdstat, series, png), 0);
+    CHECK_STR_CONTAINS(out, "cache ps_series");
+    CHECK(run("%s %s --plot %s --cache nosuch", prdstat, series, png) != 0);
+    CHECK_STR_CONTAINS(out, "no cache named 'nosuch'");
+    unlink(png);
+  }
+  while (n > 0)
+    prd_cache_free(c, bufs[--n]);
+  prd_cache_destroy(c);
+  unlink(series);
+}
+
+/* --watch: refreshes when a new snapshot replaces the file, with rates. */
+static void test_watch(void)
+{
+  char snap[512], cmd[2048];
+  snprintf(snap, sizeof(snap), "%s/watch.json", dir);
+  prd_cache_t *c = prd_cache_create("ps_watch", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  static void *bufs[3000];
+  int n = 0;
+  CHECK_EQ(prd_stats_write_file(snap), 0);
+  snprintf(cmd, sizeof(cmd), "%s %s --watch --interval 0.02 --iterations 3 --no-arenas "
+           "--columns name,allocs,allocs/s 2>&1", prdstat, snap);
+  FILE *w = popen(cmd, "r");
+  CHECK(w != NULL);
+  if (w == NULL)
+    return;
+  char line[1024];
+  int refreshes = 0;
+  size_t got = 0;
+  out[0] = '\0';
+  while (fgets(line, sizeof(line), w) != NULL) {
+    size_t l = strlen(line);
+    if (got + l < sizeof(out)) {
+      memcpy(out + got, line, l + 1);
+      got += l;
+    }
+    if (strncmp(line, "--- refresh ", 12) == 0) {
+      refreshes++;
+      /* prdstat has read the file: make the next snapshot (it shows up within --interval) */
+      for (int i = 0; i < 1000; i++)
+        bufs[n++] = prd_cache_alloc(c, PRD_SLEEP);
+      CHECK_EQ(prd_stats_write_file(snap), 0);
+    }
+  }
+  int st = pclose(w);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ(refreshes, 3);
+  const char *r2 = strstr(out, "--- refresh 2");
+  CHECK(r2 != NULL);
+  if (r2 != NULL) {
+    const char *row = strstr(r2, "\nps_watch ");
+    double allocs = 0, rate = 0;
+    CHECK(row != NULL && sscanf(row, "\nps_watch %lf %lf", &allocs, &rate) == 2);
+    CHECK(allocs == 1000 && rate > 0);
+  }
+  while (n > 0)
+    prd_cache_free(c, bufs[--n]);
+  prd_cache_destroy(c);
+  unlink(snap);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc > 1 && strcmp(argv[1], "--workload") == 0) {
+    workload();
+    return 0;
+  }
+  char exe[1024];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len <= 0)
+    return 1;
+  exe[len] = '\0';
+  /* build/bin/prdstat, copied there by cmake; run with Debian's python for matplotlib */
+  snprintf(prdstat, sizeof(prdstat), "/usr/bin/python3 %s/prdstat", dirname(exe));
+  snprintf(dir, sizeof(dir), "/tmp/prd_test_prdstat.XXXXXX");
+  if (mkdtemp(dir) == NULL)
+    return 1;
+  RUN(test_table_of_a_real_run);
+  RUN(test_series_rates_and_plot);
+  RUN(test_watch);
+  rmdir(dir);
+  return prd_test_done();
+}

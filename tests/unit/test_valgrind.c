@@ -1,0 +1,120 @@
+/* memcheck catches a use after free inside a cache (src/annotate.h): this program runs itself
+ * under valgrind, once doing a use after free (valgrind must report an invalid write, inside
+ * prd's own program, and exit with the error code) and once doing only correct uses of
+ * constructed, small, large and reused objects (valgrind must report nothing).  Valgrind
+ * cannot run sanitizer builds.
+ * prd-test-labels: valgrind no-asan no-tsan
+ * prd-test-timeout: 300 */
+#include <sys/stat.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+#define VG "/usr/bin/valgrind"
+
+static int ctor(void *buf, void *priv, int flags)
+{
+  (void)priv;
+  (void)flags;
+  memset(buf, 7, 100);
+  return 0;
+}
+
+static int correct_uses(void)
+{
+  prd_cache_t *a = prd_cache_create("vg_small", 48, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd_cache_t *b = prd_cache_create("vg_ctor", 100, 0, ctor, NULL, NULL, NULL, NULL, 0);
+  prd_cache_t *c = prd_cache_create("vg_large", 5000, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  int sum = 0;
+  for (int round = 0; round < 3; round++) {
+    char *pa[50], *pb[50], *pc[5];
+    for (int i = 0; i < 50; i++) {
+      pa[i] = prd_cache_alloc(a, PRD_SLEEP);
+      memset(pa[i], i, 48);
+      pb[i] = prd_cache_alloc(b, PRD_SLEEP);
+      sum += pb[i][99];   /* constructed state is defined */
+    }
+    for (int i = 0; i < 5; i++) {
+      pc[i] = prd_cache_alloc(c, PRD_SLEEP);
+      memset(pc[i], i, 5000);
+    }
+    for (int i = 0; i < 50; i++) {
+      sum += pa[i][47];
+      prd_cache_free(a, pa[i]);
+      prd_cache_free(b, pb[i]);
+    }
+    for (int i = 0; i < 5; i++)
+      prd_cache_free(c, pc[i]);
+  }
+  prd__cache_reap_all(a);
+  prd_cache_destroy(a);
+  prd_cache_destroy(b);
+  prd_cache_destroy(c);
+  printf("sum %d\n", sum);
+  return 0;
+}
+
+static int use_after_free(void)
+{
+  prd_cache_t *c = prd_cache_create("vg_uaf", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  volatile int *p = prd_cache_alloc(c, PRD_SLEEP);
+  p[0] = 1;
+  prd_cache_free(c, (void *)p);
+  p[3] = 2;   /* into a freed object of the cache */
+  return 0;
+}
+
+static char out[1 << 16];
+
+static int run_under_valgrind(const char *mode)
+{
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd),
+           VG " -q --error-exitcode=99 --leak-check=no /proc/%ld/exe %s 2>&1", (long)getpid(),
+           mode);
+  FILE *f = popen(cmd, "r");
+  if (f == NULL)
+    return -1;
+  size_t n = fread(out, 1, sizeof(out) - 1, f);
+  out[n] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_memcheck_catches_uaf(void)
+{
+  CHECK_EQ(run_under_valgrind("--uaf"), 99);
+  CHECK_STR_CONTAINS(out, "Invalid write of size 4");
+  CHECK_STR_CONTAINS(out, "use_after_free");
+}
+
+static void test_memcheck_quiet_on_correct_use(void)
+{
+  CHECK_EQ(run_under_valgrind("--correct"), 0);
+  CHECK_STR_CONTAINS(out, "sum ");
+  CHECK(strstr(out, "Invalid") == NULL);
+  CHECK(strstr(out, "uninitialised") == NULL);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc > 1 && strcmp(argv[1], "--uaf") == 0)
+    return use_after_free();
+  if (argc > 1 && strcmp(argv[1], "--correct") == 0)
+    return correct_uses();
+#ifndef PRD_VALGRIND
+  printf("# built without PRD_VALGRIND (no valgrind/memcheck.h): nothing to test\n");
+  return 0;
+#else
+  struct stat stv;
+  if (stat(VG, &stv) != 0) {
+    /* the build found memcheck.h, so valgrind is installed (make deps): its absence is a
+     * broken installation, not a reason to pass */
+    fprintf(stderr, "%s not found although valgrind/memcheck.h was\n", VG);
+    return 1;
+  }
+  RUN(test_memcheck_catches_uaf);
+  RUN(test_memcheck_quiet_on_correct_use);
+  return prd_test_done();
+#endif
+}
