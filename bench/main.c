@@ -174,7 +174,7 @@ int main(int argc, char **argv)
         dup2(fd, STDOUT_FILENO);
         close(fd);
       }
-      if (run_one(b, n - 1, argv + 1) != 0)
+      if (run_one(b, n, argv) != 0)
         rc = 1;
       if (saved >= 0) {
         fflush(stdout);

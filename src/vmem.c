@@ -117,6 +117,8 @@
  *    PRD_VMEM_STATS in prudence.h), kept under vm_lock by the code that changes the lists, so
  *    prd_vmem_stats copies a consistent snapshot and prd__vmem_check can recount every field
  *    that describes the lists.  prd__vmem_stats_write prints text or JSON from the same list.
+ *    Every arena is on one list (vm_next, under vmem_list_lock, taken before any vm_lock) so
+ *    that prd__vmem_snapshot can copy all of them for prd_stats_print (stats.c).
  *
  * 13. Constants: VMEM_HASH_LOAD 2 (segments per bucket before growth: a short chain),
  *    VMEM_HASH_GROW 4 (fewer rehashes while an arena fills), VMEM_TAGS_PER_OP 2 (the most
