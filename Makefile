@@ -1,7 +1,8 @@
 # The interface that the README, CI and every issue use.  CMake does the work.
 #   make        Release build into build/ (build/lib, build/bin)
-#   make test   installs missing Debian packages (as root), then Debug + ctest, ASan+UBSan,
-#               TSan, and a clang build; non-zero exit on any failure
+#   make test   installs missing Debian packages (as root), then Debug + ctest, the Debug
+#               suite again under LD_PRELOAD of libprudence-malloc, ASan+UBSan, TSan, and a
+#               clang build; non-zero exit on any failure
 #   make demo   the project's main job on its default, as a readable table
 #   make bench  the full benchmark set, JSON and PNGs (bench/plot.py) under out/
 #   make torture SECONDS=600   the RCU torture test for as long as asked
@@ -19,7 +20,7 @@ PREFIX  ?= /usr/local
 CTEST_J ?= 2
 
 .PHONY: all release debug asan tsan clang test test-debug test-asan test-tsan test-clang \
-        demo bench torture deps install clean
+        test-preload demo bench torture deps install clean
 
 all: release
 
@@ -65,12 +66,20 @@ test-tsan: tsan
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  $(CTEST) --test-dir build-tsan --output-on-failure -j$(CTEST_J) -LE 'no-tsan|bench'
 
+# Self-hosting: the Debug suite again with every program's malloc (ctest's too) replaced by
+# libprudence-malloc.so; the preload label (real programs) already ran in test-debug.
+test-preload: debug
+	@echo "== Debug suite under LD_PRELOAD=libprudence-malloc.so"
+	LD_PRELOAD=$(CURDIR)/build-debug/lib/libprudence-malloc.so \
+	  $(CTEST) --test-dir build-debug --output-on-failure -j$(CTEST_J) -LE 'preload|bench|install'
+
 test-clang: clang
 	@if [ -d build-clang ]; then echo "== Debug build (clang): unit tests"; \
 	  $(CTEST) --test-dir build-clang --output-on-failure -j$(CTEST_J) -L 'unit|example'; fi
 
 test: deps
 	@$(MAKE) --no-print-directory -s test-debug
+	@$(MAKE) --no-print-directory -s test-preload
 	@$(MAKE) --no-print-directory -s test-asan
 	@$(MAKE) --no-print-directory -s test-tsan
 	@$(MAKE) --no-print-directory -s test-clang

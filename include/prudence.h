@@ -289,6 +289,35 @@ PRD_API int prd_stats_json(FILE *fp);
 PRD_API int prd_stats_write_file(const char *path);
 
 /* ------------------------------------------------------------------------------------------
+ * The malloc family (src/malloc.c): 37 size-class caches (8 B .. 16 KiB), big blocks from the
+ * heap arena, huge ones (option malloc_mmap_threshold) mapped on their own.  Same contracts as
+ * the C library's functions; libprudence-malloc.so defines the standard names over these.
+ * Bad pointers (not from here, inside a block, freed twice) are reported and not touched.
+ * ------------------------------------------------------------------------------------------ */
+/* A block of at least `size` bytes aligned to 16 (8 for sizes up to 8); malloc(0) returns a
+ * unique block.  NULL with errno ENOMEM when no memory or size > PTRDIFF_MAX. */
+PRD_API void  *prd_malloc(size_t size);
+/* n * size zeroed bytes; NULL with ENOMEM when n * size overflows. */
+PRD_API void  *prd_calloc(size_t n, size_t size);
+/* Resizes, keeping min(old, new) bytes; in place while the size class does not change.
+ * realloc(NULL, n) = malloc(n); realloc(p, 0) frees p and returns NULL (as glibc).  On failure
+ * NULL with ENOMEM and p untouched; a pointer not from here: reported, NULL with EINVAL. */
+PRD_API void  *prd_realloc(void *ptr, size_t size);
+/* realloc(ptr, n * size), NULL with ENOMEM on overflow (ptr untouched). */
+PRD_API void  *prd_reallocarray(void *ptr, size_t n, size_t size);
+PRD_API void   prd_free(void *ptr);
+/* 0, EINVAL (align not a power of two multiple of sizeof(void *)), or ENOMEM. */
+PRD_API int    prd_posix_memalign(void **memptr, size_t align, size_t size);
+/* NULL with EINVAL when align is not a power of two. */
+PRD_API void  *prd_aligned_alloc(size_t align, size_t size);
+/* As glibc: an alignment that is not a power of two is rounded up to one. */
+PRD_API void  *prd_memalign(size_t align, size_t size);
+PRD_API void  *prd_valloc(size_t size);
+PRD_API void  *prd_pvalloc(size_t size);
+/* Bytes usable in the block (>= the size asked for); 0 for NULL or a pointer not from here. */
+PRD_API size_t prd_malloc_usable_size(void *ptr);
+
+/* ------------------------------------------------------------------------------------------
  * Options (src/options.c): PRUDENCE_OPTIONS="name=value,...", PRUDENCE_DEBUG=...
  * ------------------------------------------------------------------------------------------ */
 /* Sets option `name` from its text form.  Returns 0, or -1 with errno EINVAL (unknown name or

@@ -46,6 +46,14 @@ void prd__vwrite(int fd, const char *fmt, va_list ap);
 #define PRD_ASSERT(e) ((e) ? (void)0 : prd__assert_fail(#e, __FILE__, __LINE__))
 #else
 #define PRD_ASSERT(e) ((void)0)
+/* ---- malloc.c: the malloc family, size classes, the page map ------------------------- */
+/* The class cache that serves `size` (NULL above the largest class). */
+prd_cache_t *prd__malloc_class_cache(size_t size);
+/* The size of class i (0 past the last): tests walk the table with it. */
+size_t prd__malloc_class_size(unsigned i);
+/* The page-map entry of p's granule (0: not ours). */
+uintptr_t prd__malloc_pm_entry(const void *p);
+
 #endif
 
 /* ---- options.c ----------------------------------------------------------------------- */
@@ -86,6 +94,11 @@ void  prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg);
 void  prd__cache_reap_all(prd_cache_t *cp);
 /* Checks the invariants of the cache's slab layer; returns the number broken (reported). */
 int   prd__cache_check(prd_cache_t *cp);
+/* Fork: takes every lock of the slab layer in order / releases them (parent and child). */
+void  prd__slab_fork_prepare(void);
+void  prd__slab_fork_release(void);
+/* Sets the slab hook of a cache that has no slab yet (malloc.c's page map). */
+void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
 
 /* ---- debug.c: debugging of caches (Bonwick 1994 §6), out of the fast paths ------------- */
 void  prd__debug_cache_init(prd_cache_t *cp);
@@ -148,6 +161,9 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp);
 /* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
  * each broken one through prd__report and returns how many were found (0: consistent). */
 int prd__vmem_check(prd_vmem_t *vmp);
+/* Fork: takes the heap arena's locks (after the slab layer's) / releases them. */
+void prd__vmem_fork_prepare(void);
+void prd__vmem_fork_release(void);
 /* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
  * list PRD_VMEM_STATS. */
 void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);
@@ -172,5 +188,13 @@ static inline bool prd__rcu_poll(prd_gp_t s)
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
 uint64_t prd__rcu_callbacks_invoked(void);
+
+/* ---- malloc.c: the malloc family, size classes, the page map ------------------------- */
+/* The class cache that serves `size` (NULL above the largest class). */
+prd_cache_t *prd__malloc_class_cache(size_t size);
+/* The size of class i (0 past the last): tests walk the table with it. */
+size_t prd__malloc_class_size(unsigned i);
+/* The page-map entry of p's granule (0: not ours). */
+uintptr_t prd__malloc_pm_entry(const void *p);
 
 #endif

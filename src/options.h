@@ -32,6 +32,9 @@
     "before it returns NULL with ENOMEM")                                                     \
   X(MS, slab_working_set, 15000,                                                                \
     "ms a free slab stays in its cache before a reap may return it (seed 002 3.4: 15 s)")      \
+  X(LONG, malloc_mmap_threshold, 4l << 20,                                                      \
+    "malloc: blocks of at least this many bytes are mapped on their own and unmapped on free " \
+    "(0: never; smaller big blocks come from the heap arena)")                                 \
   X(LONG, debug, 0,                                                                             \
     "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name") \
   X(CHOICE, rcu, 0,                                                                             \

@@ -73,6 +73,8 @@
  *    enters the cache from whichever layer, so the magazine layer calls them too.  Objects are
  *    annotated for valgrind's memcheck and ASan when they leave (prd__slab_alloc) and come
  *    back (prd__slab_free), by the helpers of annotate.h that every layer shares.
+ *    A cache's slab hook (malloc.c's page map) is called when a slab is created, before any
+ *    of its buffers is handed out, and when it is destroyed, before its memory goes back.
  *
  * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.  The
  *    list of all caches has slab_list_lock; slab_reap_lock serializes whole-process reaps and
@@ -403,6 +405,8 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   }
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
     prd__debug_slab_create(cp, sp);
+  if (cp->cache_slab_hook != NULL)   /* before any of its buffers can be handed out */
+    cp->cache_slab_hook(cp, base, cp->cache_slabsize, true);
   return sp;
 }
 
@@ -412,6 +416,8 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 {
   char *base = sp->slab_base;
   prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* the dtor and the source touch it */
+  if (cp->cache_slab_hook != NULL)   /* while the memory is still this cache's */
+    cp->cache_slab_hook(cp, base, cp->cache_slabsize, false);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
       cp->cache_dtor(bufctl_buf(cp, bcp), cp->cache_private);
@@ -1018,6 +1024,33 @@ void prd_cache_destroy(prd_cache_t *cp)
   prd__slab_free(&slab_cache_cache, cp);
   if (live > 0)
     prd__report_done();
+}
+
+/* Fork (malloc.c section 6): every lock of the slab layer, in the lock order of section 8,
+ * so that the child of a fork finds no structure half-changed.  The list is walked head to
+ * tail: user caches, then the internal ones in the order their locks nest. */
+void prd__slab_fork_prepare(void)
+{
+  pthread_mutex_lock(&slab_reap_lock);
+  pthread_mutex_lock(&slab_list_lock);
+  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
+    pthread_mutex_lock(&cp->cache_lock);
+}
+
+void prd__slab_fork_release(void)
+{
+  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
+    pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(&slab_list_lock);
+  pthread_mutex_unlock(&slab_reap_lock);
+}
+
+void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  PRD_ASSERT(cp->cache_slab_creates == 0);
+  cp->cache_slab_hook = fn;
+  pthread_mutex_unlock(&cp->cache_lock);
 }
 
 /* ---- walking, statistics, invariants -------------------------------------------------------- */

@@ -104,6 +104,10 @@ typedef struct prd_slab_link {
 
 typedef struct prd_slab prd_slab_t;
 
+/* A layer above is told of each slab of a cache: created (memory [base, base + size) now
+ * holds the cache's buffers) or destroyed (its memory is about to go back to the source). */
+typedef void prd__slab_hook_fn(prd_cache_t *cp, void *base, size_t size, bool created);
+
 /* A buffer's control.  For the small layout only bc_next exists: it is the last word of the
  * free buffer (seed 002 3.2.2).  For the large layout it is a separate structure from an
  * internal cache, and sits in the cache's hash table for its slab's whole life. */
@@ -211,6 +215,9 @@ struct prd_cache {
   uint64_t cache_bufs_inuse, cache_bufs_total;
 
   /* -- the layers above the slab layer (magazine.c, defer.c) add their fields here ------- */
+  /* malloc.c: told of every slab created (before its buffers are handed out) and destroyed
+   * (before its memory goes back), so that the page map names the cache of each page */
+  prd__slab_hook_fn *cache_slab_hook;
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */

@@ -1,0 +1,667 @@
+/*
+ * malloc.c: the malloc family over object caches (seed 002 §3.1 kmem_alloc, seed 004 libumem),
+ * the page map (seed 003 §3.3.4), big blocks from vmem and from the OS.
+ *
+ * 1. What.  prd_malloc and its family serve any size without a cache argument, the way
+ *    kmem_alloc serves the kernel from about 30 caches (002 §3.1) and libumem's malloc serves
+ *    a process (004).  Three tiers, by size after rounding:
+ *      - size classes (8 B .. 16 KiB): one object cache per class, "malloc-N"; everything the
+ *        caches do (magazines when the CPU layer is in, debugging, reaping, statistics)
+ *        applies to malloc'd memory unchanged;
+ *      - large blocks (16 KiB .. option malloc_mmap_threshold, 4 MiB): whole pages from the
+ *        heap vmem arena, which coalesces freed neighbours by boundary tags (seed 003
+ *        §3.3.4's coalesce-to-vmblk layer, with vmem in place of its page descriptors);
+ *      - huge blocks (>= the threshold): mapped on their own by os.c and unmapped on free, so
+ *        a process's largest buffers never pin an arena span.
+ *
+ * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
+ *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
+ *    request just above a class boundary b gets the next class c <= 5b/4, so at most
+ *    (c - b - 1)/c < 1/5 of the block is unused from 64 B up.  Below 64 B the spacing is
+ *    the 16 B alignment (max_align_t) itself: 17 B -> 32 B is the worst case (15/32), as in
+ *    jemalloc.  Alignment: 8 for the 8 B class (the largest power of two not above the
+ *    size), 16 for the other classes, and each power-of-two class is aligned to its size (up
+ *    to a page), so that memalign of a small alignment is served from a class: the request
+ *    is rounded to the power-of-two class that is at least the alignment.  Size -> class is
+ *    one table lookup: index (size + 7) >> 3 up to 1 KiB, (size + 127) >> 7 above.
+ *
+ * 3. The page map (seed 003 §3.3.4, Figure 6: "a two-level scheme using a sparse array").
+ *    free(ptr) has no size, so the allocator must find what owns ptr from the address alone,
+ *    and must recognize pointers it does not own.  The map covers the 48-bit user address
+ *    space in 4 KiB granules (36 bits of granule number) with two levels of 2^18: a static
+ *    root of 2^18 leaf pointers (2 MiB of .bss, untouched until used, so it exists before
+ *    any constructor runs) and leaves of 2^18 entries (2 MiB each, mapped by os.c when a
+ *    granule of their 1 GiB first becomes ours, never freed; the kernel backs only the
+ *    pages of a leaf that are written, 8 bytes per 4 KiB granule).  Lookup is two dependent
+ *    loads, no lock.  Entries exist only for granules the allocator owns:
+ *      - every granule of a slab of a class cache holds the cache pointer (low 4 bits 0:
+ *        caches are 64-byte aligned); the slab layer tells us through the cache's slab hook
+ *        when a slab is created (before its buffers are handed out) and destroyed (before
+ *        its memory goes back to the arena), so malloc keeps no slab bookkeeping of its own;
+ *      - the first granule of a large or huge block holds (pages << 4) | kind, kind one of
+ *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c).
+ *    Memory ordering.  A leaf is published with a release compare-and-swap into the root,
+ *    which pairs with the acquire load of every lookup, so a reader that sees the leaf
+ *    pointer sees the leaf's (zero) contents.  An entry is stored with release and read with
+ *    acquire; in a correct program the stronger edge is the user's own: the pointer reached
+ *    the freeing thread after malloc returned it, and malloc returned it after the entry was
+ *    stored (the slab hook runs before the slab is linked under cache_lock).  Clearing a
+ *    big block's entry is an atomic exchange, so two racing frees of one block cannot both
+ *    free it: the loser sees 0 and reports a double free.
+ *
+ * 4. Bad input (docs/api.md).  A pointer with no entry, or not at the start of a buffer of
+ *    its class (checked against the slab's geometry), is reported with prd__error naming the
+ *    function and the pointer and is not touched (Debug builds abort after the report unless
+ *    abort_on_error=0).  A double free of a big block is seen as a missing entry; of a class
+ *    buffer, by the slab layer's state (large-layout classes and every class with buffer
+ *    debugging, PRUDENCE_DEBUG=verify or more).  Sizes that overflow (calloc, reallocarray,
+ *    pvalloc, anything above PTRDIFF_MAX) fail with ENOMEM; posix_memalign with an alignment
+ *    that is not a power of two multiple of sizeof(void *) returns EINVAL; aligned_alloc with
+ *    a non-power-of-two alignment fails with EINVAL; memalign rounds it up, as glibc does.
+ *    malloc(0) returns a unique 8-byte block; realloc(p, 0) frees p and returns NULL (glibc).
+ *
+ * 5. Start-up and self-hosting.  The first call initializes under malloc_init_lock; a
+ *    recursive call from the same thread while that runs (an initialization step that ends
+ *    up in malloc under LD_PRELOAD, e.g. backtrace() loading its unwinder for PRUDENCE_DEBUG
+ *    =audit) is served from a static bootstrap area (bump allocation, never reused; its
+ *    granules are PM_BOOT in the page map, so free ignores them and realloc copies out).
+ *    Nothing in the library calls malloc itself: reports use prd__report (no stdio), options
+ *    are parsed in place, metadata comes from caches, vmem and os.c.
+ *
+ * 6. Fork.  A constructor registers pthread_atfork handlers: before fork every lock of the
+ *    slab layer and the heap arena is taken (in the lock order of slab.c section 8), after it
+ *    they are released in the parent and the child, so the child's only thread finds every
+ *    structure consistent and can allocate.
+ *
+ * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
+ *    The page map has no lock.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- size classes (section 2) ------------------------------------------------------------ */
+#define MC_NCLASSES    37
+#define MC_MAX         16384u     /* the largest class; larger sizes are big blocks */
+#define MC_SMALL_MAX   1024u      /* table 1 covers sizes up to here in steps of 8 */
+#define MC_TAB1        (MC_SMALL_MAX / 8 + 1)
+#define MC_TAB2        (MC_MAX / 128 + 1)
+#define MC_ALIGN       16u        /* _Alignof(max_align_t) on x86-64 and aarch64 */
+
+typedef struct prd_mclass {
+  prd_cache_t *mc_cache;
+  uint32_t mc_size;       /* the class size: what malloc_usable_size reports */
+  uint32_t mc_align;      /* the alignment every buffer of the class has */
+} prd_mclass_t;
+
+static prd_mclass_t malloc_class[MC_NCLASSES];
+static uint8_t malloc_tab1[MC_TAB1];   /* (size + 7) >> 3 -> class, size <= 1 KiB */
+static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < size <= 16 KiB */
+
+/* ---- the page map (section 3) ------------------------------------------------------------ */
+#define PM_GRANULE_SHIFT 12
+#define PM_LEAF_BITS     18
+#define PM_ROOT_BITS     18       /* 12 + 18 + 18 = 48 address bits */
+#define PM_LEAF_N        ((size_t)1 << PM_LEAF_BITS)
+#define PM_ROOT_N        ((size_t)1 << PM_ROOT_BITS)
+#define PM_KIND_MASK     0xfu
+enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4 };
+
+typedef _Atomic uintptr_t pm_entry_t;
+static pm_entry_t *_Atomic pm_root[PM_ROOT_N];
+static _Atomic uint64_t pm_leaf_failures;   /* a slab's granules could not all be entered */
+
+static inline pm_entry_t *pm_leaf(uintptr_t a)
+{
+  if (prd_unlikely(a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS)))
+    return NULL;
+  /* acquire: pairs with the release CAS in pm_leaf_make */
+  return atomic_load_explicit(&pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)],
+                              memory_order_acquire);
+}
+
+static inline pm_entry_t *pm_slot(uintptr_t a, pm_entry_t *leaf)
+{
+  return &leaf[(a >> PM_GRANULE_SHIFT) & (PM_LEAF_N - 1)];
+}
+
+/* The entry of the granule holding a (0: not ours). */
+static inline uintptr_t pm_get(const void *p)
+{
+  uintptr_t a = (uintptr_t)p;
+  pm_entry_t *leaf = pm_leaf(a);
+  if (prd_unlikely(leaf == NULL))
+    return 0;
+  return atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
+}
+
+/* The slot of a's granule, making its leaf if needed; NULL when no memory for a leaf. */
+static pm_entry_t *pm_slot_make(uintptr_t a)
+{
+  if (a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS))
+    return NULL;
+  pm_entry_t *_Atomic *rootp = &pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)];
+  pm_entry_t *leaf = atomic_load_explicit(rootp, memory_order_acquire);
+  if (leaf == NULL) {
+    pm_entry_t *fresh = prd__os_map(PM_LEAF_N * sizeof(pm_entry_t));
+    if (fresh == NULL)
+      return NULL;
+    leaf = NULL;
+    /* release: the leaf's contents before its address (pairs with pm_leaf's acquire) */
+    if (atomic_compare_exchange_strong_explicit(rootp, &leaf, fresh, memory_order_acq_rel,
+                                                memory_order_acquire))
+      leaf = fresh;
+    else
+      prd__os_unmap(fresh, PM_LEAF_N * sizeof(pm_entry_t));   /* another thread won */
+  }
+  return pm_slot(a, leaf);
+}
+
+/* Sets the entries of every granule of [base, base + size) to v (0 clears).  false when a
+ * leaf could not be had (only when setting: clearing finds the leaves that setting made). */
+static bool pm_set_range(uintptr_t base, size_t size, uintptr_t v)
+{
+  bool ok = true;
+  for (uintptr_t a = base; a < base + size; a += (uintptr_t)1 << PM_GRANULE_SHIFT) {
+    pm_entry_t *slot = pm_slot_make(a);
+    if (slot == NULL) {
+      ok = false;
+      continue;
+    }
+    atomic_store_explicit(slot, v, memory_order_release);
+  }
+  return ok;
+}
+
+/* The slab hook of every class cache (slab.c calls it; section 3). */
+static void malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, bool created)
+{
+  if (!pm_set_range((uintptr_t)base, size, created ? (uintptr_t)cp : 0)) {
+    /* allocations check this counter and refuse buffers without an entry (malloc_class_alloc) */
+    atomic_fetch_add_explicit(&pm_leaf_failures, 1, memory_order_relaxed);
+  }
+}
+
+/* ---- start-up (section 5) ---------------------------------------------------------------- */
+#define MALLOC_BOOT_SIZE (256u << 10)   /* what a dlopen'd unwinder asks for, with room */
+static _Alignas(4096) char malloc_boot[MALLOC_BOOT_SIZE];
+static _Atomic size_t malloc_boot_used;
+static pthread_mutex_t malloc_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int malloc_state;          /* 0 not yet, 1 ready, -1 failed */
+static _Thread_local bool malloc_in_init; /* this thread is initializing */
+static size_t malloc_page;
+static prd_vmem_t *malloc_heap;
+
+static void *malloc_boot_alloc(size_t size, size_t align)
+{
+  if (align < MC_ALIGN)
+    align = MC_ALIGN;
+  size_t old = atomic_load_explicit(&malloc_boot_used, memory_order_relaxed);
+  for (;;) {
+    size_t start = PRD_P2ROUNDUP(old, align);
+    if (start > MALLOC_BOOT_SIZE || MALLOC_BOOT_SIZE - start < size) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (atomic_compare_exchange_weak_explicit(&malloc_boot_used, &old, start + size,
+                                              memory_order_relaxed, memory_order_relaxed))
+      return malloc_boot + start;
+  }
+}
+
+static void malloc_classes_build(void)
+{
+  uint32_t n = 0;
+  uint32_t sizes[MC_NCLASSES];
+  sizes[n++] = 8;
+  sizes[n++] = 16;
+  sizes[n++] = 32;
+  sizes[n++] = 48;
+  sizes[n++] = 64;
+  for (uint32_t base = 64; base < MC_MAX; base *= 2)
+    for (uint32_t k = 1; k <= 4; k++)
+      sizes[n++] = base + k * (base / 4);
+  PRD_ASSERT(n == MC_NCLASSES && sizes[n - 1] == MC_MAX);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t s = sizes[i];
+    uint32_t align = s < MC_ALIGN ? s : MC_ALIGN;
+    if (PRD_ISP2(s))
+      align = (uint32_t)PRD_MIN((size_t)s, malloc_page);
+    malloc_class[i].mc_size = s;
+    malloc_class[i].mc_align = align;
+  }
+  uint32_t c = 0;
+  for (uint32_t i = 0; i < MC_TAB1; i++) {
+    while (sizes[c] < i * 8)
+      c++;
+    malloc_tab1[i] = (uint8_t)c;
+  }
+  for (uint32_t i = 0; i < MC_TAB2; i++) {
+    while (sizes[c] < i * 128)
+      c++;
+    malloc_tab2[i] = (uint8_t)c;
+  }
+}
+
+static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
+{
+  if (malloc_in_init)
+    return false;   /* recursion from our own start-up: the caller uses the boot area */
+  pthread_mutex_lock(&malloc_init_lock);
+  if (atomic_load_explicit(&malloc_state, memory_order_acquire) != 0) {
+    pthread_mutex_unlock(&malloc_init_lock);
+    return atomic_load_explicit(&malloc_state, memory_order_relaxed) > 0;
+  }
+  malloc_in_init = true;
+  prd__init();
+  malloc_page = prd__os_page_size();
+  pm_set_range((uintptr_t)malloc_boot, MALLOC_BOOT_SIZE, PM_BOOT);
+  malloc_classes_build();
+  int state = 1;
+  malloc_heap = prd_heap_arena();
+  if (malloc_heap == NULL)
+    state = -1;
+  for (uint32_t i = 0; i < MC_NCLASSES && state > 0; i++) {
+    char name[PRD_CACHE_NAME_MAX];
+    char digits[12];
+    uint32_t s = malloc_class[i].mc_size, nd = 0;
+    do {
+      digits[nd++] = (char)('0' + s % 10);
+      s /= 10;
+    } while (s != 0);
+    memcpy(name, "malloc-", 7);
+    for (uint32_t k = 0; k < nd; k++)
+      name[7 + k] = digits[nd - 1 - k];
+    name[7 + nd] = '\0';
+    prd_cache_t *cp = prd_cache_create(name, malloc_class[i].mc_size, malloc_class[i].mc_align,
+                                       NULL, NULL, NULL, NULL, NULL, 0);
+    if (cp == NULL) {
+      state = -1;
+      break;
+    }
+    prd__cache_set_slab_hook(cp, malloc_slab_hook);
+    malloc_class[i].mc_cache = cp;
+  }
+  if (state < 0)
+    prd__report("malloc: start-up failed (no memory for the size-class caches): every "
+                "allocation will fail with ENOMEM");
+  /* release: the class table and caches before the state (pairs with malloc_ready) */
+  atomic_store_explicit(&malloc_state, state, memory_order_release);
+  malloc_in_init = false;
+  pthread_mutex_unlock(&malloc_init_lock);
+  return state > 0;
+}
+
+static inline bool malloc_ready(void)
+{
+  /* acquire: pairs with the release store at the end of malloc_init_slow */
+  if (prd_likely(atomic_load_explicit(&malloc_state, memory_order_acquire) > 0))
+    return true;
+  return malloc_init_slow();
+}
+
+/* ---- tiers ----------------------------------------------------------------------------------- */
+static inline uint32_t malloc_class_index(size_t size)
+{
+  if (size <= MC_SMALL_MAX)
+    return malloc_tab1[(size + 7) >> 3];
+  return malloc_tab2[(size + 127) >> 7];
+}
+
+static PRD_NOINLINE void *malloc_class_check(prd_cache_t *cp, void *buf)
+{
+  if (buf != NULL && pm_get(buf) != (uintptr_t)cp) {
+    /* its slab could not be entered in the page map: a free could not find it */
+    prd_cache_free(cp, buf);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return buf;
+}
+
+static inline void *malloc_class_alloc(uint32_t c)
+{
+  prd_cache_t *cp = malloc_class[c].mc_cache;
+  void *buf = prd_cache_alloc(cp, PRD_SLEEP);
+  if (prd_unlikely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) != 0))
+    return malloc_class_check(cp, buf);
+  return buf;
+}
+
+/* A big block: pages from the heap arena, or its own mapping above the threshold. */
+static PRD_NOINLINE void *malloc_big(size_t size, size_t align)
+{
+  if (size > (size_t)PTRDIFF_MAX - malloc_page) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t bytes = PRD_P2ROUNDUP(size, malloc_page);
+  size_t npages = bytes / malloc_page;
+  uintptr_t kind;
+  void *p;
+  long huge = prd__opt(malloc_mmap_threshold);
+  if (huge > 0 && bytes >= (size_t)huge) {
+    kind = PM_HUGE;
+    p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+  } else if (align > malloc_page) {
+    kind = PM_LARGEX;
+    p = prd_vmem_xalloc(malloc_heap, bytes, align, 0, 0, NULL, NULL, PRD_VM_NOSLEEP);
+  } else {
+    kind = PM_LARGE;
+    p = prd_vmem_alloc(malloc_heap, bytes, PRD_VM_NOSLEEP);
+  }
+  if (p == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  pm_entry_t *slot = pm_slot_make((uintptr_t)p);
+  if (slot == NULL) {
+    if (kind == PM_HUGE)
+      prd__os_unmap(p, bytes);
+    else if (kind == PM_LARGEX)
+      prd_vmem_xfree(malloc_heap, p, bytes);
+    else
+      prd_vmem_free(malloc_heap, p, bytes);
+    errno = ENOMEM;
+    return NULL;
+  }
+  atomic_store_explicit(slot, ((uintptr_t)npages << 4) | kind, memory_order_release);
+  return p;
+}
+
+static inline size_t big_bytes(uintptr_t e)
+{
+  return (size_t)(e >> 4) * malloc_page;
+}
+
+/* Allocation of `size` bytes aligned to `align` (a power of two; 0 for the default). */
+static void *malloc_aligned(size_t size, size_t align)
+{
+  if (prd_unlikely(!malloc_ready())) {
+    if (malloc_in_init)
+      return malloc_boot_alloc(size == 0 ? 1 : size, align);
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t need = size == 0 ? 1 : size;
+  if (align > 8 && align <= MC_ALIGN && need < align)
+    need = align;   /* every class from 16 B up is 16-aligned */
+  if (align > MC_ALIGN && align <= malloc_page) {
+    /* the power-of-two class at least the alignment is aligned to it (section 2) */
+    size_t p2 = need < align ? align : need;
+    if (p2 <= MC_MAX && PRD_ISP2(p2) == 0)
+      p2 = (size_t)1 << (64 - __builtin_clzll((unsigned long long)p2));
+    need = p2;
+  }
+  if (need <= MC_MAX && align <= malloc_page)
+    return malloc_class_alloc(malloc_class_index(need));
+  return malloc_big(need, align);
+}
+
+/* ---- free and lookups ----------------------------------------------------------------------- */
+/* The buffer of class cache cp that p must start: p itself if p starts a buffer, else NULL. */
+static bool class_buffer_start(prd_cache_t *cp, const void *p)
+{
+  if (cp->cache_flags & PRD_CF_HASH)
+    return true;   /* the slab layer's hash checks it (and double frees) */
+  /* small layout (slab.c section 2): the slab is one aligned unit, its prd_slab_t at the end */
+  uintptr_t base = PRD_P2ALIGN((uintptr_t)p, cp->cache_slabsize);
+  const prd_slab_t *sp = (const prd_slab_t *)(base + cp->cache_slabsize - sizeof(prd_slab_t));
+  uintptr_t first = base + sp->slab_color;
+  uintptr_t a = (uintptr_t)p;
+  if (a < first)
+    return false;
+  size_t off = a - first;
+  return off % cp->cache_chunksize == 0 && off / cp->cache_chunksize < sp->slab_chunks;
+}
+
+static PRD_NOINLINE PRD_COLD void malloc_bad(const char *fn, const void *p, const char *why)
+{
+  prd__error("%s(%p): %s (not touched)", fn, p, why);
+}
+
+/* What p is, for free/realloc/usable_size: its entry, or 0 after a report. */
+static inline uintptr_t malloc_owner(const char *fn, const void *p)
+{
+  uintptr_t e = pm_get(p);
+  if (prd_unlikely(e == 0)) {
+    malloc_bad(fn, p, "not allocated by prudence, or freed already");
+    return 0;
+  }
+  if ((e & PM_KIND_MASK) == 0) {
+    if (prd_unlikely(!class_buffer_start((prd_cache_t *)e, p))) {
+      malloc_bad(fn, p, "inside a block, not at its start");
+      return 0;
+    }
+  } else if ((e & PM_KIND_MASK) != PM_BOOT &&
+             prd_unlikely(((uintptr_t)p & (malloc_page - 1)) != 0)) {
+    malloc_bad(fn, p, "inside the first page of a large block, not at its start");
+    return 0;
+  }
+  return e;
+}
+
+static void big_free(const char *fn, void *p, uintptr_t e)
+{
+  uintptr_t a = (uintptr_t)p;
+  pm_entry_t *slot = pm_slot(a, pm_leaf(a));
+  /* the exchange makes one of two racing frees of the block the loser (section 3) */
+  if (atomic_exchange_explicit(slot, 0, memory_order_acq_rel) != e) {
+    malloc_bad(fn, p, "freed twice (concurrently)");
+    return;
+  }
+  size_t bytes = big_bytes(e);
+  switch (e & PM_KIND_MASK) {
+  case PM_HUGE:
+    prd__os_unmap(p, bytes);
+    break;
+  case PM_LARGEX:
+    prd_vmem_xfree(malloc_heap, p, bytes);
+    break;
+  default:
+    prd_vmem_free(malloc_heap, p, bytes);
+    break;
+  }
+}
+
+static void free_entry(const char *fn, void *p, uintptr_t e)
+{
+  if (prd_likely((e & PM_KIND_MASK) == 0))
+    prd_cache_free((prd_cache_t *)e, p);
+  else if ((e & PM_KIND_MASK) != PM_BOOT)
+    big_free(fn, p, e);
+}
+
+static size_t entry_usable(const void *p, uintptr_t e)
+{
+  switch (e & PM_KIND_MASK) {
+  case 0:
+    return ((prd_cache_t *)e)->cache_bufsize;
+  case PM_BOOT:
+    /* bootstrap blocks: up to the end of the area (their sizes are not kept) */
+    return (size_t)(malloc_boot + MALLOC_BOOT_SIZE - (const char *)p);
+  default:
+    return big_bytes(e);
+  }
+}
+
+/* ---- the public family -------------------------------------------------------------------- */
+void *prd_malloc(size_t size)
+{
+  if (prd_likely(size <= MC_MAX) && prd_likely(atomic_load_explicit(&malloc_state,
+                                                                    memory_order_acquire) > 0))
+    return malloc_class_alloc(malloc_class_index(size == 0 ? 1 : size));
+  return malloc_aligned(size, 0);
+}
+
+void prd_free(void *ptr)
+{
+  if (ptr == NULL)
+    return;
+  uintptr_t e = malloc_owner("free", ptr);
+  if (e != 0)
+    free_entry("free", ptr, e);
+}
+
+void *prd_calloc(size_t n, size_t size)
+{
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = prd_malloc(total);
+  if (p == NULL)
+    return NULL;
+  uintptr_t e = pm_get(p);
+  if ((e & PM_KIND_MASK) != PM_HUGE)   /* a fresh mapping is zero already */
+    memset(p, 0, total);
+  return p;
+}
+
+size_t prd_malloc_usable_size(void *ptr)
+{
+  if (ptr == NULL)
+    return 0;
+  uintptr_t e = malloc_owner("malloc_usable_size", ptr);
+  return e == 0 ? 0 : entry_usable(ptr, e);
+}
+
+void *prd_realloc(void *ptr, size_t size)
+{
+  if (ptr == NULL)
+    return prd_malloc(size);
+  uintptr_t e = malloc_owner("realloc", ptr);
+  if (e == 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (size == 0) {   /* glibc: free and return NULL */
+    free_entry("realloc", ptr, e);
+    return NULL;
+  }
+  size_t old = entry_usable(ptr, e);
+  uint32_t kind = e & PM_KIND_MASK;
+  if (kind == 0) {
+    /* in place while the class does not change (section 1) */
+    if (size <= old && malloc_class[malloc_class_index(size)].mc_cache == (prd_cache_t *)e)
+      return ptr;
+  } else if (kind != PM_BOOT && size > MC_MAX && size <= old && size > old / 2) {
+    return ptr;   /* a big block shrinking by less than half keeps its pages */
+  }
+  void *np = prd_malloc(size);
+  if (np == NULL)
+    return NULL;   /* ptr is left as it was */
+  memcpy(np, ptr, PRD_MIN(old, size));
+  free_entry("realloc", ptr, e);
+  return np;
+}
+
+void *prd_reallocarray(void *ptr, size_t n, size_t size)
+{
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return prd_realloc(ptr, total);
+}
+
+int prd_posix_memalign(void **memptr, size_t align, size_t size)
+{
+  if (memptr == NULL)
+    return EINVAL;
+  if (align < sizeof(void *) || !PRD_ISP2(align))
+    return EINVAL;
+  int saved = errno;
+  void *p = malloc_aligned(size, align);
+  if (p == NULL) {
+    int err = errno == EINVAL ? EINVAL : ENOMEM;
+    errno = saved;
+    return err;
+  }
+  *memptr = p;
+  return 0;
+}
+
+void *prd_aligned_alloc(size_t align, size_t size)
+{
+  if (align == 0 || !PRD_ISP2(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return malloc_aligned(size, align);
+}
+
+void *prd_memalign(size_t align, size_t size)
+{
+  if (align == 0)
+    align = 1;
+  if (!PRD_ISP2(align)) {   /* glibc rounds a bad alignment up to a power of two */
+    if (align > ((size_t)1 << 62)) {
+      errno = EINVAL;
+      return NULL;
+    }
+    align = (size_t)1 << (64 - __builtin_clzll((unsigned long long)align));
+  }
+  return malloc_aligned(size, align);
+}
+
+void *prd_valloc(size_t size)
+{
+  size_t page = prd__os_page_size();
+  return malloc_aligned(size, page);
+}
+
+void *prd_pvalloc(size_t size)
+{
+  size_t page = prd__os_page_size();
+  if (size > SIZE_MAX - page) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return malloc_aligned(size == 0 ? page : PRD_P2ROUNDUP(size, page), page);
+}
+
+/* ---- internal queries (tests, stats) ------------------------------------------------------ */
+prd_cache_t *prd__malloc_class_cache(size_t size)
+{
+  if (!malloc_ready() || size > MC_MAX)
+    return NULL;
+  return malloc_class[malloc_class_index(size == 0 ? 1 : size)].mc_cache;
+}
+
+size_t prd__malloc_class_size(unsigned i)
+{
+  if (!malloc_ready() || i >= MC_NCLASSES)
+    return 0;
+  return malloc_class[i].mc_size;
+}
+
+uintptr_t prd__malloc_pm_entry(const void *p)
+{
+  return pm_get(p);
+}
+
+/* ---- fork (section 6) ---------------------------------------------------------------------- */
+static void malloc_fork_prepare(void)
+{
+  pthread_mutex_lock(&malloc_init_lock);
+  prd__slab_fork_prepare();
+  prd__vmem_fork_prepare();
+}
+
+static void malloc_fork_parent(void)
+{
+  prd__vmem_fork_release();
+  prd__slab_fork_release();
+  pthread_mutex_unlock(&malloc_init_lock);
+}
+
+__attribute__((constructor)) static void malloc_register_atfork(void)
+{
+  pthread_atfork(malloc_fork_prepare, malloc_fork_parent, malloc_fork_parent);
+}

@@ -1,0 +1,168 @@
+/*
+ * override.c: the C library's allocation names over the malloc family (libprudence-malloc.so).
+ *
+ * 1. What.  Every entry point a program or library can reach the C allocator through is
+ *    defined here, so that LD_PRELOAD=libprudence-malloc.so (or linking -lprudence-malloc)
+ *    displaces glibc's malloc completely (ANCHORS.md: libumem's users found that a missed
+ *    entry point leaves two allocators fighting over one pointer): malloc, free, cfree,
+ *    calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
+ *    malloc_usable_size, and the C++ operators new and delete in every variant (plain,
+ *    nothrow, sized, array, aligned).  This is the only file besides malloc.c that defines
+ *    names of the C library, and it is built only into libprudence-malloc.so.
+ *
+ * 2. C++ operators in C.  The operators are defined here under their Itanium-ABI mangled
+ *    names (_Znwm is operator new(size_t), ...), so the library needs no C++ runtime and a
+ *    C program preloading it does not pull libstdc++ in.  A throwing operator new that gets
+ *    NULL does what the standard asks: it calls the installed new_handler and retries while
+ *    there is one, else throws std::bad_alloc.  Both come from libstdc++ through weak
+ *    references (std::get_new_handler and std::__throw_bad_alloc): any program that calls
+ *    operator new links libstdc++, so they resolve; if they do not, the process aborts
+ *    rather than return NULL from a throwing new.
+ *
+ * 3. Start-up, threads and fork are malloc.c's (sections 5 and 6): this file only forwards.
+ *    The library is built with the initial-exec TLS model (CMakeLists.txt), so no thread-local
+ *    access inside the allocator can call __tls_get_addr, which may itself call malloc.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define PRD_EXPORT __attribute__((visibility("default")))
+
+/* ---- the C library's names ------------------------------------------------------------- */
+PRD_EXPORT void *malloc(size_t size);
+PRD_EXPORT void free(void *ptr);
+PRD_EXPORT void cfree(void *ptr);
+PRD_EXPORT void *calloc(size_t n, size_t size);
+PRD_EXPORT void *realloc(void *ptr, size_t size);
+PRD_EXPORT void *reallocarray(void *ptr, size_t n, size_t size);
+PRD_EXPORT int posix_memalign(void **memptr, size_t align, size_t size);
+PRD_EXPORT void *aligned_alloc(size_t align, size_t size);
+PRD_EXPORT void *memalign(size_t align, size_t size);
+PRD_EXPORT void *valloc(size_t size);
+PRD_EXPORT void *pvalloc(size_t size);
+PRD_EXPORT size_t malloc_usable_size(void *ptr);
+
+void *malloc(size_t size) { return prd_malloc(size); }
+void free(void *ptr) { prd_free(ptr); }
+void cfree(void *ptr) { prd_free(ptr); }
+void *calloc(size_t n, size_t size) { return prd_calloc(n, size); }
+void *realloc(void *ptr, size_t size) { return prd_realloc(ptr, size); }
+void *reallocarray(void *ptr, size_t n, size_t size) { return prd_reallocarray(ptr, n, size); }
+int posix_memalign(void **memptr, size_t align, size_t size)
+{
+  return prd_posix_memalign(memptr, align, size);
+}
+void *aligned_alloc(size_t align, size_t size) { return prd_aligned_alloc(align, size); }
+void *memalign(size_t align, size_t size) { return prd_memalign(align, size); }
+void *valloc(size_t size) { return prd_valloc(size); }
+void *pvalloc(size_t size) { return prd_pvalloc(size); }
+size_t malloc_usable_size(void *ptr) { return prd_malloc_usable_size(ptr); }
+
+/* ---- C++ (section 2) --------------------------------------------------------------------- */
+typedef void (*cxx_new_handler)(void);
+extern cxx_new_handler _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+/* A throwing operator new got no memory: new_handler loop, then std::bad_alloc. */
+static PRD_NOINLINE void *cxx_new_failed(size_t size, size_t align)
+{
+  for (;;) {
+    cxx_new_handler h = _ZSt15get_new_handlerv != NULL ? _ZSt15get_new_handlerv() : NULL;
+    if (h == NULL)
+      break;
+    h();
+    void *p = align != 0 ? prd_aligned_alloc(align, size) : prd_malloc(size);
+    if (p != NULL)
+      return p;
+  }
+  if (_ZSt17__throw_bad_allocv != NULL)
+    _ZSt17__throw_bad_allocv();
+  prd__report("operator new(%zu): out of memory and no C++ runtime to throw std::bad_alloc",
+              size);
+  abort();
+}
+
+static inline void *cxx_new(size_t size)
+{
+  void *p = prd_malloc(size);
+  return prd_likely(p != NULL) ? p : cxx_new_failed(size, 0);
+}
+
+static inline void *cxx_new_aligned(size_t size, size_t align)
+{
+  void *p = prd_aligned_alloc(align, size);
+  return prd_likely(p != NULL) ? p : cxx_new_failed(size, align);
+}
+
+/* std::nothrow_t and std::align_val_t are passed as an ignored pointer and a size_t. */
+PRD_EXPORT void *_Znwm(size_t size);
+PRD_EXPORT void *_Znam(size_t size);
+PRD_EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *nt);
+PRD_EXPORT void *_ZnamRKSt9nothrow_t(size_t size, const void *nt);
+PRD_EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t align);
+PRD_EXPORT void *_ZnamSt11align_val_t(size_t size, size_t align);
+PRD_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt);
+PRD_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt);
+PRD_EXPORT void _ZdlPv(void *p);
+PRD_EXPORT void _ZdaPv(void *p);
+PRD_EXPORT void _ZdlPvm(void *p, size_t size);
+PRD_EXPORT void _ZdaPvm(void *p, size_t size);
+PRD_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt);
+PRD_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt);
+PRD_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t align);
+PRD_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t align);
+PRD_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align);
+PRD_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t align);
+PRD_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nt);
+PRD_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nt);
+
+void *_Znwm(size_t size) { return cxx_new(size); }
+void *_Znam(size_t size) { return cxx_new(size); }
+void *_ZnwmRKSt9nothrow_t(size_t size, const void *nt) { (void)nt; return prd_malloc(size); }
+void *_ZnamRKSt9nothrow_t(size_t size, const void *nt) { (void)nt; return prd_malloc(size); }
+void *_ZnwmSt11align_val_t(size_t size, size_t align) { return cxx_new_aligned(size, align); }
+void *_ZnamSt11align_val_t(size_t size, size_t align) { return cxx_new_aligned(size, align); }
+void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt)
+{
+  (void)nt;
+  return prd_aligned_alloc(align, size);
+}
+void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt)
+{
+  (void)nt;
+  return prd_aligned_alloc(align, size);
+}
+void _ZdlPv(void *p) { prd_free(p); }
+void _ZdaPv(void *p) { prd_free(p); }
+void _ZdlPvm(void *p, size_t size) { (void)size; prd_free(p); }
+void _ZdaPvm(void *p, size_t size) { (void)size; prd_free(p); }
+void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; prd_free(p); }
+void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; prd_free(p); }
+void _ZdlPvSt11align_val_t(void *p, size_t align) { (void)align; prd_free(p); }
+void _ZdaPvSt11align_val_t(void *p, size_t align) { (void)align; prd_free(p); }
+void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align)
+{
+  (void)size;
+  (void)align;
+  prd_free(p);
+}
+void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t align)
+{
+  (void)size;
+  (void)align;
+  prd_free(p);
+}
+void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nt)
+{
+  (void)align;
+  (void)nt;
+  prd_free(p);
+}
+void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nt)
+{
+  (void)align;
+  (void)nt;
+  prd_free(p);
+}

@@ -1,0 +1,85 @@
+/*
+ * stress_malloc_fork.c: the process forks 1,000 times while other threads allocate and free;
+ * each child allocates from every tier, checks what it got, frees it and exits 0.  A child
+ * that found a lock held by a thread that does not exist in it would hang (ctest's timeout)
+ * and one that found a structure half-changed would crash or fail its checks.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+// prd-test-labels: stress
+// prd-test-timeout: 300
+
+#if defined(PRD_TSAN) || defined(PRD_ASAN)
+#define FORKS 100
+#else
+#define FORKS 1000
+#endif
+#define THREADS 3
+
+static _Atomic int stop;
+
+static void *churn(void *arg)
+{
+  prd_rng_t r = { 0x1234567ull + (uint64_t)(uintptr_t)arg };
+  void *keep[32] = { 0 };
+  while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+    unsigned k = (unsigned)prd_rng_below(&r, 32);
+    prd_free(keep[k]);
+    uint64_t c = prd_rng_below(&r, 50);
+    keep[k] = prd_malloc(c == 0 ? 100000 : 8 + prd_rng_below(&r, 4000));
+  }
+  for (int k = 0; k < 32; k++)
+    prd_free(keep[k]);
+  return NULL;
+}
+
+static int child(void)
+{
+  static const size_t sizes[] = { 1, 24, 200, 3000, 16384, 50000, 5 << 20 };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    unsigned char *p = prd_malloc(sizes[i]);
+    if (p == NULL)
+      return 2;
+    memset(p, (int)i, sizes[i]);
+    if (p[sizes[i] - 1] != (unsigned char)i)
+      return 3;
+    prd_free(p);
+  }
+  return 0;
+}
+
+static void test_fork(void)
+{
+  pthread_t t[THREADS];
+  for (uintptr_t i = 0; i < THREADS; i++)
+    CHECK_EQ(pthread_create(&t[i], NULL, churn, (void *)i), 0);
+  int failed = 0;
+  for (int i = 0; i < FORKS; i++) {
+    pid_t pid = fork();
+    if (pid == 0)
+      _exit(child());
+    CHECK(pid > 0);
+    if (pid < 0)
+      break;
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+      ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      failed++;
+  }
+  atomic_store(&stop, 1);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(t[i], NULL);
+  CHECK_EQ(failed, 0);
+}
+
+int main(void)
+{
+  RUN(test_fork);
+  return prd_test_done();
+}

@@ -1,0 +1,367 @@
+/*
+ * test_malloc.c: conformance of every function of the malloc family (src/malloc.c): the size
+ * classes and their waste bound, the alignment of every result, usable sizes, realloc keeping
+ * contents and staying in place within a class, calloc zeroing and overflow, errno values,
+ * the page map, bad pointers reported and not touched.
+ */
+#include <errno.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+static size_t page;
+
+static int aligned_to(const void *p, size_t a)
+{
+  return ((uintptr_t)p & (a - 1)) == 0;
+}
+
+/* The alignment every block of `size` must have: max_align_t from 16 B, else the largest
+ * power of two not above the size. */
+static size_t natural(size_t size)
+{
+  if (size >= 16)
+    return alignof(max_align_t);
+  size_t a = 1;
+  while (a * 2 <= size)
+    a *= 2;
+  return a;
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)(seed + i * 7);
+}
+
+static int filled(const unsigned char *p, size_t n, unsigned seed)
+{
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != (unsigned char)(seed + i * 7))
+      return 0;
+  return 1;
+}
+
+static void test_classes(void)
+{
+  size_t prev = 0;
+  unsigned n = 0;
+  for (unsigned i = 0; prd__malloc_class_size(i) != 0; i++, n++) {
+    size_t s = prd__malloc_class_size(i);
+    CHECK(s > prev);
+    /* the waste bound of design.md: from 64 B up, the block is at most 1/5 unused */
+    if (prev >= 64)
+      CHECK((s - prev - 1) * 5 < s);
+    prev = s;
+  }
+  CHECK(n >= 30 && n <= 40);
+  CHECK_EQ(prev, 16384);
+  /* every size maps to the smallest class that holds it */
+  for (size_t size = 1; size <= 16384; size++) {
+    prd_cache_t *cp = prd__malloc_class_cache(size);
+    CHECK(cp != NULL);
+    if (cp == NULL)
+      break;
+    prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
+    CHECK_EQ(prd_cache_stats(cp, &st), 0);
+    CHECK(st.buf_size >= size);
+    if (size > 8)
+      CHECK(prd__malloc_class_cache(size - 1) == cp || st.buf_size >= size);
+    if (st.buf_size < size)
+      break;
+  }
+  CHECK(prd__malloc_class_cache(16385) == NULL);
+}
+
+static void test_malloc_sizes(void)
+{
+  static const size_t sizes[] = { 0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 33, 48, 63,
+                                  64, 65, 100, 127, 129, 255, 257, 1000, 1024, 1025, 4095, 4096,
+                                  4097, 8191, 16383, 16384, 16385, 20000, 65536, 100000,
+                                  1 << 20, (1 << 22) - 1, 1 << 22, (1 << 22) + 1, 10 << 20 };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    size_t n = sizes[i];
+    unsigned char *p = prd_malloc(n);
+    CHECK(p != NULL);
+    if (p == NULL)
+      continue;
+    CHECK(aligned_to(p, natural(n == 0 ? 1 : n)));
+    CHECK(prd_malloc_usable_size(p) >= n);
+    CHECK(prd__malloc_pm_entry(p) != 0);
+    size_t u = prd_malloc_usable_size(p);
+    fill(p, u, (unsigned)i);   /* the whole usable size is ours to write */
+    CHECK(filled(p, u, (unsigned)i));
+    prd_free(p);
+  }
+  /* malloc(0): unique blocks */
+  void *a = prd_malloc(0), *b = prd_malloc(0);
+  CHECK(a != NULL && b != NULL && a != b);
+  prd_free(a);
+  prd_free(b);
+  prd_free(NULL);
+  /* too large */
+  errno = 0;
+  CHECK(prd_malloc(SIZE_MAX) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+  errno = 0;
+  CHECK(prd_malloc((size_t)PTRDIFF_MAX + 1) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+}
+
+static void test_distinct(void)
+{
+  enum { N = 2000 };
+  static unsigned char *p[N];
+  static size_t sz[N];
+  prd_rng_t r = prd_rng_seeded("test_distinct");
+  for (int i = 0; i < N; i++) {
+    sz[i] = 1 + prd_rng_below(&r, i % 10 == 0 ? 70000 : 600);
+    p[i] = prd_malloc(sz[i]);
+    CHECK(p[i] != NULL);
+    fill(p[i], sz[i], (unsigned)i);
+  }
+  for (int i = 0; i < N; i++)
+    CHECK(filled(p[i], sz[i], (unsigned)i));   /* no block overlaps another */
+  for (int i = 0; i < N; i++)
+    prd_free(p[i]);
+}
+
+static void test_calloc(void)
+{
+  static const size_t sizes[] = { 1, 8, 100, 4000, 16384, 50000, 5 << 20 };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    /* dirty a block of the same class first, so calloc must clear a reused one */
+    unsigned char *d = prd_malloc(sizes[i]);
+    memset(d, 0xa5, sizes[i]);
+    prd_free(d);
+    unsigned char *p = prd_calloc(1, sizes[i]);
+    CHECK(p != NULL);
+    size_t nz = 0;
+    for (size_t k = 0; p != NULL && k < sizes[i]; k++)
+      nz += p[k] != 0;
+    CHECK_EQ(nz, 0);
+    prd_free(p);
+  }
+  void *z = prd_calloc(0, 10);
+  CHECK(z != NULL);
+  prd_free(z);
+  errno = 0;
+  CHECK(prd_calloc(SIZE_MAX / 2 + 1, 2) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+  errno = 0;
+  CHECK(prd_calloc((size_t)1 << 33, (size_t)1 << 33) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+}
+
+static void test_realloc(void)
+{
+  /* a chain through every tier keeps the contents */
+  size_t n = 1;
+  unsigned char *p = prd_malloc(n);
+  fill(p, n, 3);
+  while (n < (6u << 20)) {
+    size_t m = n * 3 / 2 + 1;
+    unsigned char *q = prd_realloc(p, m);
+    CHECK(q != NULL);
+    if (q == NULL)
+      break;
+    CHECK(filled(q, n, 3));
+    CHECK(aligned_to(q, natural(m)));
+    CHECK(prd_malloc_usable_size(q) >= m);
+    fill(q, m, 3);
+    p = q;
+    n = m;
+  }
+  /* and down again */
+  while (n > 1) {
+    size_t m = n / 3;
+    if (m == 0)
+      m = 1;
+    unsigned char *q = prd_realloc(p, m);
+    CHECK(q != NULL);
+    if (q == NULL)
+      break;
+    CHECK(filled(q, m, 3));
+    p = q;
+    n = m;
+  }
+  prd_free(p);
+  /* in place within a class */
+  p = prd_malloc(100);
+  size_t u = prd_malloc_usable_size(p);
+  CHECK(prd_realloc(p, u) == p);
+  CHECK(prd_realloc(p, u - 3) == p);
+  /* realloc(NULL) is malloc, realloc(p, 0) frees */
+  void *m = prd_realloc(NULL, 50);
+  CHECK(m != NULL);
+  CHECK(prd_realloc(m, 0) == NULL);
+  /* failure leaves the block as it was */
+  fill(p, u, 9);
+  errno = 0;
+  CHECK(prd_realloc(p, SIZE_MAX - 10) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+  CHECK(filled(p, u, 9));
+  errno = 0;
+  CHECK(prd_reallocarray(p, SIZE_MAX / 4, 8) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+  CHECK(filled(p, u, 9));
+  unsigned char *q = prd_reallocarray(p, 30, 10);
+  CHECK(q != NULL && filled(q, u < 300 ? u : 300, 9));
+  prd_free(q);
+  /* a big block shrinking a little stays */
+  p = prd_malloc(100000);
+  CHECK(prd_realloc(p, 90000) == p);
+  prd_free(p);
+}
+
+static void test_aligned(void)
+{
+  static const size_t sizes[] = { 0, 1, 7, 8, 24, 100, 1000, 4096, 5000, 16384, 20000, 1 << 20,
+                                  5 << 20 };
+  for (size_t a = sizeof(void *); a <= ((size_t)1 << 22); a *= 2)
+    for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+      void *p = NULL;
+      CHECK_EQ(prd_posix_memalign(&p, a, sizes[i]), 0);
+      CHECK(p != NULL && aligned_to(p, a));
+      CHECK(prd_malloc_usable_size(p) >= sizes[i]);
+      if (p != NULL)
+        memset(p, 1, sizes[i]);
+      prd_free(p);
+      p = prd_aligned_alloc(a, sizes[i]);
+      CHECK(p != NULL && aligned_to(p, a));
+      CHECK(prd_malloc_usable_size(p) >= sizes[i]);
+      prd_free(p);
+      p = prd_memalign(a, sizes[i]);
+      CHECK(p != NULL && aligned_to(p, a));
+      prd_free(p);
+    }
+  void *p = (void *)0x1;
+  CHECK_EQ(prd_posix_memalign(&p, 3, 10), EINVAL);
+  CHECK_EQ(prd_posix_memalign(&p, 4, 10), EINVAL);   /* below sizeof(void *) */
+  CHECK_EQ(prd_posix_memalign(&p, 0, 10), EINVAL);
+  CHECK(p == (void *)0x1);                           /* untouched on failure */
+  CHECK_EQ(prd_posix_memalign(&p, 64, SIZE_MAX - 100), ENOMEM);
+  errno = 0;
+  CHECK(prd_aligned_alloc(24, 48) == NULL);
+  CHECK_EQ(errno, EINVAL);
+  p = prd_memalign(24, 48);   /* rounded up to 32, as glibc */
+  CHECK(p != NULL && aligned_to(p, 32));
+  prd_free(p);
+  p = prd_valloc(10);
+  CHECK(p != NULL && aligned_to(p, page));
+  prd_free(p);
+  p = prd_pvalloc(10);
+  CHECK(p != NULL && aligned_to(p, page) && prd_malloc_usable_size(p) >= page);
+  prd_free(p);
+  p = prd_pvalloc(0);
+  CHECK(p != NULL && aligned_to(p, page));
+  prd_free(p);
+  errno = 0;
+  CHECK(prd_pvalloc(SIZE_MAX - 5) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+}
+
+static void test_pagemap(void)
+{
+  int local = 0;
+  static int global;
+  CHECK_EQ(prd__malloc_pm_entry(&local), 0);
+  CHECK_EQ(prd__malloc_pm_entry(&global), 0);
+  CHECK_EQ(prd__malloc_pm_entry((void *)((uintptr_t)1 << 60)), 0);
+  void *p = prd_malloc(40);
+  CHECK(prd__malloc_pm_entry(p) == (uintptr_t)prd__malloc_class_cache(40));
+  prd_free(p);
+  void *big = prd_malloc(100000);
+  uintptr_t e = prd__malloc_pm_entry(big);
+  CHECK(e != 0 && (e & 0xf) != 0);
+  CHECK_EQ((e >> 4) * page, PRD_P2ROUNDUP((size_t)100000, page));
+  prd_free(big);
+  void *huge = prd_malloc(8 << 20);
+  e = prd__malloc_pm_entry(huge);
+  CHECK(e != 0 && (e & 0xf) != 0);
+  prd_free(huge);
+  /* a slab given back clears its granules: reap everything, nothing of ours stays named */
+  prd_cache_t *cp = prd__malloc_class_cache(3000);
+  void *q = prd_malloc(3000);
+  CHECK(prd__malloc_pm_entry(q) == (uintptr_t)cp);
+  prd_free(q);
+  prd__cache_reap_all(cp);
+  prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
+  prd_cache_stats(cp, &st);
+  if (st.slabs_free + st.slabs_partial + st.slabs_full == 0)
+    CHECK(prd__malloc_pm_entry(q) != (uintptr_t)cp);
+}
+
+/* ---- bad input: reported, not touched (children: Debug aborts after the report) -------- */
+static void bad_foreign(void *arg)
+{
+  (void)arg;
+  static char not_ours[64];
+  prd_option_set("abort_on_error", "0");
+  prd_free(not_ours);
+  uint64_t before = prd__error_count();
+  prd_free(not_ours + 8);
+  CHECK(prd__error_count() == before + 1);
+  CHECK_EQ(prd_malloc_usable_size(not_ours), 0);
+  errno = 0;
+  CHECK(prd_realloc(not_ours, 10) == NULL);
+  CHECK_EQ(errno, EINVAL);
+  char *p = prd_malloc(100);
+  prd_free(p + 16);                     /* inside a block */
+  char *big = prd_malloc(200000);
+  prd_free(big + 4096);                 /* inside a big block: its other pages have no entry */
+  prd_free(big + 64);                   /* inside its first page */
+  prd_free(big);
+  prd_free(big);                        /* twice */
+  prd_free(p);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_bad_pointers(void)
+{
+  static char out[8192];
+  int st = prd_test_child(bad_foreign, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "free(");
+  CHECK_STR_CONTAINS(out, "not allocated by prudence");
+  CHECK_STR_CONTAINS(out, "realloc(");
+  CHECK_STR_CONTAINS(out, "malloc_usable_size(");
+  CHECK_STR_CONTAINS(out, "inside a block, not at its start");
+  CHECK_STR_CONTAINS(out, "inside the first page of a large block, not at its start");
+}
+
+static void bad_abort(void *arg)
+{
+  (void)arg;
+  static char not_ours[64];
+  prd_option_set("abort_on_error", "1");
+  prd_free(not_ours);
+  _exit(0);
+}
+
+static void test_bad_pointer_aborts(void)
+{
+  static char out[4096];
+  int st = prd_test_child(bad_abort, NULL, out, sizeof(out));
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  CHECK_STR_CONTAINS(out, "not allocated by prudence");
+}
+
+int main(void)
+{
+  page = (size_t)sysconf(_SC_PAGESIZE);
+  RUN(test_classes);
+  RUN(test_malloc_sizes);
+  RUN(test_distinct);
+  RUN(test_calloc);
+  RUN(test_realloc);
+  RUN(test_aligned);
+  RUN(test_pagemap);
+  RUN(test_bad_pointers);
+  RUN(test_bad_pointer_aborts);
+  return prd_test_done();
+}
