@@ -1,0 +1,105 @@
+#!/bin/sh
+# bench/compare-malloc.sh: every workload of `prd-bench malloc` under glibc, jemalloc,
+# mimalloc, tcmalloc and libprudence-malloc (LD_PRELOAD), interleaved: in round r the
+# allocators run in an order rotated by r, each workload in a fresh process.  Medians of the
+# rounds; ratios are libprudence-malloc over the best of the others (smaller is better).
+#
+#   bench/compare-malloc.sh [--quick] [--json] [--rounds N] [--build DIR]
+#     --quick   about a minute: 3 rounds, workloads at a quarter of their size
+#     --json    one JSON line per workload and allocator, then per workload, then the summary
+#               {"bench":"malloc","summary":true,"geomean_time_vs_best":T,
+#                "geomean_rss_vs_best":R,"deferred_time_vs_best":D,...}
+#   T and R: geometric means over random, larson, prodcons, realloc; D: the deferred workload
+#   (prd_call_rcu(free) for every allocator; prd_free_deferred for ours once it exists).
+#   Allocators whose library is absent are skipped and named on stderr.
+set -eu
+rounds=5 quick= json=0 build=build
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=--quick; rounds=3 ;;
+    --json) json=1 ;;
+    --rounds) rounds=$2; shift ;;
+    --build) build=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--json] [--rounds N] [--build DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+bench=$build/bin/prd-bench
+ours=$(cd "$build/lib" && pwd)/libprudence-malloc.so
+[ -x "$bench" ] && [ -f "$ours" ] || { echo "build first (make): $bench, $ours" >&2; exit 2; }
+lib=/usr/lib/x86_64-linux-gnu
+names="glibc" libs="-"
+for pair in jemalloc:$lib/libjemalloc.so.2 mimalloc:$lib/libmimalloc.so.2 \
+            tcmalloc:$lib/libtcmalloc_minimal.so.4; do
+  n=${pair%%:*} f=${pair#*:}
+  if [ -f "$f" ]; then names="$names $n" libs="$libs $f"
+  else echo "compare-malloc: $n not installed ($f): skipped" >&2; fi
+done
+names="$names prudence" libs="$libs $ours"
+workloads="random larson prodcons realloc deferred"
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+nalloc=$(echo $names | wc -w)
+r=0
+while [ $r -lt "$rounds" ]; do
+  for w in $workloads; do
+    i=0
+    while [ $i -lt "$nalloc" ]; do
+      k=$(( (i + r) % nalloc + 1 ))
+      n=$(echo $names | cut -d' ' -f$k) f=$(echo $libs | cut -d' ' -f$k)
+      if [ "$f" = - ]; then pre=; else pre=$f; fi
+      [ -t 2 ] && [ $json = 0 ] && printf '\r[compare-malloc] round %d/%d %-9s %-9s' \
+        $((r + 1)) "$rounds" "$w" "$n" >&2
+      line=$(LD_PRELOAD=$pre "$bench" malloc --workload "$w" --json $quick)
+      vals=$(echo "$line" | sed -n 's/.*"seconds":\([0-9.]*\),"peak_rss_kb":\([0-9]*\).*/\1 \2/p')
+      [ -n "$vals" ] || { echo "compare-malloc: $w under $n printed: $line" >&2; exit 1; }
+      echo "$w $n $vals" >> "$tmp"
+      i=$((i + 1))
+    done
+  done
+  r=$((r + 1))
+done
+[ -t 2 ] && [ $json = 0 ] && printf '\r%60s\r' '' >&2
+awk -v json=$json -v names="$names" -v workloads="$workloads" '
+function median(arr, n,   i, j, t) {
+  for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
+  return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
+}
+{ k = $1 SUBSEP $2; ns[k]++; t[k, ns[k]] = $3; m[k, ns[k]] = $4 }
+END {
+  na = split(names, A, " "); nw = split(workloads, W, " ")
+  for (i = 1; i <= nw; i++) for (j = 1; j <= na; j++) {
+    k = W[i] SUBSEP A[j]; n = ns[k]
+    for (q = 1; q <= n; q++) { x[q] = t[k, q]; y[q] = m[k, q] }
+    T[k] = median(x, n); R[k] = median(y, n)
+    if (json) printf "{\"bench\":\"malloc\",\"workload\":\"%s\",\"allocator\":\"%s\",\"seconds\":%.4f,\"peak_rss_kb\":%d,\"runs\":%d}\n", W[i], A[j], T[k], R[k], n
+  }
+  if (!json) {
+    printf "%-10s", "seconds"; for (j = 1; j <= na; j++) printf " %10s", A[j]; printf " %9s %9s\n", "vs best", "rss best"
+  }
+  lt = 0; lr = 0; lj = 0; nt = 0; D = 0
+  for (i = 1; i <= nw; i++) {
+    bt = -1; br = -1; bn = ""
+    for (j = 1; j < na; j++) {
+      k = W[i] SUBSEP A[j]
+      if (bt < 0 || T[k] < bt) { bt = T[k]; bn = A[j] }
+      if (br < 0 || R[k] < br) br = R[k]
+    }
+    o = W[i] SUBSEP "prudence"
+    rt = T[o] / bt; rr = R[o] / br
+    je = W[i] SUBSEP "jemalloc"; rj = (je in R) ? R[o] / R[je] : 0
+    if (W[i] == "deferred") D = rt
+    else { lt += log(rt); lr += log(rr); if (rj > 0) lj += log(rj); nt++ }
+    if (json) printf "{\"bench\":\"malloc\",\"workload\":\"%s\",\"time_vs_best\":%.3f,\"best\":\"%s\",\"rss_vs_best\":%.3f,\"rss_vs_jemalloc\":%.3f}\n", W[i], rt, bn, rr, rj
+    else {
+      printf "%-10s", W[i]; for (j = 1; j <= na; j++) printf " %10.4f", T[W[i], A[j]]; printf " %9.3f %9.3f\n", rt, rr
+    }
+  }
+  if (!json) {
+    printf "%-10s", "peak KiB"; printf "\n"
+    for (i = 1; i <= nw; i++) { printf "%-10s", W[i]; for (j = 1; j <= na; j++) printf " %10d", R[W[i], A[j]]; printf "\n" }
+  }
+  gt = exp(lt / nt); gr = exp(lr / nt); gj = exp(lj / nt)
+  if (json) printf "{\"bench\":\"malloc\",\"summary\":true,\"geomean_time_vs_best\":%.3f,\"geomean_rss_vs_best\":%.3f,\"deferred_time_vs_best\":%.3f,\"geomean_rss_vs_jemalloc\":%.3f,\"allocators\":\"%s\"}\n", gt, gr, D, gj, names
+  else printf "prudence over the best of the others: time geomean %.3f, peak RSS geomean %.3f (vs jemalloc %.3f), deferred time %.3f\n", gt, gr, gj, D
+}' "$tmp"
