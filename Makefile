@@ -67,11 +67,13 @@ test-tsan: tsan
 	  $(CTEST) --test-dir build-tsan --output-on-failure -j$(CTEST_J) -LE 'no-tsan|bench'
 
 # Self-hosting: the Debug suite again with every program's malloc (ctest's too) replaced by
-# libprudence-malloc.so; the preload label (real programs) already ran in test-debug.
+# libprudence-malloc.so; the preload label (real programs) already ran in test-debug.  Label
+# no-preload: a test whose environment variables the preloaded copy of the library would act
+# on as well (say why beside the label).
 test-preload: debug
 	@echo "== Debug suite under LD_PRELOAD=libprudence-malloc.so"
 	LD_PRELOAD=$(CURDIR)/build-debug/lib/libprudence-malloc.so \
-	  $(CTEST) --test-dir build-debug --output-on-failure -j$(CTEST_J) -LE 'preload|bench|install'
+	  $(CTEST) --test-dir build-debug --output-on-failure -j$(CTEST_J) -LE 'preload|bench|install|no-preload'
 
 test-clang: clang
 	@if [ -d build-clang ]; then echo "== Debug build (clang): unit tests"; \

@@ -25,7 +25,9 @@
  * --json summary (in-process mode):
  *   {"bench":"malloc","summary":true,"geomean_time_vs_libc":T}
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,7 +263,8 @@ struct dobj {
   const alloc_t *d_alloc;
 };
 
-static void (*def_free_deferred)(void *);   /* prd_free_deferred of the allocator in use */
+/* prd_free_deferred of the allocator in use, when it is libprudence's (NULL: call_rcu(free)) */
+static void (*def_free_deferred)(void *);
 
 static void def_cb(struct prd_rcu_head *h)
 {
@@ -287,7 +290,7 @@ static void *def_thread(void *arg)
     if (old != NULL) {
       if (brng(&r) & 1)
         a->a_free(old);
-      else if (def_free_deferred != NULL && a == &alloc_prd)
+      else if (def_free_deferred != NULL)
         def_free_deferred(old);
       else
         prd_call_rcu(&old->d_head, def_cb);
@@ -342,6 +345,11 @@ static const struct workload *find_workload(const char *name)
 /* One workload through plain malloc (the compare script's unit of measurement). */
 static int run_one(const struct workload *w, bool json)
 {
+  /* under LD_PRELOAD=libprudence-malloc.so, its own prd_free_deferred (this program's static
+   * copy of libprudence is another allocator instance, which does not own these blocks) */
+  void *h = dlopen("libprudence-malloc.so", RTLD_NOLOAD | RTLD_LAZY);
+  if (h != NULL)
+    *(void **)&def_free_deferred = dlsym(h, "prd_free_deferred");
   double s = w->wl_fn(&alloc_libc);
   long rss = bench_peak_rss_kb();
   if (json)

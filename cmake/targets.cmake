@@ -9,7 +9,8 @@
 #   // prd-test-run: NAME ARGS...           one ctest test per line (default: one, no args)
 #   // prd-test-run-fail: NAME ARGS...      a test that must exit non-zero (proves a check can fail)
 # A test that exits 77 is reported as skipped (e.g. a liburcu run in a build without liburcu).
-# Labels no-asan / no-tsan keep a test out of the sanitizer runs (say why beside the label).
+# Labels no-asan / no-tsan keep a test out of the sanitizer runs, no-preload out of
+# make test-preload (say why beside the label).
 
 enable_testing()
 

@@ -2,6 +2,9 @@
  * the stats lists; every cache and arena is in them; bad input; atomic snapshot files; the
  * periodic writer and the at-exit triggers (PRUDENCE_STATS, PRUDENCE_STATS_FILE) in a child
  * started with them set; printing while other threads create and destroy caches and arenas. */
+// prd-test-labels: no-preload
+// (no-preload: under LD_PRELOAD of libprudence-malloc a second copy of the library reads
+//  PRUDENCE_STATS_FILE too and writes its own snapshot at exit)
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/stat.h>
