@@ -13,6 +13,10 @@
  *        §3.3.4's coalesce-to-vmblk layer, with vmem in place of its page descriptors);
  *      - huge blocks (>= the threshold): mapped on their own by os.c and unmapped on free, so
  *        a process's largest buffers never pin an arena span.
+ *    realloc stays in place while the class does not change (a big block: while it shrinks
+ *    by less than half); a big block that grows gets half as much again as it had, so that a
+ *    buffer grown step by step is copied O(log n) times, not once per page (pages never
+ *    written cost no memory).
  *
  * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
  *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
@@ -552,7 +556,12 @@ void *prd_realloc(void *ptr, size_t size)
   } else if (kind != PM_BOOT && size > MC_MAX && size <= old && size > old / 2) {
     return ptr;   /* a big block shrinking by less than half keeps its pages */
   }
-  void *np = prd_malloc(size);
+  size_t want = size;
+  if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old)
+    want = old + old / 2;   /* a growing big block: room for the next steps (section 1) */
+  void *np = prd_malloc(want);
+  if (np == NULL && want != size)
+    np = prd_malloc(size);
   if (np == NULL)
     return NULL;   /* ptr is left as it was */
   memcpy(np, ptr, PRD_MIN(old, size));
