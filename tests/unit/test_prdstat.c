@@ -3,6 +3,9 @@
  * selection, --json pass-through, rates from a series, --watch refreshing as new snapshots
  * replace the file (bounded by --iterations, synchronized through its output, no sleeps),
  * --plot's PNG, and the errors for a bad column or a file that is not a snapshot. */
+// prd-test-labels: no-preload
+// (no-preload: under LD_PRELOAD of libprudence-malloc the preloaded copy of the library writes
+//  its own snapshot, with its malloc caches, to the same PRUDENCE_STATS_FILE)
 #include <libgen.h>
 #include <sys/stat.h>
 
