@@ -75,7 +75,9 @@
  * 6. Fork.  A constructor registers pthread_atfork handlers: before fork every lock of the
  *    slab layer and the heap arena is taken (in the lock order of slab.c section 8), after it
  *    they are released in the parent and the child, so the child's only thread finds every
- *    structure consistent and can allocate.
+ *    structure consistent and can allocate.  These handlers stand in for the lower layers'
+ *    own: when the CPU layer's handlers take every lock of the process, this file's must keep
+ *    only malloc_init_lock (two handlers taking one mutex would deadlock the forking thread).
  *
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
  *    The page map has no lock.
