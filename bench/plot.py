@@ -187,7 +187,49 @@ def plot_cache(objs, outdir, written):
     save(fig, outdir, "cache", written)
 
 
-PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot_cache}
+def plot_malloc(objs, outdir, written):
+    """prd-bench malloc: seconds per workload, libc against prudence (in-process mode); and,
+    from bench/compare-malloc.sh --json, seconds and peak RSS per workload and allocator."""
+    inproc = [o for o in objs if "libc_s" in o]
+    if inproc:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        x = range(len(inproc))
+        ax.bar([i - 0.2 for i in x], [o["libc_s"] for o in inproc], width=0.4, label="libc malloc")
+        ax.bar([i + 0.2 for i in x], [o["prudence_s"] for o in inproc], width=0.4,
+               label="prd_malloc")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(["%s\nx%.2f" % (o["workload"], o["ratio"]) for o in inproc])
+        ax.set_ylabel("seconds (median)")
+        ax.set_title("malloc workloads in one process: prudence / libc")
+        ax.legend()
+        save(fig, outdir, "malloc", written)
+    cmp_ = [o for o in objs if "allocator" in o and "seconds" in o]
+    if cmp_:
+        wls = list(dict.fromkeys(o["workload"] for o in cmp_))
+        als = list(dict.fromkeys(o["allocator"] for o in cmp_))
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        w = 0.8 / max(len(als), 1)
+        for k, a in enumerate(als):
+            val = {o["workload"]: o for o in cmp_ if o["allocator"] == a}
+            xs = [i + (k - len(als) / 2) * w + w / 2 for i in range(len(wls))]
+            axes[0].bar(xs, [val[wl]["seconds"] if wl in val else 0 for wl in wls], width=w, label=a)
+            axes[1].bar(xs, [val[wl]["peak_rss_kb"] / 1024 if wl in val else 0 for wl in wls],
+                        width=w, label=a)
+        for ax, lab in ((axes[0], "seconds (median)"), (axes[1], "peak RSS (MiB, median)")):
+            ax.set_xticks(list(range(len(wls))))
+            ax.set_xticklabels(wls)
+            ax.set_ylabel(lab)
+        axes[0].legend(fontsize=8)
+        s = summary(objs)
+        axes[0].set_title("time: prudence / best other, geomean %.2f" % s.get("geomean_time_vs_best", 0),
+                          fontsize=9)
+        axes[1].set_title("peak RSS: prudence / best other, geomean %.2f" % s.get("geomean_rss_vs_best", 0),
+                          fontsize=9)
+        save(fig, outdir, "malloc_compare", written)
+
+
+PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot_cache,
+            "malloc": plot_malloc}
 
 
 def main(argv):
