@@ -81,6 +81,7 @@ int main(void)
   printf("cache %s: %llu allocations, %d constructions, %llu objects in %llu bytes of slabs\n",
          st.name, (unsigned long long)st.allocs, constructed, (unsigned long long)st.bufs_total,
          (unsigned long long)st.slab_bytes);
+  prd_stats_print(stdout, PRD_STATS_NOINTERNAL | PRD_STATS_NOARENAS);   /* every cache */
   prd_cache_destroy(cache);
   printf("destroyed: %d destructions\n", destructed);
   /* every allocation was served; the constructor ran once per object, not per allocation */
