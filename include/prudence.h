@@ -126,6 +126,9 @@ typedef void prd_reclaim_fn(void *priv);
 #define PRD_CACHE_PAGEBUF   0x0200  /* each buffer on its own page(s) before a guard page */
 #define PRD_CACHE_LEAKS     0x0400  /* leak report at exit (implies AUDIT) */
 #define PRD_CACHE_DEBUG_ALL 0x07f0
+#define PRD_CACHE_OBLIVIOUS 0x0800  /* deferred frees go through prd_call_rcu() and a callback
+                                       that calls prd_cache_free(): the allocator does not see
+                                       them (the SLUB + call_rcu baseline of seed 001 §5) */
 
 PRD_API prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align,
                                       prd_ctor_fn *ctor, prd_dtor_fn *dtor,
@@ -134,6 +137,11 @@ PRD_API prd_cache_t *prd_cache_create(const char *name, size_t size, size_t alig
 PRD_API void *prd_cache_alloc(prd_cache_t *cp, int flags);
 PRD_API void  prd_cache_free(prd_cache_t *cp, void *buf);
 PRD_API void  prd_cache_destroy(prd_cache_t *cp);
+/* Prudence (seed 001 §4): frees buf after a grace period, as call_rcu(free) would, but the
+ * allocator sees it: it is reused as soon as the grace period has ended.  Callable anywhere,
+ * inside read-side sections too; never blocks on a grace period.  Bad input is reported
+ * (NULL cache; a buffer not allocated from cp is found when it is merged, with debugging). */
+PRD_API void  prd_cache_free_deferred(prd_cache_t *cp, void *buf);
 /* Gives back to the source arena the free slabs that stayed free for a whole working-set
  * interval (option slab_working_set, default 15 s). */
 PRD_API void  prd_cache_reap(prd_cache_t *cp);
@@ -186,7 +194,23 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, hash_buckets, "buffer-to-bufctl hash buckets (large layout), else 0")                  \
   X(F64, total_frag,                                                                            \
     "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")     \
-  X(U64, slab_bytes, "bytes of slabs the cache holds now (slabs * slab_size)")
+  X(U64, slab_bytes, "bytes of slabs the cache holds now (slabs * slab_size)") \
+  X(U64, deferred_frees, "prd_cache_free_deferred calls (seed 001 5.4, Fig. 12)")              \
+  X(U64, oc_hits, "allocations served by a Prudence object cache without a refill (Fig. 7)")  \
+  X(U64, oc_misses, "allocations that found their Prudence object cache empty")               \
+  X(F64, oc_hit_pct, "oc_hits / (oc_hits + oc_misses) * 100 (seed 001 Fig. 7)")               \
+  X(U64, oc_refills, "object-cache refills from the slab layer")                              \
+  X(U64, oc_flushes, "object-cache flushes to the slab layer")                                \
+  X(U64, oc_churns, "refill/flush pairs (seed 001 Fig. 8): min(refills, flushes)")            \
+  X(U64, oc_objs, "safe objects in Prudence object caches now")                                \
+  X(U64, latent_cache_objs, "deferred objects in latent caches now")                          \
+  X(U64, latent_slab_objs, "deferred objects in latent slabs now")                            \
+  X(U64, latent_merges, "deferred objects merged back after their grace period (cache and slab)") \
+  X(U64, partial_refills, "refills that took fewer than a full object cache (line 14)")      \
+  X(U64, preflush_moves, "latent objects pre-flushed to latent slabs (lines 41-43)")          \
+  X(U64, slab_premoves, "slabs moved ahead of time at deferral (lines 52-57)")               \
+  X(U64, frag_skips, "refill choices that passed over a mostly deferred slab (Fig. 5)")       \
+  X(U64, oom_gp_waits, "grace periods waited for instead of failing (lines 31-32)")
 
 #define PRD__CS_STR(n) char n[PRD_CACHE_NAME_MAX]
 #define PRD__CS_U64(n) uint64_t n

@@ -339,7 +339,37 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
   return buf;
 }
 
+/* A deferred free of a debugging cache (defer.c): the state checks now, so that a buffer
+ * deferred twice or never allocated is reported at the call; the patterns wait for the
+ * grace period (readers may still read the buffer), when the callback calls
+ * prd__debug_free_deferred.  0, or -1 after a report. */
+int prd__debug_defer(prd_cache_t *cp, void *buf)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
+  if (bcp == NULL || bcp->bc_dstate != PRD_BC_ALLOC) {
+    pthread_mutex_unlock(&cp->cache_lock);
+    prd__debug_bad_free(cp, buf, bcp);
+    return -1;
+  }
+  bcp->bc_dstate = PRD_BC_DEFERRED;
+  pthread_mutex_unlock(&cp->cache_lock);
+  return 0;
+}
+
+static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect);
+
 int prd__debug_free(prd_cache_t *cp, void *buf)
+{
+  return debug_free(cp, buf, PRD_BC_ALLOC);
+}
+
+int prd__debug_free_deferred(prd_cache_t *cp, void *buf)
+{
+  return debug_free(cp, buf, PRD_BC_DEFERRED);
+}
+
+static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
 {
   uint32_t f = cp->cache_flags;
   prd_audit_tx_t tx;
@@ -347,7 +377,7 @@ int prd__debug_free(prd_cache_t *cp, void *buf)
     audit_capture(&tx, false);
   pthread_mutex_lock(&cp->cache_lock);
   prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
-  if (bcp == NULL || bcp->bc_dstate != PRD_BC_ALLOC) {
+  if (bcp == NULL || bcp->bc_dstate != expect) {
     pthread_mutex_unlock(&cp->cache_lock);
     prd__debug_bad_free(cp, buf, bcp);
     return -1;

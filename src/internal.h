@@ -77,6 +77,16 @@ uint64_t prd__now_ns(void);   /* CLOCK_MONOTONIC nanoseconds */
 /* The slab layer alone, under the cache lock: the layers above call these on a miss. */
 void *prd__slab_alloc(prd_cache_t *cp, int flags);
 void  prd__slab_free(prd_cache_t *cp, void *buf);
+/* Bulk forms (one hold of cache_lock): up to `want` buffers into out[] (how many, 0 with
+ * ENOMEM), and n buffers back. */
+size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags);
+void  prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n);
+/* Latent slabs (slab.c section 10, for defer.c): n deferred buffers with state gp into their
+ * slabs' latent generations (returns how many were safe already and freed); merge every safe
+ * generation (returns buffers merged); whether any wait, and the latest state among them. */
+size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp);
+size_t prd__slab_lat_merge_all(prd_cache_t *cp);
+bool  prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
 /* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held. */
 prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf);
 /* The start of the buffer of cp whose chunk holds addr, or NULL.  cache_lock held. */
@@ -109,6 +119,10 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags);
 /* An object comes back from the user: 0 to go on freeing it, -1 when it was a bad free
  * (reported; the caller must not free it). */
 int   prd__debug_free(prd_cache_t *cp, void *buf);
+/* Deferred frees of debugging caches: the checks at the call (0, or -1 after a report), and
+ * the free proper after the grace period. */
+int   prd__debug_defer(prd_cache_t *cp, void *buf);
+int   prd__debug_free_deferred(prd_cache_t *cp, void *buf);
 /* Reports a bad free of buf (bcp: its bufctl when found) and calls prd__report_done. */
 void  prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp);
 /* Reports the buffers still allocated in a cache being destroyed (cache_lock held). */
@@ -132,6 +146,29 @@ int   prd__stats_periodic(uint64_t now_ns);
 
 /* The current name of CHOICE option `name` into buf; 0, or -1 (unknown, not a choice, short buf). */
 int prd__option_choice(const char *name, char *buf, size_t len);
+
+/* ---- defer.c: Prudence (seed 001 §4) ------------------------------------------------------ */
+/* Test hook (rcu_torture --retire prudence --broken): latent objects merge without their
+ * grace-period check, which the torture test must catch.  Set before any deferral. */
+extern bool prd__defer_broken;
+/* Has the grace period of state s ended?  Every latent merge asks this (slab.c, defer.c). */
+static inline bool prd__defer_safe(prd_gp_t s)
+{
+  return prd_rcu_poll_state(s) || prd_unlikely(prd__defer_broken);
+}
+/* prd_cache_alloc's path for a cache that has seen deferrals: the thread's object cache. */
+void *prd__defer_alloc(prd_cache_t *cp, int flags);
+/* prd_cache_free's path for such a cache: into the thread's object cache if it has one. */
+bool  prd__defer_free(prd_cache_t *cp, void *buf);
+/* Out of memory with deferred objects waiting (Algorithm 1 lines 31-32), cache_lock not held:
+ * moves latent caches to latent slabs, waits for their grace period unless flags say
+ * PRD_NOSLEEP (or the caller is inside a read-side section), merges what is safe.  True if
+ * any buffer came back. */
+bool  prd__defer_oom(prd_cache_t *cp, int flags);
+/* Before a cache is destroyed: every latent cache drained, grace periods waited for. */
+void  prd__defer_cache_destroy(prd_cache_t *cp);
+/* Adds the latent caches' counters to a cache's statistics (cache_lock not held). */
+void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

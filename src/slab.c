@@ -166,13 +166,22 @@ static inline prd_slab_t *link_slab(prd_slab_link_t *l)
   return (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_link));
 }
 
-/* The list a slab belongs on, from its reference count (section 3). */
+/* Deferred buffers of the slab, both latent generations (section 10). */
+static inline uint32_t slab_ndeferred(const prd_slab_t *sp)
+{
+  return sp->slab_lat_n[0] + sp->slab_lat_n[1];
+}
+
+/* The list a slab belongs on, from its reference count (section 3).  Deferred buffers count
+ * as free already (section 10, slab pre-movement): a full slab with a deferred buffer is
+ * partial, a slab whose every allocated buffer is deferred is on the free list. */
 static inline uint32_t slab_target(const prd_cache_t *cp, const prd_slab_t *sp)
 {
-  uint32_t nfree = sp->slab_chunks - sp->slab_refcnt;
+  uint32_t live = sp->slab_refcnt - slab_ndeferred(sp);
+  uint32_t nfree = sp->slab_chunks - live;
   if (nfree == 0)
     return PRD_SLAB_ON_FULL;
-  if (sp->slab_refcnt == 0)
+  if (live == 0)
     return PRD_SLAB_ON_FREE;
   return (nfree - 1) >> cp->cache_bucket_shift;
 }
@@ -213,7 +222,12 @@ static inline void slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
 static inline void slab_link(prd_cache_t *cp, prd_slab_t *sp, uint32_t b)
 {
   sp->slab_bucket = b;
-  link_insert_head(slab_list(cp, b), &sp->slab_link);
+  /* a slab on the free list ahead of time (its buffers deferred, section 10) goes to the
+   * tail: allocation takes free slabs from the head and finds the truly free ones first */
+  if (b == PRD_SLAB_ON_FREE && prd_unlikely(slab_ndeferred(sp) != 0))
+    link_insert_head(cp->cache_free.sl_prev, &sp->slab_link);
+  else
+    link_insert_head(slab_list(cp, b), &sp->slab_link);
   if (b == PRD_SLAB_ON_FULL) {
     cp->cache_nfull++;
   } else if (b == PRD_SLAB_ON_FREE) {
@@ -234,10 +248,16 @@ static inline void slab_relist(prd_cache_t *cp, prd_slab_t *sp)
   }
 }
 
+static prd_slab_t *lat_pick(prd_cache_t *cp);
+static bool lat_merge_safe(prd_cache_t *cp, prd_slab_t *sp);
+
 /* The slab to allocate from: the partial slab with the fewest free buffers, else the newest
- * free slab, else NULL (section 3). */
+ * free slab, else NULL (section 3).  With deferred buffers in latent slabs, the choice of
+ * section 10 (seed 001 Fig. 5). */
 static inline prd_slab_t *slab_pick(prd_cache_t *cp)
 {
+  if (prd_unlikely(cp->cache_lat_slab_objs != 0))
+    return lat_pick(cp);
   if (prd_likely(cp->cache_partial_map != 0)) {
     unsigned b = (unsigned)__builtin_ctzll(cp->cache_partial_map);
     return link_slab(cp->cache_partial[b].sl_next);
@@ -332,6 +352,13 @@ static inline prd_slab_t *small_slab(const prd_cache_t *cp, const void *buf)
   return (prd_slab_t *)(base + cp->cache_slabsize - sizeof(prd_slab_t));
 }
 
+/* Small layout: generation g's bitmap of deferred buffers, just before the prd_slab_t. */
+static inline uint64_t *lat_map(const prd_cache_t *cp, prd_slab_t *sp, int g)
+{
+  return (uint64_t *)((char *)sp - 2 * cp->cache_lat_words * sizeof(uint64_t)) +
+         (size_t)g * cp->cache_lat_words;
+}
+
 /* Frees the external structures of a large-layout slab whose buffers are all on its lists. */
 static void slab_free_bufctls(prd_cache_t *cp, prd_bufctl_t *list)
 {
@@ -374,6 +401,11 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   sp->slab_chunks = cp->cache_chunks;
   sp->slab_color = (uint32_t)color;
   sp->slab_bucket = PRD_SLAB_ON_FREE;
+  sp->slab_lat_n[0] = sp->slab_lat_n[1] = 0;
+  sp->slab_lat_gp[0] = sp->slab_lat_gp[1] = 0;
+  sp->slab_lat_list[0] = sp->slab_lat_list[1] = NULL;
+  if (cp->cache_lat_words != 0)
+    memset(lat_map(cp, sp, 0), 0, 2 * cp->cache_lat_words * sizeof(uint64_t));
   prd_bufctl_t **listp = (cp->cache_flags & PRD_CF_SLABCTOR) ? &sp->slab_fresh : &sp->slab_head;
   /* link from the last buffer down, so the lowest address is handed out first */
   for (uint32_t i = cp->cache_chunks; i-- > 0;) {
@@ -439,6 +471,10 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
 {
   slab_unlink(cp, sp);
+  if (slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
+    link_remove(&sp->slab_lat_link);
+    cp->cache_lat_slab_objs -= slab_ndeferred(sp);
+  }
   if (cp->cache_flags & PRD_CF_HASH) {
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
       hash_remove(cp, bcp);
@@ -508,11 +544,20 @@ static void cache_reap(prd_cache_t *cp, bool all)
     n = PRD_MIN(n, cp->cache_ws_reapable);
     cp->cache_ws_reapable -= n;
   }
-  for (; n > 0; n--) {
-    prd_slab_t *sp = link_slab(cp->cache_free.sl_prev);   /* the least recently used */
+  /* from the least recently used; a slab on the free list ahead of time (section 10) keeps
+   * its pages until its deferred buffers are merged */
+  for (prd_slab_link_t *l = cp->cache_free.sl_prev, *prev; n > 0 && l != &cp->cache_free;
+       l = prev) {
+    prev = l->sl_prev;
+    prd_slab_t *sp = link_slab(l);
+    if (slab_ndeferred(sp) != 0)
+      (void)lat_merge_safe(cp, sp);
+    if (sp->slab_refcnt != 0)
+      continue;
     slab_detach(cp, sp);
     sp->slab_link.sl_next = chain;
     chain = &sp->slab_link;
+    n--;
   }
   pthread_mutex_unlock(&cp->cache_lock);
   slab_destroy_chain(cp, chain);
@@ -603,12 +648,27 @@ static void nofail_wait(prd_cache_t *cp)
 static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
 {
   bool reclaimed = false;
+  int deferred_waits = 0;
   for (;;) {
     prd_slab_t *sp = slab_pick(cp);
     if (sp != NULL)
       return sp;
     if (cache_grow(cp))
       continue;
+    /* seed 001 Algorithm 1 lines 31-32: deferred objects wait for a grace period: wait for
+     * it (PRD_NOSLEEP: merge only what is already safe) and retry before failing.  Bounded:
+     * a second round only if the first one gave buffers back. */
+    if (deferred_waits < 2 && !(cp->cache_flags & PRD_CF_INTERNAL) &&
+        atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed)) {
+      deferred_waits++;
+      pthread_mutex_unlock(&cp->cache_lock);
+      bool progress = prd__defer_oom(cp, flags);
+      pthread_mutex_lock(&cp->cache_lock);
+      if (progress)
+        continue;
+      deferred_waits = 2;
+      continue;
+    }
     if ((flags & PRD_NOSLEEP) || (reclaimed && !(flags & PRD_NOFAIL)) ||
         (cp->cache_flags & PRD_CF_INTERNAL)) {
       cp->cache_alloc_fails++;
@@ -626,42 +686,77 @@ static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
 }
 
 /* ---- the slab layer proper ------------------------------------------------------------------ */
-void *prd__slab_alloc(prd_cache_t *cp, int flags)
+/* Takes up to `want` buffers into out[] under one hold of cache_lock (a refill of an object
+ * cache above takes many at once, seed 001 Algorithm 1 lines 15-25).  Buffers that need their
+ * constructor get it after the lock is dropped; one whose constructor fails goes back.
+ * Returns how many (at least 1), or 0 with errno ENOMEM. */
+size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
 {
+  size_t nc = 0, nf = 0;   /* constructed ones from the front of out[], fresh from the back */
   pthread_mutex_lock(&cp->cache_lock);
-  prd_slab_t *sp = slab_pick(cp);
-  if (prd_unlikely(sp == NULL)) {
-    sp = slab_alloc_miss(cp, flags);
-    if (sp == NULL)
-      return NULL;
+  while (nc + nf < want) {
+    prd_slab_t *sp = slab_pick(cp);
+    if (prd_unlikely(sp == NULL)) {
+      /* a refill that has some buffers grows once more, never waits or fails */
+      if (nc + nf > 0) {
+        if (cache_grow(cp))
+          continue;
+        break;
+      }
+      sp = slab_alloc_miss(cp, flags);
+      if (sp == NULL)
+        return 0;
+    }
+    while (nc + nf < want && (sp->slab_head != NULL || sp->slab_fresh != NULL)) {
+      prd_bufctl_t *bcp = sp->slab_head;
+      bool fresh = false;
+      if (prd_likely(bcp != NULL)) {
+        sp->slab_head = bcp->bc_next;
+      } else {
+        bcp = sp->slab_fresh;
+        sp->slab_fresh = bcp->bc_next;
+        fresh = true;
+      }
+      sp->slab_refcnt++;
+      void *buf;
+      if (cp->cache_flags & PRD_CF_HASH) {
+        bcp->bc_flags |= PRD_BC_ALLOC;
+        buf = bcp->bc_addr;
+      } else {
+        buf = (char *)bcp - cp->cache_link_off;
+      }
+      if (prd_likely(!fresh))
+        out[nc++] = buf;
+      else
+        out[want - 1 - nf++] = buf;
+    }
+    slab_relist(cp, sp);
   }
-  prd_bufctl_t *bcp = sp->slab_head;
-  bool construct = false;
-  if (prd_likely(bcp != NULL)) {
-    sp->slab_head = bcp->bc_next;
-  } else {
-    bcp = sp->slab_fresh;
-    sp->slab_fresh = bcp->bc_next;
-    construct = true;
-  }
-  sp->slab_refcnt++;
-  slab_relist(cp, sp);
-  void *buf;
-  if (cp->cache_flags & PRD_CF_HASH) {
-    bcp->bc_flags |= PRD_BC_ALLOC;
-    buf = bcp->bc_addr;
-  } else {
-    buf = (char *)bcp - cp->cache_link_off;
-  }
-  cp->cache_allocs++;
-  cp->cache_bufs_inuse++;
+  cp->cache_allocs += nc + nf;
+  cp->cache_bufs_inuse += nc + nf;
   pthread_mutex_unlock(&cp->cache_lock);
-  prd__annot_object_out(cp, buf);
-  if (prd_unlikely(construct) && cp->cache_ctor(buf, cp->cache_private, flags) != 0) {
+  for (size_t i = 0; i < nc; i++)
+    prd__annot_object_out(cp, out[i]);
+  /* the fresh ones get their constructor now, with no lock held (section 4) */
+  for (size_t i = 0; i < nf; i++) {
+    void *buf = out[want - 1 - i];
+    prd__annot_object_out(cp, buf);
+    if (prd_likely(cp->cache_ctor(buf, cp->cache_private, flags) == 0)) {
+      out[nc++] = buf;
+      continue;
+    }
     /* the constructor failed: the buffer goes back unconstructed */
     pthread_mutex_lock(&cp->cache_lock);
-    if (cp->cache_flags & PRD_CF_HASH)
+    prd_bufctl_t *bcp;
+    prd_slab_t *sp;
+    if (cp->cache_flags & PRD_CF_HASH) {
+      bcp = prd__slab_hash_find(cp, buf);
       bcp->bc_flags &= ~PRD_BC_ALLOC;
+      sp = bcp->bc_slab;
+    } else {
+      bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
+      sp = small_slab(cp, buf);
+    }
     bcp->bc_next = sp->slab_fresh;
     sp->slab_fresh = bcp;
     sp->slab_refcnt--;
@@ -670,51 +765,367 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
     cp->cache_bufs_inuse--;
     cp->cache_alloc_fails++;
     pthread_mutex_unlock(&cp->cache_lock);
-    errno = ENOMEM;
-    return NULL;
   }
-  return buf;
+  if (nc == 0)
+    errno = ENOMEM;
+  return nc;
 }
 
-void prd__slab_free(prd_cache_t *cp, void *buf)
+void *prd__slab_alloc(prd_cache_t *cp, int flags)
 {
-  prd_slab_t *sp;
-  prd_bufctl_t *bcp;
-  if (cp->cache_flags & PRD_CF_HASH) {
-    pthread_mutex_lock(&cp->cache_lock);
-    bcp = prd__slab_hash_find(cp, buf);
-    if (prd_unlikely(bcp == NULL || !(bcp->bc_flags & PRD_BC_ALLOC))) {
-      pthread_mutex_unlock(&cp->cache_lock);
-      prd__debug_bad_free(cp, buf, bcp);
-      return;
-    }
-    bcp->bc_flags &= ~PRD_BC_ALLOC;
-    sp = bcp->bc_slab;
-    prd__annot_object_in(cp, buf);   /* only once it is known to be ours */
-  } else {
-    sp = small_slab(cp, buf);
-    if (prd_unlikely(sp->slab_cache != cp)) {
-      prd__debug_bad_free(cp, buf, NULL);
-      return;
-    }
-    prd__annot_object_in(cp, buf);   /* before the freelist word is written */
-    bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
-    pthread_mutex_lock(&cp->cache_lock);
-  }
+  void *buf;
+  return prd__slab_alloc_bulk(cp, &buf, 1, flags) == 1 ? buf : NULL;
+}
+
+/* A buffer back on its slab's freelist (lock held; the caller relists the slab). */
+static inline void slab_put(prd_cache_t *cp, prd_slab_t *sp, prd_bufctl_t *bcp)
+{
+  if (cp->cache_flags & PRD_CF_HASH)
+    bcp->bc_flags &= ~(PRD_BC_ALLOC | PRD_BC_DEFERRED);
+  prd__annot_object_in(cp, bufctl_buf(cp, bcp));   /* before the freelist word is written */
   bcp->bc_next = sp->slab_head;
   sp->slab_head = bcp;
   sp->slab_refcnt--;
   cp->cache_frees++;
   cp->cache_bufs_inuse--;
-  if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
-    /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
-    slab_detach(cp, sp);
-    pthread_mutex_unlock(&cp->cache_lock);
-    slab_destroy(cp, sp);
-    return;
+}
+
+/* Frees n buffers to their slabs under one hold of cache_lock (a flush of an object cache
+ * above gives many back at once).  A bad free is reported with the lock dropped and skipped. */
+void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
+{
+  bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
+  pthread_mutex_lock(&cp->cache_lock);
+  for (size_t i = 0; i < n; i++) {
+    void *buf = bufs[i];
+    prd_slab_t *sp;
+    prd_bufctl_t *bcp;
+    if (hash) {
+      bcp = prd__slab_hash_find(cp, buf);
+      if (prd_unlikely(bcp == NULL ||
+                       (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) != PRD_BC_ALLOC)) {
+        pthread_mutex_unlock(&cp->cache_lock);
+        prd__debug_bad_free(cp, buf, bcp);
+        pthread_mutex_lock(&cp->cache_lock);
+        continue;
+      }
+      bcp->bc_flags &= ~PRD_BC_ALLOC;
+      sp = bcp->bc_slab;
+    } else {
+      sp = small_slab(cp, buf);
+      if (prd_unlikely(sp->slab_cache != cp)) {
+        pthread_mutex_unlock(&cp->cache_lock);
+        prd__debug_bad_free(cp, buf, NULL);
+        pthread_mutex_lock(&cp->cache_lock);
+        continue;
+      }
+      bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
+    }
+    slab_put(cp, sp, bcp);
+    if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
+      /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
+      slab_detach(cp, sp);
+      pthread_mutex_unlock(&cp->cache_lock);
+      slab_destroy(cp, sp);
+      pthread_mutex_lock(&cp->cache_lock);
+      continue;
+    }
+    slab_relist(cp, sp);
   }
-  slab_relist(cp, sp);
   pthread_mutex_unlock(&cp->cache_lock);
+}
+
+void prd__slab_free(prd_cache_t *cp, void *buf)
+{
+  prd__slab_free_bulk(cp, &buf, 1);
+}
+
+/* ---- latent slabs (section 10; seed 001 §4.1, Algorithm 1 lines 17-21, 49-59) ------------ */
+/* A buffer of a small-layout slab -> its index in the slab (for the latent bitmap). */
+static inline size_t lat_index(const prd_cache_t *cp, const prd_slab_t *sp, const void *buf)
+{
+  return (size_t)((const char *)buf - (sp->slab_base + sp->slab_color)) / cp->cache_chunksize;
+}
+
+/* Generation g of sp has ended its grace period: its buffers become free (lock held). */
+static void lat_merge_gen(prd_cache_t *cp, prd_slab_t *sp, int g)
+{
+  uint32_t n = sp->slab_lat_n[g];
+  if (cp->cache_flags & PRD_CF_HASH) {
+    prd_bufctl_t *bcp = sp->slab_lat_list[g];
+    while (bcp != NULL) {
+      prd_bufctl_t *next = bcp->bc_next;
+      bcp->bc_flags &= ~(PRD_BC_ALLOC | PRD_BC_DEFERRED);
+      prd__annot_object_in(cp, bcp->bc_addr);
+      bcp->bc_next = sp->slab_head;
+      sp->slab_head = bcp;
+      bcp = next;
+    }
+    sp->slab_lat_list[g] = NULL;
+  } else {
+    uint64_t *map = lat_map(cp, sp, g);
+    char *first = sp->slab_base + sp->slab_color;
+    for (size_t w = 0; w < cp->cache_lat_words; w++) {
+      uint64_t bits = map[w];
+      map[w] = 0;
+      while (bits != 0) {
+        size_t k = w * 64 + (size_t)__builtin_ctzll(bits);
+        bits &= bits - 1;
+        char *buf = first + k * cp->cache_chunksize;
+        prd__annot_object_in(cp, buf);   /* before the freelist word is written */
+        prd_bufctl_t *bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
+        bcp->bc_next = sp->slab_head;
+        sp->slab_head = bcp;
+      }
+    }
+  }
+  sp->slab_lat_n[g] = 0;
+  if (slab_ndeferred(sp) == 0)
+    link_remove(&sp->slab_lat_link);
+  sp->slab_refcnt -= n;
+  cp->cache_frees += n;
+  cp->cache_bufs_inuse -= n;
+  cp->cache_lat_slab_objs -= n;
+  cp->cache_lat_slab_merges += n;
+}
+
+/* Merges the generations of sp whose grace period has ended; true if any did (lock held).
+ * The slab may change lists. */
+static bool lat_merge_safe(prd_cache_t *cp, prd_slab_t *sp)
+{
+  bool any = false;
+  for (int g = 0; g < 2; g++)
+    if (sp->slab_lat_n[g] != 0 && prd__defer_safe(sp->slab_lat_gp[g])) {
+      lat_merge_gen(cp, sp, g);
+      any = true;
+    }
+  if (any) {
+    slab_relist(cp, sp);
+    if (sp->slab_bucket == PRD_SLAB_ON_FREE && slab_ndeferred(sp) == 0) {
+      link_remove(&sp->slab_link);   /* truly free now: to the head (slab_link) */
+      link_insert_head(&cp->cache_free, &sp->slab_link);
+    }
+  }
+  return any;
+}
+
+/* Records buf (allocated from sp) as deferred with state gp (lock held): the generation with
+ * the same state, else a free generation.  Section 10's bound: a buffer never joins a
+ * generation with a later state.  Returns LAT_BAD on a bad deferral (reported by the
+ * caller), LAT_SAFE when gp has ended already (the caller frees the buffer), else LAT_ADDED. */
+enum { LAT_BAD, LAT_ADDED, LAT_SAFE };
+static int lat_add(prd_cache_t *cp, prd_slab_t *sp, void *buf, prd_bufctl_t *bcp, prd_gp_t gp)
+{
+  int g;
+  if (sp->slab_lat_n[0] != 0 && sp->slab_lat_gp[0] == gp) {
+    g = 0;
+  } else if (sp->slab_lat_n[1] != 0 && sp->slab_lat_gp[1] == gp) {
+    g = 1;
+  } else {
+    /* a new state: poll it here, under the lock, then the two generations, whose states
+     * were all handed out before this poll.  At most two states are unsafe at any instant
+     * (rcu.c §4: get_state is at most one grace period past the one in progress), so if gp
+     * is unsafe, one of the generations has ended (three unsafe answers would mean three
+     * unsafe states at the time of the first poll) */
+    if (prd__defer_safe(gp))
+      return LAT_SAFE;
+    (void)lat_merge_safe(cp, sp);
+    if (sp->slab_lat_n[0] == 0)
+      g = 0;
+    else if (sp->slab_lat_n[1] == 0)
+      g = 1;
+    else {
+      /* unreachable by the argument above; stay correct anyway: wait for the later state */
+      PRD_ASSERT(!"three unsafe grace-period states");
+      g = sp->slab_lat_gp[0] > sp->slab_lat_gp[1] ? 0 : 1;
+      if (gp > sp->slab_lat_gp[g])
+        sp->slab_lat_gp[g] = gp;
+      gp = sp->slab_lat_gp[g];
+    }
+  }
+  if (cp->cache_flags & PRD_CF_HASH) {
+    bcp->bc_flags |= PRD_BC_DEFERRED;
+    bcp->bc_next = sp->slab_lat_list[g];
+    sp->slab_lat_list[g] = bcp;
+  } else {
+    size_t k = lat_index(cp, sp, buf);
+    uint64_t *map = lat_map(cp, sp, g);
+    uint64_t *other = lat_map(cp, sp, 1 - g);
+    uint64_t bit = 1ull << (k % 64);
+    if ((map[k / 64] | other[k / 64]) & bit)
+      return LAT_BAD;   /* deferred twice */
+    map[k / 64] |= bit;
+  }
+  if (slab_ndeferred(sp) == 0)   /* joins the FIFO of latent slabs at the tail */
+    link_insert_head(cp->cache_latent.sl_prev, &sp->slab_lat_link);
+  sp->slab_lat_gp[g] = gp;
+  sp->slab_lat_n[g]++;
+  cp->cache_lat_slab_objs++;
+  if (gp > cp->cache_lat_maxgp)
+    cp->cache_lat_maxgp = gp;
+  return LAT_ADDED;
+}
+
+/* Puts n deferred buffers, all with state gp, into their latent slabs under one hold of
+ * cache_lock (Algorithm 1 line 50, a batch at a time), moving each slab ahead of time
+ * (lines 52-57).  A buffer whose state has already ended goes straight back to its slab.
+ * Returns how many were safe already (freed at once). */
+size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp)
+{
+  bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
+  bool safe = prd__defer_safe(gp);
+  if (safe) {
+    prd__slab_free_bulk(cp, bufs, n);
+    return n;
+  }
+  pthread_mutex_lock(&cp->cache_lock);
+  for (size_t i = 0; i < n; i++) {
+    void *buf = bufs[i];
+    prd_slab_t *sp;
+    prd_bufctl_t *bcp = NULL;
+    bool ok;
+    if (hash) {
+      bcp = prd__slab_hash_find(cp, buf);
+      ok = bcp != NULL && (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) == PRD_BC_ALLOC;
+      sp = ok ? bcp->bc_slab : NULL;
+    } else {
+      sp = small_slab(cp, buf);
+      ok = sp->slab_cache == cp &&
+           (size_t)((char *)buf - (sp->slab_base + sp->slab_color)) % cp->cache_chunksize == 0;
+    }
+    if (ok) {
+      uint32_t before = sp->slab_bucket;
+      int r = lat_add(cp, sp, buf, bcp, gp);
+      ok = r != LAT_BAD;
+      if (r == LAT_SAFE) {
+        slab_put(cp, sp, bcp != NULL ? bcp
+                                     : (prd_bufctl_t *)((char *)buf + cp->cache_link_off));
+        slab_relist(cp, sp);
+      } else if (r == LAT_ADDED) {
+        slab_relist(cp, sp);
+        /* pre-movement: full -> partial at deferral, or onto the free list when every
+         * allocated buffer is deferred (lines 54-57) */
+        if (sp->slab_bucket != before &&
+            (before == PRD_SLAB_ON_FULL || sp->slab_bucket == PRD_SLAB_ON_FREE))
+          cp->cache_lat_premoves++;
+      }
+    }
+    if (prd_unlikely(!ok)) {
+      pthread_mutex_unlock(&cp->cache_lock);
+      prd__error("cache %s: prd_cache_free_deferred(%p): not a buffer allocated from this "
+                 "cache, or deferred twice (ignored)", cp->cache_name, buf);
+      pthread_mutex_lock(&cp->cache_lock);
+    }
+  }
+  pthread_mutex_unlock(&cp->cache_lock);
+  return 0;
+}
+
+/* Merges every latent-slab generation whose grace period has ended; returns how many
+ * buffers came back (the out-of-memory path, destroy, tests). */
+size_t prd__slab_lat_merge_all(prd_cache_t *cp)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  uint64_t before = cp->cache_lat_slab_merges;
+  for (size_t i = 0; i < PRD_SLAB_NLISTS && cp->cache_lat_slab_objs != 0; i++) {
+    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    /* a merge moves the slab to the head of another list: the saved next stays valid */
+    for (prd_slab_link_t *l = list->sl_next, *next; l != list; l = next) {
+      next = l->sl_next;
+      prd_slab_t *sp = link_slab(l);
+      if (slab_ndeferred(sp) != 0)
+        (void)lat_merge_safe(cp, sp);
+    }
+  }
+  size_t merged = (size_t)(cp->cache_lat_slab_merges - before);
+  pthread_mutex_unlock(&cp->cache_lock);
+  return merged;
+}
+
+/* The latest grace-period state in any latent slab of cp, and whether any buffer waits. */
+bool prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  bool any = cp->cache_lat_slab_objs != 0;
+  *maxgp = cp->cache_lat_maxgp;
+  pthread_mutex_unlock(&cp->cache_lock);
+  return any;
+}
+
+/* Refill slab choice with deferred buffers in the cache (Algorithm 1 lines 17-21, Fig. 5).
+ * Among the first PRD_LAT_SCAN partial slabs (fewest free first), whose safe generations
+ * are merged on the way, take the one with the most live (allocated, not deferred) buffers
+ * that has a buffer to hand out now: refilling from it leaves the slabs that are about to
+ * empty alone, so their pages can go back (less total fragmentation).  A slab whose
+ * allocated buffers are mostly deferred is passed over while anything else, a free slab
+ * included, can serve; it is taken only before growing the cache. */
+#define PRD_LAT_SCAN 10   /* seed 001 §5.4: "traverses the first 10 slabs": latency vs choice */
+static prd_slab_t *lat_pick(prd_cache_t *cp)
+{
+  /* first the oldest latent slabs whose grace period has ended, from the head of the FIFO
+   * (one poll when the head is not safe yet, as UMA polls its first bucket) */
+  for (uint64_t budget = cp->cache_lat_slab_objs; budget != 0 &&
+       !link_empty(&cp->cache_latent); budget--) {
+    prd_slab_link_t *l = cp->cache_latent.sl_next;
+    prd_slab_t *sp = (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_lat_link));
+    if (!lat_merge_safe(cp, sp))
+      break;
+    if (slab_ndeferred(sp) != 0) {   /* its newer generation waits: to the tail */
+      link_remove(l);
+      link_insert_head(cp->cache_latent.sl_prev, l);
+    }
+  }
+  if (cp->cache_lat_slab_objs == 0)
+    return slab_pick(cp);
+  prd_slab_t *cand[PRD_LAT_SCAN];
+  size_t nc = 0;
+  for (uint64_t map = cp->cache_partial_map; map != 0 && nc < PRD_LAT_SCAN; map &= map - 1) {
+    prd_slab_link_t *list = &cp->cache_partial[__builtin_ctzll(map)];
+    for (prd_slab_link_t *l = list->sl_next; l != list && nc < PRD_LAT_SCAN; l = l->sl_next)
+      cand[nc++] = link_slab(l);
+  }
+  prd_slab_t *best = NULL, *mostly = NULL;
+  uint32_t best_live = 0;
+  for (size_t i = 0; i < nc; i++) {
+    prd_slab_t *sp = cand[i];
+    if (slab_ndeferred(sp) != 0)
+      (void)lat_merge_safe(cp, sp);
+    if (sp->slab_head == NULL && sp->slab_fresh == NULL)
+      continue;   /* its free buffers are all still deferred */
+    uint32_t live = sp->slab_refcnt - slab_ndeferred(sp);
+    if (slab_ndeferred(sp) * 2 > sp->slab_refcnt) {   /* mostly deferred */
+      if (mostly == NULL)
+        mostly = sp;
+      continue;
+    }
+    if (best == NULL || live > best_live) {
+      best = sp;
+      best_live = live;
+    }
+  }
+  if (best != NULL) {
+    if (mostly != NULL)
+      cp->cache_lat_skips++;
+    return best;
+  }
+  /* a free slab: one with no deferred buffer, else one whose deferred buffers are safe */
+  prd_slab_t *partly = NULL;
+  size_t seen = 0;
+  for (prd_slab_link_t *l = cp->cache_free.sl_next, *next; l != &cp->cache_free &&
+       seen < PRD_LAT_SCAN; l = next, seen++) {
+    next = l->sl_next;
+    prd_slab_t *sp = link_slab(l);
+    if (slab_ndeferred(sp) != 0)
+      (void)lat_merge_safe(cp, sp);
+    if (slab_ndeferred(sp) == 0) {
+      if (mostly != NULL)
+        cp->cache_lat_skips++;
+      return sp;
+    }
+    if (partly == NULL && (sp->slab_head != NULL || sp->slab_fresh != NULL))
+      partly = sp;
+  }
+  return mostly != NULL ? mostly : partly;
 }
 
 /* ---- the public front end ------------------------------------------------------------------- */
@@ -725,7 +1136,11 @@ void *prd_cache_alloc(prd_cache_t *cp, int flags)
     errno = EINVAL;
     return NULL;
   }
-  void *buf = prd__slab_alloc(cp, flags);
+  void *buf;
+  /* a cache that has seen Prudence deferrals serves from the thread's object cache (defer.c) */
+  if (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT)
+    return prd__defer_alloc(cp, flags);
+  buf = prd__slab_alloc(cp, flags);
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && buf != NULL)
     buf = prd__debug_alloc(cp, buf, flags);
   return buf;
@@ -740,6 +1155,9 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     return;
   }
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && prd__debug_free(cp, buf) != 0)
+    return;
+  if ((atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT) &&
+      prd__defer_free(cp, buf))
     return;
   prd__slab_free(cp, buf);
 }
@@ -766,13 +1184,25 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
     chunk = PRD_P2ROUNDUP(size, sizeof(void *)) + sizeof(void *);   /* the reserved word */
   else
     chunk = PRD_MAX(size, sizeof(void *));
+  /* the call_rcu path's head after everything else (section 10): a deferred buffer is not
+   * free, so it may share the freelist word's place */
+  size_t head = (f & PRD_CF_DEFERHEAD) ? sizeof(prd_defer_head_t) : 0;
+  if (head != 0) {
+    cp->cache_rcu_off = PRD_P2ROUNDUP(chunk, sizeof(void *));
+    chunk = cp->cache_rcu_off + head;
+  }
   chunk = PRD_P2ROUNDUP(chunk, align);
   size_t unit = notouch ? q : PRD_MAX(page, q);
   if (!(f & PRD_CF_HASH) && chunk >= unit / PRD_SLAB_SMALL_FRAC) {
     /* large layout: no freelist word in the buffer, so no reserved word either */
     cp->cache_flags |= PRD_CF_HASH;
     f = cp->cache_flags;
-    chunk = PRD_P2ROUNDUP(size, align);
+    chunk = size;
+    if (head != 0) {
+      cp->cache_rcu_off = PRD_P2ROUNDUP(chunk, sizeof(void *));
+      chunk = cp->cache_rcu_off + head;
+    }
+    chunk = PRD_P2ROUNDUP(chunk, align);
   }
   cp->cache_link_off = chunk - sizeof(void *);
   cp->cache_buftag_off = PRD_P2ROUNDUP(size, sizeof(uint64_t));
@@ -783,6 +1213,10 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
       PRD_ISP2(unit) && (unit - sizeof(prd_slab_t)) / chunk <= PRD_SLAB_MAX_SMALL) {
     slabsize = unit;
     avail = unit - sizeof(prd_slab_t);
+    /* the latent bitmaps, two generations of one bit per buffer (section 10): deferred
+     * buffers cannot be linked through their own memory, readers may still read it */
+    cp->cache_lat_words = (avail / chunk + 63) / 64;
+    avail -= 2 * cp->cache_lat_words * sizeof(uint64_t);
     cp->cache_slab_align = unit;
   } else {
     cp->cache_flags |= PRD_CF_HASH;
@@ -840,6 +1274,10 @@ static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t ali
     flags |= PRD_CF_BUFTAG;
   if (ctor != NULL && !(flags & PRD_CACHE_PATTERNS))
     flags |= PRD_CF_SLABCTOR;
+  /* deferred frees that take the call_rcu path carry their head in the chunk (defer.c) */
+  if ((flags & (PRD_CACHE_OBLIVIOUS | PRD_CACHE_DEBUG_ALL)) && !(flags & PRD_CACHE_NOTOUCH) &&
+      !(flags & PRD_CF_INTERNAL))
+    flags |= PRD_CF_DEFERHEAD;
   cp->cache_flags = flags;
   cp->cache_bufsize = size;
   cp->cache_ctor = ctor;
@@ -851,7 +1289,9 @@ static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t ali
     return -1;
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
   pthread_mutex_init(&cp->cache_lock, NULL);
+  pthread_mutex_init(&cp->cache_defer_lock, NULL);
   link_init(&cp->cache_full);
+  link_init(&cp->cache_latent);
   link_init(&cp->cache_free);
   for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     link_init(&cp->cache_partial[b]);
@@ -934,8 +1374,11 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     what = "alignment not a power of two";
   else if (align > page)
     what = "alignment larger than a page";
-  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_DEBUG_ALL))
+  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_DEBUG_ALL |
+                      PRD_CACHE_OBLIVIOUS))
     what = "unknown cflags";
+  else if ((cflags & PRD_CACHE_OBLIVIOUS) && (cflags & PRD_CACHE_NOTOUCH))
+    what = "PRD_CACHE_OBLIVIOUS needs memory for its call_rcu head (not with NOTOUCH)";
   if (what != NULL) {
     prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name ? name : "NULL", size,
                 align, what);
@@ -975,6 +1418,8 @@ void prd_cache_destroy(prd_cache_t *cp)
     prd__error("prd_cache_destroy: %s is internal to the slab layer (ignored)", cp->cache_name);
     return;
   }
+  /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */
+  prd__defer_cache_destroy(cp);
   pthread_mutex_lock(&slab_reap_lock);
   pthread_mutex_lock(&slab_list_lock);
   if (cp->cache_prev != NULL)
@@ -1021,6 +1466,7 @@ void prd_cache_destroy(prd_cache_t *cp)
   if (cp->cache_hash != cp->cache_hash0)
     prd__os_unmap(cp->cache_hash, hash_bytes(cp->cache_hash_mask + 1));
   pthread_mutex_destroy(&cp->cache_lock);
+  pthread_mutex_destroy(&cp->cache_defer_lock);
   prd__slab_free(&slab_cache_cache, cp);
   if (live > 0)
     prd__report_done();
@@ -1131,7 +1577,7 @@ static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
   st->color_max = cp->cache_maxcolor;
   size_t used = (size_t)cp->cache_chunks * cp->cache_chunksize;
   if (!(cp->cache_flags & PRD_CF_HASH))
-    used += sizeof(prd_slab_t);
+    used += sizeof(prd_slab_t) + 2 * cp->cache_lat_words * sizeof(uint64_t);
   st->tail_waste = (double)(cp->cache_slabsize - used) / (double)cp->cache_slabsize;
   st->large_layout = (cp->cache_flags & PRD_CF_HASH) != 0;
   pthread_mutex_lock(&cp->cache_lock);
@@ -1147,7 +1593,12 @@ static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
   st->bufs_inuse = cp->cache_bufs_inuse;
   st->bufs_total = cp->cache_bufs_total;
   st->hash_buckets = (cp->cache_flags & PRD_CF_HASH) ? cp->cache_hash_mask + 1 : 0;
+  st->latent_slab_objs = cp->cache_lat_slab_objs;
+  st->latent_merges = cp->cache_lat_slab_merges;
+  st->slab_premoves = cp->cache_lat_premoves;
+  st->frag_skips = cp->cache_lat_skips;
   pthread_mutex_unlock(&cp->cache_lock);
+  prd__defer_stats(cp, st);   /* the latent caches' counters (defer.c) */
   /* seed 001 §5.4 counts a churn per grow/shrink pair: every shrink pairs an earlier grow */
   st->slab_churns = PRD_MIN(st->slab_creates, st->slab_destroys);
   uint64_t slabs = st->slabs_full + st->slabs_partial + st->slabs_free;
@@ -1205,7 +1656,7 @@ int prd__cache_check(prd_cache_t *cp)
     }                                                                                           \
   } while (0)
   pthread_mutex_lock(&cp->cache_lock);
-  uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0;
+  uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0, latent = 0;
   for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     CHECK_INV(link_empty(&cp->cache_partial[b]) == !(cp->cache_partial_map & (1ull << b)));
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
@@ -1245,6 +1696,25 @@ int prd__cache_check(prd_cache_t *cp)
         }
       if (!(cp->cache_flags & PRD_CF_SLABCTOR))
         CHECK_INV(sp->slab_fresh == NULL);
+      /* the latent slab (section 10) */
+      CHECK_INV(slab_ndeferred(sp) <= sp->slab_refcnt);
+      for (int g = 0; g < 2; g++) {
+        uint32_t cnt = 0;
+        if (cp->cache_flags & PRD_CF_HASH) {
+          for (prd_bufctl_t *bcp = sp->slab_lat_list[g]; bcp != NULL && cnt <= sp->slab_chunks;
+               bcp = bcp->bc_next) {
+            CHECK_INV(bcp->bc_slab == sp && (bcp->bc_flags & PRD_BC_DEFERRED) &&
+                      (bcp->bc_flags & PRD_BC_ALLOC));
+            cnt++;
+          }
+        } else if (cp->cache_lat_words != 0) {
+          uint64_t *map = lat_map(cp, sp, g);
+          for (size_t w = 0; w < cp->cache_lat_words; w++)
+            cnt += (uint32_t)__builtin_popcountll(map[w]);
+        }
+        CHECK_INV(cnt == sp->slab_lat_n[g]);
+      }
+      latent += slab_ndeferred(sp);
       CHECK_INV(nfreebufs + sp->slab_refcnt == sp->slab_chunks);
       if (cp->cache_flags & PRD_CF_HASH) {
         uint32_t alloc = 0;
@@ -1262,6 +1732,14 @@ int prd__cache_check(prd_cache_t *cp)
     }
   }
   CHECK_INV(nfull == cp->cache_nfull);
+  CHECK_INV(latent == cp->cache_lat_slab_objs);
+  uint64_t latent_fifo = 0;
+  for (prd_slab_link_t *l = cp->cache_latent.sl_next; l != &cp->cache_latent; l = l->sl_next) {
+    prd_slab_t *sp = (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_lat_link));
+    CHECK_INV(slab_ndeferred(sp) != 0);
+    latent_fifo += slab_ndeferred(sp);
+  }
+  CHECK_INV(latent_fifo == latent);
   CHECK_INV(npartial == cp->cache_npartial);
   CHECK_INV(nfree == cp->cache_nfree);
   CHECK_INV(inuse == cp->cache_bufs_inuse);

@@ -120,6 +120,7 @@ typedef struct prd_bufctl {
   uint32_t bc_dstate;            /* debug: state as the user sees it (PRD_BC_ALLOC or 0) */
 } prd_bufctl_t;
 #define PRD_BC_ALLOC 0x1         /* handed out by the slab layer */
+#define PRD_BC_DEFERRED 0x2      /* in its slab's latent slab (defer.c), still allocated */
 
 /* One transaction on a buffer (auditing, seed 002 6.1). */
 typedef struct prd_audit_tx {
@@ -150,6 +151,14 @@ struct prd_slab {
   uint32_t slab_chunks;          /* buffers in the slab */
   uint32_t slab_color;           /* offset of the first buffer from slab_base */
   uint32_t slab_bucket;          /* the list it is on: PRD_SLAB_ON_* or a partial bucket */
+  /* the latent slab (seed 001 §4.1, defer.c): deferred buffers of this slab, still counted in
+   * slab_refcnt, in at most two generations, each tagged with one grace-period state; they
+   * are recorded outside the buffers (readers may still read them): a bitmap before the
+   * prd_slab_t (small layout) or a list through the bufctls (large layout) */
+  prd_slab_link_t slab_lat_link; /* on cache_latent while it has deferred buffers */
+  uint32_t slab_lat_n[2];        /* buffers in generation g */
+  prd_gp_t slab_lat_gp[2];       /* generation g's grace-period state */
+  prd_bufctl_t *slab_lat_list[2];/* large layout: generation g through bc_next */
 };
 #define PRD_SLAB_ON_FULL 0xfffffffeu
 #define PRD_SLAB_ON_FREE 0xffffffffu
@@ -160,6 +169,7 @@ struct prd_slab {
 #define PRD_CF_SLABCTOR 0x00040000u  /* the slab layer constructs (ctor and no patterns) */
 #define PRD_CF_BUFTAG   0x00080000u  /* a debug tag follows each buffer (redzone, bufctl) */
 #define PRD_CF_INTERNAL 0x00100000u  /* one of the slab layer's own caches: not on the list */
+#define PRD_CF_DEFERHEAD 0x00200000u /* a prd_defer_head_t follows each buffer (call_rcu path) */
 #define PRD_CF_BUF_DEBUG (PRD_CACHE_PATTERNS | PRD_CACHE_REDZONE | PRD_CACHE_VERIFY |       \
                           PRD_CACHE_AUDIT | PRD_CACHE_PAGEBUF)
 
@@ -218,6 +228,24 @@ struct prd_cache {
   /* malloc.c: told of every slab created (before its buffers are handed out) and destroyed
    * (before its memory goes back), so that the page map names the cache of each page */
   prd__slab_hook_fn *cache_slab_hook;
+  /* defer.c (Prudence).  Latent slabs: under cache_lock, with the slab fields above. */
+  prd_slab_link_t cache_latent;  /* slabs with deferred buffers, by first deferral (FIFO) */
+  uint64_t cache_lat_slab_objs;  /* deferred buffers in latent slabs now */
+  uint64_t cache_lat_premoves;   /* slab pre-movements (Algorithm 1 lines 52-57) */
+  uint64_t cache_lat_slab_merges;/* latent-slab buffers merged back after their grace period */
+  uint64_t cache_lat_skips;      /* refill choices that passed over a mostly deferred slab */
+  prd_gp_t cache_lat_maxgp;      /* the latest state in any latent slab (OOM waits for it) */
+  size_t cache_lat_words;        /* small layout: 64-bit words per latent bitmap generation */
+  size_t cache_rcu_off;          /* PRD_CF_DEFERHEAD: offset of the prd_defer_head_t */
+  /* the per-thread latent caches of this cache: under cache_defer_lock */
+  pthread_mutex_t cache_defer_lock;
+  struct prd_lcache *cache_lcaches;
+  _Atomic uint32_t cache_defer_on;   /* PRD_DEFER_* bits: which deferral paths were used */
+  uint32_t cache_lc_size;            /* object-cache capacity = latent-cache limit */
+  _Atomic uint64_t cache_defer_cbs;  /* call_rcu path: callbacks run (one writer, the worker) */
+  _Atomic uint64_t cache_oom_waits;  /* grace periods waited for by the slab layer's OOM path */
+  /* counters folded in from latent caches that went away (thread exit), cache_defer_lock */
+  uint64_t cache_lc_dead[16];
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */
@@ -225,5 +253,42 @@ typedef struct prd__cache_snap {
   prd_cache_stats_t cs_stats;
   bool cs_internal;              /* one of the slab layer's own caches */
 } prd__cache_snap_t;
+
+/* ---- defer.c (Prudence, seed 001 §4) ------------------------------------------------------ */
+#define PRD_DEFER_LATENT 0x1   /* latent caches exist: allocation and free go through them */
+#define PRD_DEFER_CALLRCU 0x2  /* call_rcu deferrals were made: destroy runs prd_rcu_barrier */
+/* The head the call_rcu path (PRD_CACHE_OBLIVIOUS, debug caches) writes after a buffer. */
+typedef struct prd_defer_head {
+  struct prd_rcu_head dh_head;
+  prd_cache_t *dh_cache;
+} prd_defer_head_t;
+
+/* Counters of one latent cache, by index (folded into cache_lc_dead when it goes away). */
+enum {
+  PRD_LC_HITS, PRD_LC_MISSES, PRD_LC_REFILLS, PRD_LC_FLUSHES, PRD_LC_DEFERRED, PRD_LC_MERGES,
+  PRD_LC_PARTIAL, PRD_LC_PREFLUSH, PRD_LC_OOMWAITS, PRD_LC_NCOUNTERS
+};
+
+/* One thread's object cache and latent cache for one cache (seed 001 §4.1, Fig. 4).  The owner
+ * takes lc_lock for each operation (uncontended); another thread (pre-flush, destroy, OOM,
+ * statistics) takes it to reach a quiet thread's objects.  Arrays have lc_size slots each. */
+typedef struct prd_lcache {
+  pthread_mutex_t lc_lock;
+  prd_cache_t *_Atomic lc_cache; /* NULL once drained for good (the owner frees the record) */
+  struct prd_lcache *lc_next, *lc_prev;  /* the cache's list (cache_defer_lock) */
+  struct prd_lcache *lc_tnext;   /* the owning thread's list */
+  bool lc_listed;                /* on the cache's list (cache_defer_lock) */
+  size_t lc_mapsize;             /* bytes mapped for the record and its arrays */
+  uint32_t lc_size;              /* object-cache capacity, also the latent-cache limit */
+  uint32_t lc_nobj;              /* safe objects in lc_obj */
+  void **lc_obj;                 /* the object cache */
+  uint32_t lc_nlat[2];           /* latent generation g: [0] older, [1] newer */
+  prd_gp_t lc_gp[2];
+  void **lc_lat[2];
+  _Atomic uint32_t lc_latent;    /* lc_nlat[0] + lc_nlat[1], readable without the lock */
+  _Atomic uint32_t lc_want_preflush; /* lines 41-43: the maintenance side should pre-flush */
+  uint64_t lc_rate_alloc, lc_rate_defer; /* allocations and deferrals since the last pre-flush */
+  uint64_t lc_cnt[PRD_LC_NCOUNTERS];
+} prd_lcache_t;
 
 #endif

@@ -5,11 +5,16 @@
  * it), its generation (unchanged while the reader holds it) and a payload derived from the
  * generation.  M writers replace objects and retire the old ones after a grace period; freed
  * objects go to a LIFO pool that the next allocation takes from at once and overwrites, so
- * any object reused before its grace period ended is seen.  Retire paths are a table (more
- * slot in: `prudence` with issue #6).  --broken frees without a grace period: it must fail.
+ * any object reused before its grace period ended is seen.  Retire paths are a table:
+ * `prudence` (issue #6) takes objects from a prd cache and retires them with
+ * prd_cache_free_deferred, so the allocator itself decides when to reuse them (at once after
+ * the grace period: an early reuse overwrites the generation and payload under a reader).
+ * --broken frees without a grace period; with --retire prudence it makes Prudence merge
+ * latent objects without checking their state.  Both must fail.
  *
  *   rcu_torture [--seconds N] [--readers N] [--writers N]
- *               [--source builtin|urcu-memb|urcu-qsbr] [--retire call_rcu|synchronize] [--broken]
+ *               [--source builtin|urcu-memb|urcu-qsbr]
+ *               [--retire call_rcu|synchronize|prudence] [--broken]
  *
  * Prints the counts and violations=N; exits 1 on any violation, 77 when the source is not
  * built in (no liburcu, or a TSan build: liburcu is not TSan-clean), 2 on bad arguments.
@@ -23,6 +28,10 @@
  * prd-test-run: rcu_torture_urcu_memb --seconds 15 --source urcu-memb
  * prd-test-run: rcu_torture_urcu_qsbr --seconds 15 --source urcu-qsbr
  * prd-test-run-fail: rcu_torture_broken --seconds 10 --source builtin --broken
+ * prd-test-run: rcu_torture_prudence --seconds 10 --source builtin --retire prudence
+ * prd-test-run: rcu_torture_prudence_memb --seconds 10 --source urcu-memb --retire prudence
+ * prd-test-run: rcu_torture_prudence_qsbr --seconds 10 --source urcu-qsbr --retire prudence
+ * prd-test-run-fail: rcu_torture_prudence_broken --seconds 10 --source builtin --retire prudence --broken
  */
 #ifdef PRD_HAVE_URCU
 #define _LGPL_SOURCE /* liburcu's inline read side, as its users build it */
@@ -38,6 +47,7 @@
 #include <time.h>
 
 #include "prudence.h"
+#include "internal.h" /* prd__defer_broken, the Prudence --broken hook */
 #ifdef PRD_HAVE_URCU
 #include "prudence_urcu.h"
 #endif
@@ -76,13 +86,20 @@ static void pool_free(struct tobj *o)
   atomic_fetch_add_explicit(&t_freed, 1, memory_order_relaxed);
 }
 
+static prd_cache_t *t_cache; /* --retire prudence: objects come from here */
+
 static struct tobj *obj_alloc(void)
 {
-  pthread_mutex_lock(&pool_lock);
-  struct tobj *o = pool_top;
-  if (o != NULL)
-    pool_top = o->t_pool_next;
-  pthread_mutex_unlock(&pool_lock);
+  struct tobj *o = NULL;
+  if (t_cache != NULL) {
+    o = prd_cache_alloc(t_cache, 0);
+  } else {
+    pthread_mutex_lock(&pool_lock);
+    o = pool_top;
+    if (o != NULL)
+      pool_top = o->t_pool_next;
+    pthread_mutex_unlock(&pool_lock);
+  }
   if (o == NULL && (o = calloc(1, sizeof(*o))) == NULL) {
     perror("rcu_torture: calloc");
     exit(2);
@@ -140,6 +157,12 @@ static void retire_synchronize(struct tobj *o)
   pool_free(o);
 }
 
+static void retire_prudence(struct tobj *o)
+{
+  prd_cache_free_deferred(t_cache, o);
+  atomic_fetch_add_explicit(&t_freed, 1, memory_order_relaxed); /* the allocator has it */
+}
+
 static void retire_broken(struct tobj *o)
 {
   pool_free(o); /* no grace period: readers may still hold it */
@@ -154,6 +177,7 @@ struct t_retire {
 static const struct t_retire t_retires[] = {
   { "call_rcu", retire_call_rcu, prd_rcu_barrier },
   { "synchronize", retire_synchronize, NULL },
+  { "prudence", retire_prudence, NULL },
 };
 static const struct t_retire t_retire_broken = { "broken", retire_broken, NULL };
 static const struct t_retire *t_ret;
@@ -232,8 +256,8 @@ static void *writer_main(void *arg)
 static void usage(void)
 {
   fprintf(stderr, "usage: rcu_torture [--seconds N] [--readers N] [--writers N] "
-                  "[--source builtin|urcu-memb|urcu-qsbr] [--retire call_rcu|synchronize] "
-                  "[--broken]\n");
+                  "[--source builtin|urcu-memb|urcu-qsbr] "
+                  "[--retire call_rcu|synchronize|prudence] [--broken]\n");
   exit(2);
 }
 
@@ -288,8 +312,17 @@ int main(int argc, char **argv)
     fprintf(stderr, "rcu_torture: unknown retire path %s\n", retire);
     return 2;
   }
-  if (broken)
+  if (strcmp(t_ret->tr_name, "prudence") == 0) {
+    t_cache = prd_cache_create("torture", sizeof(struct tobj), 0, NULL, NULL, NULL, NULL, NULL,
+                               PRD_CACHE_NODEBUG);
+    if (t_cache == NULL) {
+      perror("rcu_torture: prd_cache_create");
+      return 2;
+    }
+    prd__defer_broken = broken; /* Prudence's own broken mode: merges without the check */
+  } else if (broken) {
     t_ret = &t_retire_broken;
+  }
 #ifdef PRD_TSAN
   if (t_src->ts_src != NULL) {
     /* liburcu (not built with TSan) publishes with volatile accesses that TSan reports as

@@ -1,0 +1,716 @@
+/*
+ * defer.c: Prudence, deferred frees that the allocator sees (Prasad & Gopinath, "Prudent
+ * Memory Reclamation in Procrastination-Based Synchronization", ASPLOS 2016: seed 001).
+ *
+ * 1. What.  prd_cache_free_deferred(cp, buf) is the turnkey replacement for call_rcu(free)
+ *    (001 §4, Listing 2): buf is freed once a grace period has ended, but instead of a
+ *    callback queued in the RCU layer, the allocator keeps the object and reuses it as soon
+ *    as its grace period is over (001 §4.1: no extended object lifetimes, §3.2).  The cache
+ *    keeps serving prd_cache_alloc/prd_cache_free alongside.  PRD_CACHE_OBLIVIOUS caches (and
+ *    debugging caches, whose checks need the exact life of each buffer) take the baseline
+ *    path instead: prd_call_rcu with a head stored after the buffer (the rcu_head a kernel
+ *    structure carries) and a callback that calls prd_cache_free (SLUB + call_rcu, 001 §5).
+ *
+ * 2. Data structures (001 §4.1, Fig. 4).
+ *    - Per thread and cache, a prd_lcache_t: the object cache lc_obj (safe objects, capacity
+ *      lc_size) and the latent cache, two generations lc_lat[0] (older) and lc_lat[1]
+ *      (newer, open), each an array of lc_size slots tagged with one prd_rcu_get_state()
+ *      value, lc_nlat[0] + lc_nlat[1] <= lc_size (001 §4.1: the latent-cache limit is the
+ *      object-cache size).  All three arrays have the same shape, so a safe generation merges
+ *      into an empty object cache by swapping two pointers (PRUDENCE-NOTES §2).  A thread
+ *      finds its record through a direct-mapped thread-local table of PRD_LC_SLOTS entries
+ *      indexed by the cache's address, backed by the thread's list of records.
+ *    - Per slab, the latent slab (slab.c section 10): deferred buffers in two generations
+ *      tagged with their states, recorded outside the buffers (readers may still read them).
+ *    Until the magazine layer (#4) is on main, lc_obj is the per-thread object cache of
+ *    Algorithm 1 for caches that have seen deferrals; it then becomes the loaded magazine.
+ *
+ * 3. The bound on waiting (issue #6, PRUDENCE-NOTES §2).  A generation holds only objects
+ *    deferred with the same state, so each object waits exactly for the grace period it
+ *    needs, never for one that started after it was deferred (the flaw of Linux's rcu_free
+ *    sheaf, ANCHORS.md).  Two generations suffice: rcu.c §4 makes get_state() at most one
+ *    grace period past the one in progress, so at any instant at most two states are
+ *    unsafe (s and s - 2).  In a latent cache the states of one thread only grow; when a
+ *    deferral brings a third state g > gp[1] > gp[0], gp[0] <= g - 4 had ended when g was
+ *    read, and is merged before the generations rotate.  In a latent slab the states come
+ *    from several threads: the new state is polled before the two tags, so three
+ *    unsafe answers would mean three unsafe states at the time of the first poll (slab.c
+ *    lat_add).  test_defer checks the bound (bound_* tests).
+ *
+ * 4. Algorithm 1, line by line.
+ *    FREE_DEFERRED (lines 34-51): read the state (one load, rcu.c §4); a latent cache under its
+ *      limit takes the object (lines 39-40): into the open generation if the state matches,
+ *      else the generations rotate (section 3) and the driver is asked for the new state's
+ *      grace period (prd_rcu_request_gp: one load when already asked; §3.4, section 7).  If
+ *      object cache + latent cache would overflow after the grace period (line 41) the
+ *      record asks for a pre-flush (line 42, section 6).  A full latent cache flushes the
+ *      object cache sized by the latent count (line 45), merges (line 46), retries (47-48),
+ *      and otherwise moves a whole generation to the latent slabs under one hold of the slab
+ *      lock (lines 49-51, a batch rather than one object: same place, 1/lc_size of the lock
+ *      traffic), where the slabs are pre-moved (lines 52-57, slab.c section 10).
+ *    MALLOC (lines 1-12): pop the object cache; on a miss merge the safe generations (7-11,
+ *      MERGE_CACHES lines 60-65: stops when the object cache is full); only then refill.
+ *    REFILL (lines 13-30): objs_to_refill = size - latent count (line 14; at least 1): the
+ *      latent objects will fill the rest when their grace period ends.  The slab layer picks
+ *      slabs with the deferred counts (lines 17-21, Fig. 5, slab.c lat_pick) under one lock.
+ *    OOM (lines 31-32): when the source is exhausted, the slab layer calls prd__defer_oom:
+ *      latent caches are moved to latent slabs, the driver is asked to expedite the latest
+ *      latent state, the caller waits for it and merges; PRD_NOSLEEP (and a caller inside a
+ *      read-side section, where waiting would never end) merges only what is safe already.
+ *    FLUSH: when a free finds the object cache full, it keeps (size - latent)/2 objects: the
+ *      usual half, less the room the latent objects will need (001 §4.2 "Object cache flush").
+ *
+ * 5. Counters (001 §5.4, Figs. 7-11): hits = allocations served by the object cache without a
+ *    refill (also after a merge), misses = refills; churns = min(refills, flushes); per
+ *    record, under lc_lock, summed by prd__defer_stats; records that go away fold theirs into
+ *    cache_lc_dead.  The latent-slab counters live in the cache (slab.c).
+ *
+ * 6. Pre-flush (lines 41-43, 001 §4.2 "Latent cache pre-flush").  A record whose object cache
+ *    and latent cache together exceed lc_size sets lc_want_preflush and wakes the pre-flush
+ *    thread (prd-defer, SCHED_IDLE where allowed: our idle time, PRUDENCE-NOTES §4) unless it
+ *    is already awake.  The thread walks the caches, try-locks each record that asked (a
+ *    record in use is skipped: its owner is not idle), merges what is safe, then moves the
+ *    newest latent objects to their latent slabs until the sum fits.  Rate-adaptive from the
+ *    record's allocations and deferrals since its last pre-flush: when allocation is slower
+ *    than deferral, the whole excess moves at once; when faster, half of it, and the thread
+ *    yields between caches (the object cache empties by itself).  It merges again after
+ *    moving, so a grace period that ended meanwhile is used.  Until the magazine layer's
+ *    maintenance thread is on main this thread is Prudence's own.
+ *
+ * 7. Threads that stop.  A thread's latent objects are reachable by others through lc_lock:
+ *    the OOM path (section 4), cache destruction and pre-flush.  At thread exit (a pthread
+ *    key's destructor) every record moves its latent generations, with their states, to the
+ *    latent slabs and its safe objects to the slabs: nothing is reused early, nothing lost.
+ *
+ * 8. Locking.  Order: slab_list_lock -> cache_defer_lock -> lc_lock -> cache_lock (-> vmem).
+ *    The owner takes only lc_lock (and cache_lock under it on misses); an owner that must
+ *    reach cache_defer_lock while holding lc_lock (thread exit, OOM) only try-locks it, and
+ *    thread exit retries after dropping lc_lock.  A record is freed only by its owner, after
+ *    it is off the cache's list (lc_cache NULL): destroy and exit meet under lc_lock.
+ *    Memory ordering: lc_cache is an atomic pointer read relaxed by the owner's lookup and
+ *    checked again under lc_lock (the mutex orders the record's contents); cache_defer_on is
+ *    set with a release fetch-or before the first record is published and read relaxed by
+ *    prd_cache_alloc/free: a thread that misses the bit takes the slab path, which stays
+ *    correct (the bit only decides where safe objects are cached).  The grace-period state
+ *    itself carries the RCU ordering: prd__defer_safe() is an acquire load that pairs with
+ *    the release store ending the grace period (rcu.c §4), so a merge that sees a generation
+ *    safe is ordered after every reader that could have seen its objects.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+
+#include "annotate.h"
+#include "internal.h"
+
+#define PRD_LC_SLOTS 64   /* thread-local lookup table: one cache line of pointers x 8; a
+                             collision only costs a walk of the thread's list */
+
+/* ---- records and their lookup ------------------------------------------------------------ */
+static __thread prd_lcache_t *defer_tl[PRD_LC_SLOTS];
+static __thread prd_lcache_t *defer_mine;   /* this thread's records */
+static __thread bool defer_key_armed;
+static pthread_key_t defer_key;
+bool prd__defer_broken;
+static pthread_once_t defer_once = PTHREAD_ONCE_INIT;
+
+static void defer_thread_exit(void *arg);
+static void defer_atfork_child(void);
+
+static void defer_init_once(void)
+{
+  (void)pthread_key_create(&defer_key, defer_thread_exit);
+  (void)pthread_atfork(NULL, NULL, defer_atfork_child);
+}
+
+static inline size_t lc_slot(const prd_cache_t *cp)
+{
+  return ((uintptr_t)cp >> 6) & (PRD_LC_SLOTS - 1);   /* caches are 64-byte aligned */
+}
+
+/* Object-cache capacity by chunk size: the magazine sizes of libumem (ANCHORS.md): small
+ * objects many rounds, large ones few, about 4 KiB to 64 KiB of objects per cache. */
+static uint32_t lc_capacity(size_t chunk)
+{
+  if (chunk <= 64)
+    return 127;
+  if (chunk <= 256)
+    return 63;
+  if (chunk <= 1024)
+    return 31;
+  if (chunk <= 4096)
+    return 15;
+  return 7;
+}
+
+static void lc_counters_fold(prd_cache_t *cp, prd_lcache_t *lc)
+{
+  for (int i = 0; i < PRD_LC_NCOUNTERS; i++)
+    cp->cache_lc_dead[i] += lc->lc_cnt[i];
+  memset(lc->lc_cnt, 0, sizeof(lc->lc_cnt));
+}
+
+/* Frees a record that is off its cache's list (owner only). */
+static void lc_free(prd_lcache_t *lc)
+{
+  for (size_t i = 0; i < PRD_LC_SLOTS; i++)
+    if (defer_tl[i] == lc)
+      defer_tl[i] = NULL;
+  pthread_mutex_destroy(&lc->lc_lock);
+  prd__os_unmap(lc, lc->lc_mapsize);
+}
+
+static PRD_NOINLINE prd_lcache_t *lc_lookup_slow(prd_cache_t *cp, bool create)
+{
+  prd_lcache_t **pp = &defer_mine, *lc;
+  while ((lc = *pp) != NULL) {
+    prd_cache_t *owner = atomic_load_explicit(&lc->lc_cache, memory_order_acquire);
+    if (owner == cp) {
+      defer_tl[lc_slot(cp)] = lc;
+      return lc;
+    }
+    if (owner == NULL) {   /* its cache was destroyed: the record goes */
+      *pp = lc->lc_tnext;
+      lc_free(lc);
+      continue;
+    }
+    pp = &lc->lc_tnext;
+  }
+  if (!create)
+    return NULL;
+  pthread_once(&defer_once, defer_init_once);
+  if (!defer_key_armed) {
+    (void)pthread_setspecific(defer_key, &defer_mine);
+    defer_key_armed = true;
+  }
+  uint32_t size = lc_capacity(cp->cache_chunksize);
+  size_t bytes = PRD_P2ROUNDUP(sizeof(prd_lcache_t) + 3 * (size_t)size * sizeof(void *),
+                               prd__os_page_size());
+  lc = prd__os_map(bytes);
+  if (lc == NULL)
+    return NULL;
+  pthread_mutex_init(&lc->lc_lock, NULL);
+  lc->lc_mapsize = bytes;
+  lc->lc_size = size;
+  void **arrays = (void **)(lc + 1);
+  lc->lc_obj = arrays;
+  lc->lc_lat[0] = arrays + size;
+  lc->lc_lat[1] = arrays + 2 * (size_t)size;
+  atomic_store_explicit(&lc->lc_cache, cp, memory_order_relaxed);
+  pthread_mutex_lock(&cp->cache_defer_lock);
+  cp->cache_lc_size = size;
+  lc->lc_prev = NULL;
+  lc->lc_next = cp->cache_lcaches;
+  if (cp->cache_lcaches != NULL)
+    cp->cache_lcaches->lc_prev = lc;
+  cp->cache_lcaches = lc;
+  lc->lc_listed = true;
+  pthread_mutex_unlock(&cp->cache_defer_lock);
+  /* release: the record is on the list before allocation starts to look for it */
+  if (!(atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT))
+    atomic_fetch_or_explicit(&cp->cache_defer_on, PRD_DEFER_LATENT, memory_order_release);
+  lc->lc_tnext = defer_mine;
+  defer_mine = lc;
+  defer_tl[lc_slot(cp)] = lc;
+  return lc;
+}
+
+/* The calling thread's record for cp (created when `create`), or NULL. */
+static inline prd_lcache_t *lc_lookup(prd_cache_t *cp, bool create)
+{
+  prd_lcache_t *lc = defer_tl[lc_slot(cp)];
+  if (prd_likely(lc != NULL) &&
+      prd_likely(atomic_load_explicit(&lc->lc_cache, memory_order_relaxed) == cp))
+    return lc;
+  return lc_lookup_slow(cp, create);
+}
+
+/* ---- the latent cache (lc_lock held) -------------------------------------------------------- */
+static inline uint32_t lc_nlat(const prd_lcache_t *lc)
+{
+  return lc->lc_nlat[0] + lc->lc_nlat[1];
+}
+
+static inline void lc_latent_publish(prd_lcache_t *lc)
+{
+  atomic_store_explicit(&lc->lc_latent, lc_nlat(lc), memory_order_relaxed);
+}
+
+/* FLUSH (001 §4.2): keep (size - latent) / 2 objects, give the rest back in one batch. */
+static void lc_flush(prd_cache_t *cp, prd_lcache_t *lc)
+{
+  uint32_t keep = (lc->lc_size - lc_nlat(lc)) / 2;
+  if (lc->lc_nobj <= keep)
+    return;
+  prd__slab_free_bulk(cp, lc->lc_obj + keep, lc->lc_nobj - keep);
+  lc->lc_nobj = keep;
+  lc->lc_cnt[PRD_LC_FLUSHES]++;
+}
+
+/* MERGE_CACHES (lines 60-65): safe generations into the object cache until it is full; the
+ * older generation first (if it is not safe, the newer one is not either).  Returns the
+ * number of objects merged. */
+static uint32_t lc_merge(prd_lcache_t *lc)
+{
+  uint32_t merged = 0;
+  for (int g = 0; g < 2; g++) {
+    uint32_t n = lc->lc_nlat[g];
+    if (n == 0)
+      continue;
+    if (!prd__defer_safe(lc->lc_gp[g]))
+      break;
+    if (lc->lc_nobj == 0) {
+      /* a whole batch by pointer exchange (PRUDENCE-NOTES §2) */
+      void **t = lc->lc_obj;
+      lc->lc_obj = lc->lc_lat[g];
+      lc->lc_lat[g] = t;
+      lc->lc_nobj = n;
+      lc->lc_nlat[g] = 0;
+      merged += n;
+      continue;
+    }
+    uint32_t room = lc->lc_size - lc->lc_nobj;
+    uint32_t k = PRD_MIN(room, n);
+    memcpy(lc->lc_obj + lc->lc_nobj, lc->lc_lat[g] + (n - k), k * sizeof(void *));
+    lc->lc_nobj += k;
+    lc->lc_nlat[g] = n - k;
+    merged += k;
+    if (k < n)
+      break;   /* the object cache is full (line 64) */
+  }
+  if (merged != 0) {
+    lc->lc_cnt[PRD_LC_MERGES] += merged;
+    lc_latent_publish(lc);
+  }
+  return merged;
+}
+
+/* Moves generation g (or its newest k objects) to the latent slabs. */
+static void lc_to_slabs(prd_cache_t *cp, prd_lcache_t *lc, int g, uint32_t k)
+{
+  uint32_t n = lc->lc_nlat[g];
+  k = PRD_MIN(k, n);
+  if (k == 0)
+    return;
+  prd_rcu_request_gp(lc->lc_gp[g]);
+  prd__slab_defer_bulk(cp, lc->lc_lat[g] + (n - k), k, lc->lc_gp[g]);
+  lc->lc_nlat[g] = n - k;
+  lc_latent_publish(lc);
+}
+
+/* Puts buf (state gp) into the latent cache, which has room (section 3). */
+static void lc_put(prd_cache_t *cp, prd_lcache_t *lc, void *buf, prd_gp_t gp)
+{
+  if (prd_unlikely(lc->lc_nlat[1] != 0 && lc->lc_gp[1] != gp)) {
+    /* a new state: the older generation has ended (section 3); merge it, free what does
+     * not fit (it is safe), and the open generation becomes the older one */
+    if (lc->lc_nlat[0] != 0) {
+      (void)lc_merge(lc);
+      if (lc->lc_nlat[0] != 0) {
+        if (prd__defer_safe(lc->lc_gp[0])) {
+          prd__slab_free_bulk(cp, lc->lc_lat[0], lc->lc_nlat[0]);
+          lc->lc_cnt[PRD_LC_FLUSHES]++;
+        } else {
+          /* by section 3 unreachable; stay correct: the latent slabs keep its state */
+          lc_to_slabs(cp, lc, 0, lc->lc_nlat[0]);
+        }
+        lc->lc_nlat[0] = 0;
+      }
+    }
+    if (lc->lc_nlat[1] != 0) {
+      void **t = lc->lc_lat[0];
+      lc->lc_lat[0] = lc->lc_lat[1];
+      lc->lc_lat[1] = t;
+      lc->lc_nlat[0] = lc->lc_nlat[1];
+      lc->lc_gp[0] = lc->lc_gp[1];
+      lc->lc_nlat[1] = 0;
+    }
+  }
+  if (lc->lc_nlat[1] == 0) {
+    lc->lc_gp[1] = gp;
+    prd_rcu_request_gp(gp);   /* §3.4: ask for the grace period as objects accumulate */
+  }
+  lc->lc_lat[1][lc->lc_nlat[1]++] = buf;
+  lc_latent_publish(lc);
+}
+
+/* ---- the pre-flush thread (section 6) ------------------------------------------------------- */
+static pthread_mutex_t pf_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pf_cond = PTHREAD_COND_INITIALIZER;
+static bool pf_running;             /* pf_lock */
+static _Atomic int pf_pending;      /* a record asked since the thread last looked */
+
+static void lc_preflush(prd_cache_t *cp, prd_lcache_t *lc, bool *backoff)
+{
+  (void)lc_merge(lc);
+  uint32_t sum = lc->lc_nobj + lc_nlat(lc);
+  if (sum > lc->lc_size) {
+    uint32_t excess = sum - lc->lc_size;
+    bool alloc_faster = lc->lc_rate_alloc > lc->lc_rate_defer;
+    uint32_t k = alloc_faster ? (excess + 1) / 2 : excess;
+    *backoff = *backoff || alloc_faster;
+    uint32_t from1 = PRD_MIN(k, lc->lc_nlat[1]);
+    lc_to_slabs(cp, lc, 1, from1);
+    lc_to_slabs(cp, lc, 0, k - from1);
+    lc->lc_cnt[PRD_LC_PREFLUSH] += k;
+    (void)lc_merge(lc);   /* a grace period that ended meanwhile (001 §4.2) */
+  }
+  lc->lc_rate_alloc = lc->lc_rate_defer = 0;
+  atomic_store_explicit(&lc->lc_want_preflush, 0, memory_order_relaxed);
+}
+
+static void preflush_cache(void *arg, prd_cache_t *cp)
+{
+  (void)arg;
+  if (!(atomic_load_explicit(&cp->cache_defer_on, memory_order_acquire) & PRD_DEFER_LATENT))
+    return;
+  bool backoff = false;
+  pthread_mutex_lock(&cp->cache_defer_lock);
+  for (prd_lcache_t *lc = cp->cache_lcaches; lc != NULL; lc = lc->lc_next) {
+    if (!atomic_load_explicit(&lc->lc_want_preflush, memory_order_relaxed))
+      continue;
+    if (pthread_mutex_trylock(&lc->lc_lock) != 0) {
+      /* its owner is busy with it: not idle time; look again on the next pass */
+      atomic_store_explicit(&pf_pending, 1, memory_order_relaxed);
+      backoff = true;
+      continue;
+    }
+    lc_preflush(cp, lc, &backoff);
+    pthread_mutex_unlock(&lc->lc_lock);
+  }
+  pthread_mutex_unlock(&cp->cache_defer_lock);
+  if (backoff)
+    sched_yield();
+}
+
+static void *preflush_main(void *arg)
+{
+  (void)arg;
+#ifdef SCHED_IDLE
+  struct sched_param sp = { .sched_priority = 0 };
+  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+#endif
+  for (;;) {
+    pthread_mutex_lock(&pf_lock);
+    while (!atomic_load_explicit(&pf_pending, memory_order_acquire))
+      pthread_cond_wait(&pf_cond, &pf_lock);
+    atomic_store_explicit(&pf_pending, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&pf_lock);
+    prd__cache_foreach(preflush_cache, NULL);
+  }
+  return NULL;
+}
+
+/* Line 42, SCHEDULE_IDLE_PREFLUSH: one relaxed load when already asked. */
+static void preflush_schedule(prd_lcache_t *lc)
+{
+  if (atomic_load_explicit(&lc->lc_want_preflush, memory_order_relaxed))
+    return;
+  atomic_store_explicit(&lc->lc_want_preflush, 1, memory_order_relaxed);
+  if (atomic_exchange_explicit(&pf_pending, 1, memory_order_acq_rel))
+    return;
+  pthread_mutex_lock(&pf_lock);
+  if (!pf_running) {
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, preflush_main, NULL) == 0) {
+      pf_running = true;
+#ifdef __linux__
+      (void)pthread_setname_np(t, "prd-defer");
+#endif
+    }
+    pthread_attr_destroy(&a);
+  }
+  pthread_cond_signal(&pf_cond);
+  pthread_mutex_unlock(&pf_lock);
+}
+
+static void defer_atfork_child(void)
+{
+  /* the pre-flush thread does not exist in the child; it starts again when asked */
+  pthread_mutex_init(&pf_lock, NULL);
+  pthread_cond_init(&pf_cond, NULL);
+  pf_running = false;
+  atomic_store(&pf_pending, 0);
+}
+
+/* ---- the call_rcu path (PRD_CACHE_OBLIVIOUS, debugging caches) ------------------------------ */
+static void defer_callback(struct prd_rcu_head *h)
+{
+  prd_defer_head_t *dh = (prd_defer_head_t *)h;
+  prd_cache_t *cp = dh->dh_cache;
+  void *buf = (char *)dh - cp->cache_rcu_off;
+  atomic_fetch_add_explicit(&cp->cache_defer_cbs, 1, memory_order_relaxed);
+  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG)) {
+    if (prd__debug_free_deferred(cp, buf) == 0)
+      prd__slab_free(cp, buf);
+    return;
+  }
+  prd_cache_free(cp, buf);
+}
+
+static void defer_call_rcu(prd_cache_t *cp, void *buf)
+{
+  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && prd__debug_defer(cp, buf) != 0)
+    return;
+  if (prd_unlikely(!(atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) &
+                     PRD_DEFER_CALLRCU)))
+    atomic_fetch_or_explicit(&cp->cache_defer_on, PRD_DEFER_CALLRCU, memory_order_relaxed);
+  prd_defer_head_t *dh = (prd_defer_head_t *)((char *)buf + cp->cache_rcu_off);
+  dh->dh_cache = cp;
+  prd_call_rcu(&dh->dh_head, defer_callback);
+}
+
+/* ---- the public entry and the paths of prd_cache_alloc / prd_cache_free ------------------- */
+void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
+{
+  if (buf == NULL)
+    return;
+  if (prd_unlikely(cp == NULL)) {
+    prd__error("prd_cache_free_deferred: NULL cache for buffer %p (ignored)", buf);
+    return;
+  }
+  if (cp->cache_flags & PRD_CF_DEFERHEAD) {
+    defer_call_rcu(cp, buf);
+    return;
+  }
+  prd_gp_t gp = prd_rcu_get_state();                          /* line 35 */
+  prd_lcache_t *lc = lc_lookup(cp, true);
+  if (prd_unlikely(lc == NULL)) {   /* no memory for a record: straight to the latent slab */
+    prd_rcu_request_gp(gp);
+    prd__slab_defer_bulk(cp, &buf, 1, gp);
+    return;
+  }
+  pthread_mutex_lock(&lc->lc_lock);
+  lc->lc_cnt[PRD_LC_DEFERRED]++;
+  lc->lc_rate_defer++;
+  if (prd_likely(lc_nlat(lc) < lc->lc_size)) {                /* line 39: fast path */
+    lc_put(cp, lc, buf, gp);                                  /* line 40 */
+    if (lc->lc_nobj + lc_nlat(lc) > lc->lc_size)              /* line 41 */
+      preflush_schedule(lc);                                  /* line 42 */
+    pthread_mutex_unlock(&lc->lc_lock);
+    return;
+  }
+  lc_flush(cp, lc);                                           /* line 45 */
+  (void)lc_merge(lc);                                         /* line 46 */
+  if (lc_nlat(lc) >= lc->lc_size) {                           /* lines 49-51 */
+    int g = lc->lc_nlat[0] != 0 ? 0 : 1;
+    lc_to_slabs(cp, lc, g, lc->lc_nlat[g]);
+  }
+  lc_put(cp, lc, buf, gp);                                    /* lines 47-48 */
+  pthread_mutex_unlock(&lc->lc_lock);
+}
+
+static bool in_read_section(void)
+{
+  const struct prd_rcu_source *src = prd_rcu_get_source();
+  return src->rs_read_ongoing != NULL && src->rs_read_ongoing() != 0;
+}
+
+/* The allocation miss (lines 7-33), lc_lock held. */
+static PRD_NOINLINE void *lc_alloc_miss(prd_cache_t *cp, prd_lcache_t *lc, int flags)
+{
+  if (lc_merge(lc) != 0) {                                    /* lines 7-11 */
+    lc->lc_cnt[PRD_LC_HITS]++;
+    return lc->lc_obj[--lc->lc_nobj];
+  }
+  lc->lc_cnt[PRD_LC_MISSES]++;
+  uint32_t nlat = lc_nlat(lc);
+  uint32_t want = lc->lc_size > nlat ? lc->lc_size - nlat : 1;   /* line 14 */
+  if (want < lc->lc_size)
+    lc->lc_cnt[PRD_LC_PARTIAL]++;
+  size_t got = prd__slab_alloc_bulk(cp, lc->lc_obj, want, flags | PRD_NOSLEEP);
+  if (got == 0 && nlat != 0 && !(flags & PRD_NOSLEEP) && !in_read_section()) {
+    /* lines 31-32 for this thread's own latent objects: wait for the older generation */
+    int g = lc->lc_nlat[0] != 0 ? 0 : 1;
+    prd__rcu_request_expedited(lc->lc_gp[g]);
+    prd_rcu_wait_state(lc->lc_gp[g]);
+    lc->lc_cnt[PRD_LC_OOMWAITS]++;
+    if (lc_merge(lc) != 0)
+      return lc->lc_obj[--lc->lc_nobj];
+  }
+  if (got == 0)   /* the slab layer's own policy: reclaim, other latent objects, nofail */
+    got = prd__slab_alloc_bulk(cp, lc->lc_obj, want, flags);
+  if (got == 0)
+    return NULL;
+  lc->lc_cnt[PRD_LC_REFILLS]++;
+  lc->lc_nobj = (uint32_t)got;
+  return lc->lc_obj[--lc->lc_nobj];
+}
+
+void *prd__defer_alloc(prd_cache_t *cp, int flags)
+{
+  prd_lcache_t *lc = lc_lookup(cp, true);
+  if (prd_unlikely(lc == NULL))
+    return prd__slab_alloc(cp, flags);
+  pthread_mutex_lock(&lc->lc_lock);
+  lc->lc_rate_alloc++;
+  void *buf;
+  if (prd_likely(lc->lc_nobj != 0)) {                         /* lines 3-6 */
+    lc->lc_cnt[PRD_LC_HITS]++;
+    buf = lc->lc_obj[--lc->lc_nobj];
+  } else {
+    buf = lc_alloc_miss(cp, lc, flags);
+  }
+  pthread_mutex_unlock(&lc->lc_lock);
+  if (buf != NULL)
+    prd__annot_object_out(cp, buf);
+  return buf;
+}
+
+bool prd__defer_free(prd_cache_t *cp, void *buf)
+{
+  prd_lcache_t *lc = lc_lookup(cp, false);
+  if (lc == NULL)
+    return false;
+  pthread_mutex_lock(&lc->lc_lock);
+  if (lc->lc_nobj >= lc->lc_size - PRD_MIN(lc_nlat(lc), lc->lc_size - 1))
+    lc_flush(cp, lc);
+  prd__annot_object_in(cp, buf);   /* free for the user: a use after free is seen by ASan */
+  lc->lc_obj[lc->lc_nobj++] = buf;
+  pthread_mutex_unlock(&lc->lc_lock);
+  return true;
+}
+
+/* ---- reaching other threads' records (sections 4 and 7) ----------------------------------- */
+/* Moves a record's latent objects (with their states) to the latent slabs and its safe
+ * objects to the slabs (lc_lock held). */
+static void lc_drain(prd_cache_t *cp, prd_lcache_t *lc)
+{
+  lc_to_slabs(cp, lc, 0, lc->lc_nlat[0]);
+  lc_to_slabs(cp, lc, 1, lc->lc_nlat[1]);
+  if (lc->lc_nobj != 0) {
+    prd__slab_free_bulk(cp, lc->lc_obj, lc->lc_nobj);
+    lc->lc_nobj = 0;
+  }
+}
+
+static void lc_unlist(prd_cache_t *cp, prd_lcache_t *lc)
+{
+  if (!lc->lc_listed)
+    return;
+  if (lc->lc_prev != NULL)
+    lc->lc_prev->lc_next = lc->lc_next;
+  else
+    cp->cache_lcaches = lc->lc_next;
+  if (lc->lc_next != NULL)
+    lc->lc_next->lc_prev = lc->lc_prev;
+  lc->lc_listed = false;
+  lc_counters_fold(cp, lc);
+}
+
+static void defer_thread_exit(void *arg)
+{
+  (void)arg;
+  prd_lcache_t *lc;
+  while ((lc = defer_mine) != NULL) {
+    pthread_mutex_lock(&lc->lc_lock);
+    prd_cache_t *cp = atomic_load_explicit(&lc->lc_cache, memory_order_relaxed);
+    if (cp != NULL) {
+      /* lc_lock -> cache_defer_lock is against the order: try, and retry without lc_lock
+       * (destroy may be waiting for this record under cache_defer_lock) */
+      if (pthread_mutex_trylock(&cp->cache_defer_lock) != 0) {
+        pthread_mutex_unlock(&lc->lc_lock);
+        sched_yield();
+        continue;
+      }
+      lc_drain(cp, lc);
+      lc_unlist(cp, lc);
+      atomic_store_explicit(&lc->lc_cache, NULL, memory_order_relaxed);
+      pthread_mutex_unlock(&cp->cache_defer_lock);
+    }
+    pthread_mutex_unlock(&lc->lc_lock);
+    defer_mine = lc->lc_tnext;
+    lc_free(lc);
+  }
+  defer_key_armed = false;
+}
+
+bool prd__defer_oom(prd_cache_t *cp, int flags)
+{
+  /* other threads' latent caches to the latent slabs, where this path can reach them; the
+   * caller may hold its own record's lock: try-locks only (section 8) */
+  if (pthread_mutex_trylock(&cp->cache_defer_lock) == 0) {
+    for (prd_lcache_t *lc = cp->cache_lcaches; lc != NULL; lc = lc->lc_next)
+      if (pthread_mutex_trylock(&lc->lc_lock) == 0) {
+        lc_to_slabs(cp, lc, 0, lc->lc_nlat[0]);
+        lc_to_slabs(cp, lc, 1, lc->lc_nlat[1]);
+        pthread_mutex_unlock(&lc->lc_lock);
+      }
+    pthread_mutex_unlock(&cp->cache_defer_lock);
+  }
+  if (prd__slab_lat_merge_all(cp) != 0)
+    return true;
+  prd_gp_t maxgp;
+  if (!prd__slab_lat_pending(cp, &maxgp) || (flags & PRD_NOSLEEP) || in_read_section())
+    return false;
+  prd__rcu_request_expedited(maxgp);                          /* lines 31-32 */
+  prd_rcu_wait_state(maxgp);
+  atomic_fetch_add_explicit(&cp->cache_oom_waits, 1, memory_order_relaxed);
+  return prd__slab_lat_merge_all(cp) != 0;
+}
+
+void prd__defer_cache_destroy(prd_cache_t *cp)
+{
+  uint32_t on = atomic_load_explicit(&cp->cache_defer_on, memory_order_acquire);
+  if (on & PRD_DEFER_CALLRCU)
+    prd_rcu_barrier();   /* every callback that names cp has run */
+  pthread_mutex_lock(&cp->cache_defer_lock);
+  prd_lcache_t *lc;
+  while ((lc = cp->cache_lcaches) != NULL) {
+    pthread_mutex_lock(&lc->lc_lock);
+    lc_drain(cp, lc);
+    lc_unlist(cp, lc);
+    atomic_store_explicit(&lc->lc_cache, NULL, memory_order_relaxed);   /* owner frees it */
+    pthread_mutex_unlock(&lc->lc_lock);
+  }
+  pthread_mutex_unlock(&cp->cache_defer_lock);
+  prd_gp_t maxgp;
+  if (prd__slab_lat_pending(cp, &maxgp)) {
+    if (in_read_section()) {
+      prd__report("prd_cache_destroy(%s): called inside an RCU read-side section with "
+                  "deferred objects waiting: they are reported as live", cp->cache_name);
+    } else {
+      prd__rcu_request_expedited(maxgp);
+      prd_rcu_wait_state(maxgp);
+      (void)prd__slab_lat_merge_all(cp);
+    }
+  }
+}
+
+void prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st)
+{
+  uint64_t c[PRD_LC_NCOUNTERS];
+  uint64_t latent = 0, objs = 0;
+  pthread_mutex_lock(&cp->cache_defer_lock);
+  memcpy(c, cp->cache_lc_dead, sizeof(c));
+  for (prd_lcache_t *lc = cp->cache_lcaches; lc != NULL; lc = lc->lc_next) {
+    pthread_mutex_lock(&lc->lc_lock);
+    for (int i = 0; i < PRD_LC_NCOUNTERS; i++)
+      c[i] += lc->lc_cnt[i];
+    latent += lc_nlat(lc);
+    objs += lc->lc_nobj;
+    pthread_mutex_unlock(&lc->lc_lock);
+  }
+  pthread_mutex_unlock(&cp->cache_defer_lock);
+  st->deferred_frees = c[PRD_LC_DEFERRED] +
+                       atomic_load_explicit(&cp->cache_defer_cbs, memory_order_relaxed);
+  st->oc_hits = c[PRD_LC_HITS];
+  st->oc_misses = c[PRD_LC_MISSES];
+  st->oc_hit_pct = c[PRD_LC_HITS] + c[PRD_LC_MISSES] == 0 ? 0.0
+                   : 100.0 * (double)c[PRD_LC_HITS] /
+                         (double)(c[PRD_LC_HITS] + c[PRD_LC_MISSES]);
+  st->oc_refills = c[PRD_LC_REFILLS];
+  st->oc_flushes = c[PRD_LC_FLUSHES];
+  st->oc_churns = PRD_MIN(c[PRD_LC_REFILLS], c[PRD_LC_FLUSHES]);
+  st->latent_cache_objs = latent;
+  st->oc_objs = objs;
+  st->latent_merges += c[PRD_LC_MERGES];
+  st->partial_refills = c[PRD_LC_PARTIAL];
+  st->preflush_moves = c[PRD_LC_PREFLUSH];
+  st->oom_gp_waits = c[PRD_LC_OOMWAITS] +
+                    atomic_load_explicit(&cp->cache_oom_waits, memory_order_relaxed);
+}
