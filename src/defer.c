@@ -104,6 +104,7 @@
 #include "annotate.h"
 #include "internal.h"
 
+#define PRD_DEFER_GP_AHEAD 4   /* grace periods asked for past a generation's own (lc_put) */
 #define PRD_LC_SLOTS 64   /* thread-local lookup table: one cache line of pointers x 8; a
                              collision only costs a walk of the thread's list */
 
@@ -327,11 +328,19 @@ static void lc_put(prd_cache_t *cp, prd_lcache_t *lc, void *buf, prd_gp_t gp)
       lc->lc_nlat[1] = 0;
     }
   }
-  if (lc->lc_nlat[1] == 0) {
+  if (lc->lc_nlat[1] == 0)
     lc->lc_gp[1] = gp;
-    prd_rcu_request_gp(gp);   /* §3.4: ask for the grace period as objects accumulate */
-  }
   lc->lc_lat[1][lc->lc_nlat[1]++] = buf;
+  /* §3.4: ask for the grace period as latent objects accumulate, once per generation when
+   * it is a quarter full: early enough that it ends about when the object cache runs dry
+   * (PRUDENCE-NOTES §3).  The request reaches PRD_DEFER_GP_AHEAD grace periods past this
+   * generation's, so that while deferrals keep coming the driver keeps running and the next
+   * generations find their grace period already asked for (one load in rcu.c instead of a
+   * wake-up of the driver per grace period: the wake-up cost a third of the pair time). */
+  if (prd_unlikely(lc->lc_nlat[1] == lc->lc_size / 4 + 1) && gp > lc->lc_requested) {
+    lc->lc_requested = gp + 2 * PRD_DEFER_GP_AHEAD;
+    prd_rcu_request_gp(lc->lc_requested);
+  }
   lc_latent_publish(lc);
 }
 
@@ -519,6 +528,8 @@ static PRD_NOINLINE void *lc_alloc_miss(prd_cache_t *cp, prd_lcache_t *lc, int f
   }
   lc->lc_cnt[PRD_LC_MISSES]++;
   uint32_t nlat = lc_nlat(lc);
+  if (nlat != 0)   /* the objects that would have served this miss: their grace period */
+    prd_rcu_request_gp(lc->lc_gp[lc->lc_nlat[0] != 0 ? 0 : 1]);
   uint32_t want = lc->lc_size > nlat ? lc->lc_size - nlat : 1;   /* line 14 */
   if (want < lc->lc_size)
     lc->lc_cnt[PRD_LC_PARTIAL]++;

@@ -287,6 +287,7 @@ typedef struct prd_lcache {
   void **lc_lat[2];
   _Atomic uint32_t lc_latent;    /* lc_nlat[0] + lc_nlat[1], readable without the lock */
   _Atomic uint32_t lc_want_preflush; /* lines 41-43: the maintenance side should pre-flush */
+  prd_gp_t lc_requested;         /* the latest state this record asked the driver for */
   uint64_t lc_rate_alloc, lc_rate_defer; /* allocations and deferrals since the last pre-flush */
   uint64_t lc_cnt[PRD_LC_NCOUNTERS];
 } prd_lcache_t;
