@@ -210,7 +210,8 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, preflush_moves, "latent objects pre-flushed to latent slabs (lines 41-43)")          \
   X(U64, slab_premoves, "slabs moved ahead of time at deferral (lines 52-57)")               \
   X(U64, frag_skips, "refill choices that passed over a mostly deferred slab (Fig. 5)")       \
-  X(U64, oom_gp_waits, "grace periods waited for instead of failing (lines 31-32)")
+  X(U64, oom_gp_waits, "grace periods waited for instead of failing (lines 31-32)")        \
+  X(U64, latent_cap_waits, "refills that waited for a grace period at defer_latent_max_kb (3.4)")
 
 #define PRD__CS_STR(n) char n[PRD_CACHE_NAME_MAX]
 #define PRD__CS_U64(n) uint64_t n

@@ -527,6 +527,20 @@ static PRD_NOINLINE void *lc_alloc_miss(prd_cache_t *cp, prd_lcache_t *lc, int f
     return lc->lc_obj[--lc->lc_nobj];
   }
   lc->lc_cnt[PRD_LC_MISSES]++;
+  /* §3.4, bounded memory: past defer_latent_max_kb of latent-slab objects a refill waits for
+   * their grace period rather than grow the cache, so that a thread deferring in a tight
+   * loop reaches a steady state however slowly grace periods come (a loaded machine) */
+  long cap_kb = prd__opt(defer_latent_max_kb);
+  if (cap_kb > 0 && !(flags & PRD_NOSLEEP)) {
+    prd_gp_t maxgp;
+    uint64_t n = prd__slab_lat_pending(cp, &maxgp);
+    if (n * cp->cache_chunksize > (uint64_t)cap_kb * 1024 && !prd__defer_safe(maxgp) &&
+        !in_read_section()) {
+      prd__rcu_request_expedited(maxgp);
+      prd_rcu_wait_state(maxgp);
+      lc->lc_cnt[PRD_LC_CAPWAITS]++;
+    }
+  }
   uint32_t nlat = lc_nlat(lc);
   if (nlat != 0)   /* the objects that would have served this miss: their grace period */
     prd_rcu_request_gp(lc->lc_gp[lc->lc_nlat[0] != 0 ? 0 : 1]);
@@ -722,6 +736,7 @@ void prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->latent_merges += c[PRD_LC_MERGES];
   st->partial_refills = c[PRD_LC_PARTIAL];
   st->preflush_moves = c[PRD_LC_PREFLUSH];
+  st->latent_cap_waits = c[PRD_LC_CAPWAITS];
   st->oom_gp_waits = c[PRD_LC_OOMWAITS] +
                     atomic_load_explicit(&cp->cache_oom_waits, memory_order_relaxed);
 }

@@ -86,7 +86,7 @@ void  prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n);
  * generation (returns buffers merged); whether any wait, and the latest state among them. */
 size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp);
 size_t prd__slab_lat_merge_all(prd_cache_t *cp);
-bool  prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
+uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
 /* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held. */
 prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf);
 /* The start of the buffer of cp whose chunk holds addr, or NULL.  cache_lock held. */
@@ -151,11 +151,7 @@ int prd__option_choice(const char *name, char *buf, size_t len);
 /* Test hook (rcu_torture --retire prudence --broken): latent objects merge without their
  * grace-period check, which the torture test must catch.  Set before any deferral. */
 extern bool prd__defer_broken;
-/* Has the grace period of state s ended?  Every latent merge asks this (slab.c, defer.c). */
-static inline bool prd__defer_safe(prd_gp_t s)
-{
-  return prd_rcu_poll_state(s) || prd_unlikely(prd__defer_broken);
-}
+
 /* prd_cache_alloc's path for a cache that has seen deferrals: the thread's object cache. */
 void *prd__defer_alloc(prd_cache_t *cp, int flags);
 /* prd_cache_free's path for such a cache: into the thread's object cache if it has one. */
@@ -220,6 +216,11 @@ extern struct prd__rcu_gp_state prd__rcu_gp;
 static inline bool prd__rcu_poll(prd_gp_t s)
 {
   return atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) >= s;
+}
+/* defer.c: has the grace period of state s ended?  Every latent merge asks this. */
+static inline bool prd__defer_safe(prd_gp_t s)
+{
+  return prd__rcu_poll(s) || prd_unlikely(prd__defer_broken);
 }
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);

@@ -1042,14 +1042,14 @@ size_t prd__slab_lat_merge_all(prd_cache_t *cp)
   return merged;
 }
 
-/* The latest grace-period state in any latent slab of cp, and whether any buffer waits. */
-bool prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp)
+/* How many buffers wait in the latent slabs of cp, and the latest state among them. */
+uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp)
 {
   pthread_mutex_lock(&cp->cache_lock);
-  bool any = cp->cache_lat_slab_objs != 0;
+  uint64_t n = cp->cache_lat_slab_objs;
   *maxgp = cp->cache_lat_maxgp;
   pthread_mutex_unlock(&cp->cache_lock);
-  return any;
+  return n;
 }
 
 /* Refill slab choice with deferred buffers in the cache (Algorithm 1 lines 17-21, Fig. 5).

@@ -266,7 +266,7 @@ typedef struct prd_defer_head {
 /* Counters of one latent cache, by index (folded into cache_lc_dead when it goes away). */
 enum {
   PRD_LC_HITS, PRD_LC_MISSES, PRD_LC_REFILLS, PRD_LC_FLUSHES, PRD_LC_DEFERRED, PRD_LC_MERGES,
-  PRD_LC_PARTIAL, PRD_LC_PREFLUSH, PRD_LC_OOMWAITS, PRD_LC_NCOUNTERS
+  PRD_LC_PARTIAL, PRD_LC_PREFLUSH, PRD_LC_OOMWAITS, PRD_LC_CAPWAITS, PRD_LC_NCOUNTERS
 };
 
 /* One thread's object cache and latent cache for one cache (seed 001 §4.1, Fig. 4).  The owner
