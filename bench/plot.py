@@ -228,8 +228,99 @@ def plot_malloc(objs, outdir, written):
         save(fig, outdir, "malloc_compare", written)
 
 
+def _median(vals):
+    vals = sorted(vals)
+    n = len(vals)
+    return 0 if n == 0 else (vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2)
+
+
+def plot_deferred(objs, outdir, written):
+    """Fig. 6: pairs/s by size, a bar per mode (medians of the rounds); Figs. 7-11: the
+    object-cache hits, object-cache churns, slab churns, peak slabs and total fragmentation
+    of the prudence and oblivious caches by size."""
+    pts = [o for o in objs if "mode" in o]
+    if not pts:
+        return
+    sizes = sorted({o["size"] for o in pts})
+    modes = [m for m in ("prudence", "oblivious", "malloc", "urcu")
+             if any(o["mode"] == m for o in pts)]
+    s = summary(objs)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    w = 0.8 / max(1, len(modes))
+    for k, m in enumerate(modes):
+        vals = [_median([o["pairs_s"] / 1e6 for o in pts if o["mode"] == m and o["size"] == z])
+                for z in sizes]
+        ax.bar([i + (k - (len(modes) - 1) / 2) * w for i in range(len(sizes))], vals, width=w,
+               label=m)
+    ax.set_xticks(range(len(sizes)))
+    ax.set_xticklabels([str(z) for z in sizes])
+    ax.set_xlabel("object size (bytes)")
+    ax.set_ylabel("Mpairs/s (alloc + deferred free)")
+    ax.set_title("deferred (seed 001 Fig. 6): min ratio vs oblivious %.2f, at 4096 %.2f, "
+                 "vs malloc+call_rcu %.2f" % (s.get("min_ratio_vs_oblivious", 0),
+                                              s.get("ratio_vs_oblivious_4096", 0),
+                                              s.get("min_ratio_vs_malloc_callrcu", 0)),
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    save(fig, outdir, "deferred", written)
+    metrics = [("oc_hit_pct", "object-cache hits % (Fig. 7)"),
+               ("oc_churns", "object-cache churns (Fig. 8)"),
+               ("slab_churns", "slab churns (Fig. 9)"),
+               ("slabs_peak", "peak slabs (Fig. 10)"),
+               ("total_frag", "total fragmentation (Fig. 11)")]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 4), squeeze=False)
+    for ax, (key, title) in zip(axes[0], metrics):
+        for k, m in enumerate(("prudence", "oblivious")):
+            vals = [_median([o.get(key, 0) for o in pts if o["mode"] == m and o["size"] == z])
+                    for z in sizes]
+            ax.bar([i + (k - 0.5) * 0.4 for i in range(len(sizes))], vals, width=0.4, label=m)
+        ax.set_xticks(range(len(sizes)))
+        ax.set_xticklabels([str(z) for z in sizes], rotation=45, fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(True, axis="y", alpha=0.3)
+    save(fig, outdir, "deferred-metrics", written)
+
+
+def plot_endurance(objs, outdir, written):
+    """Fig. 3: RSS over time, one line per mode."""
+    pts = [o for o in objs if "rss_kb" in o]
+    if not pts:
+        return
+    s = summary(objs)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for o in pts:
+        step = o.get("sample_step", 1) * o.get("interval_ms", 10) / 1000.0
+        ax.plot([i * step for i in range(len(o["rss_kb"]))], [v / 1024 for v in o["rss_kb"]],
+                label="%s (growth %.2f)" % (o["mode"], o.get("rss_growth", 0)))
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("RSS (MiB)")
+    ax.set_title("endurance (seed 001 Fig. 3): prudence growth %.3f, oblivious %.3f"
+                 % (s.get("prudence_rss_growth", 0), s.get("oblivious_rss_growth", 0)),
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    save(fig, outdir, "endurance", written)
+
+
+def plot_rcuhash(objs, outdir, written):
+    """Operations per second of the RCU hash table, a bar per mode (median of the rounds)."""
+    pts = [o for o in objs if "mode" in o]
+    if not pts:
+        return
+    modes = list(dict.fromkeys(o["mode"] for o in pts))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar(modes, [_median([o["ops_s"] / 1e6 for o in pts if o["mode"] == m]) for m in modes])
+    ax.set_ylabel("Mops/s (90% lookup, 5% insert, 5% deferred delete)")
+    ax.set_title("rcuhash", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    save(fig, outdir, "rcuhash", written)
+
+
 PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot_cache,
-            "malloc": plot_malloc}
+            "malloc": plot_malloc, "deferred": plot_deferred, "endurance": plot_endurance,
+            "rcuhash": plot_rcuhash}
 
 
 def main(argv):
