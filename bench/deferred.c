@@ -339,7 +339,7 @@ static int deferred_main(int argc, char **argv)
     nsizes = 2;
     bc.bc_rounds = 1;
   }
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL) {
       usage_deferred();
@@ -359,7 +359,6 @@ static int deferred_main(int argc, char **argv)
       usage_deferred();
       return 2;
     }
-    i++;
   }
   int rounds = bc.bc_rounds < 1 ? 1 : bc.bc_rounds > MAX_ROUNDS ? MAX_ROUNDS : bc.bc_rounds;
   if (pairs < 1 || threads < 1 || threads > 64 || nsizes == 0 || modes == 0) {
@@ -594,7 +593,7 @@ static int endurance_main(int argc, char **argv)
   int threads = default_threads();
   long max_rss_mb = 4096;
   unsigned modes = (1u << M_PRUDENCE) | (1u << M_OBLIVIOUS) | (1u << M_MALLOC) | (1u << M_URCU);
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL)
       return 2;
@@ -611,7 +610,6 @@ static int endurance_main(int argc, char **argv)
                       "[--max-rss-mb N] [--json] [--smoke]\n");
       return 2;
     }
-    i++;
   }
   if (seconds <= 0 || threads < 1 || threads > 64 || modes == 0)
     return 2;
@@ -779,7 +777,7 @@ static int rcuhash_main(int argc, char **argv)
   int threads = default_threads();
   if (bc.bc_smoke)
     bc.bc_rounds = 1;
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL)
       return 2;
@@ -792,7 +790,6 @@ static int rcuhash_main(int argc, char **argv)
                       "[--json] [--smoke]\n");
       return 2;
     }
-    i++;
   }
   int rounds = bc.bc_rounds < 1 ? 1 : bc.bc_rounds > MAX_ROUNDS ? MAX_ROUNDS : bc.bc_rounds;
   if (seconds <= 0 || threads < 1 || threads > 64)
