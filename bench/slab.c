@@ -276,6 +276,7 @@ static bool bench_worst_case(const struct bench_common *bc, double *min_fill)
 
 static int slab_bench_main(int argc, char **argv)
 {
+  prd_option_set("magazines", "0");   /* the slab layer alone; prd-bench cache has both */
   struct bench_common bc = { .bc_rounds = ROUNDS_DEFAULT };
   argc = bench_parse_common(argc, argv, &bc);
   if (argc > 1) {

@@ -118,6 +118,7 @@ typedef void prd_reclaim_fn(void *priv);
  * created after it is read (at start-up) unless the cache says PRD_CACHE_NODEBUG. */
 #define PRD_CACHE_NOTOUCH   0x0001  /* objects are not memory (integer ranges): never touched */
 #define PRD_CACHE_NODEBUG   0x0002  /* ignore the process-wide PRUDENCE_DEBUG flags */
+#define PRD_CACHE_NOMAGAZINE 0x0004 /* no per-thread magazines: every call takes the slab layer */
 #define PRD_CACHE_PATTERNS  0x0010  /* freed 0xdeadbeef checked on alloc, then 0xbaddcafe */
 #define PRD_CACHE_REDZONE   0x0020  /* a 0xfeedface guard after each buffer, checked on free */
 #define PRD_CACHE_VERIFY    0x0040  /* every free is checked to be an allocated buffer here */
@@ -145,8 +146,13 @@ PRD_API void  prd_cache_free_deferred(prd_cache_t *cp, void *buf);
 /* Gives back to the source arena the free slabs that stayed free for a whole working-set
  * interval (option slab_working_set, default 15 s). */
 PRD_API void  prd_cache_reap(prd_cache_t *cp);
-/* prd_cache_reap for every cache. */
+/* prd_cache_reap for every cache, after taking back the magazines parked in the caches of
+ * other threads (those not inside an allocation this instant): their objects go back to the
+ * slab layer.  The depot keeps the magazines of its working set (option maint_interval). */
 PRD_API void  prd_reap(void);
+/* Hands the calling thread's magazines of every cache to the depots (full and empty ones as
+ * they are, the rounds of partly filled ones to the slab layer).  Thread exit does the same. */
+PRD_API void  prd_thread_flush(void);
 
 /* PRD_NOFAIL: when an allocation cannot be satisfied even after reaping every cache and
  * calling the reclaim callbacks, the callback decides: return PRD_NOFAIL_RETRY to try again,
@@ -194,7 +200,7 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, hash_buckets, "buffer-to-bufctl hash buckets (large layout), else 0")                  \
   X(F64, total_frag,                                                                            \
     "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")     \
-  X(U64, slab_bytes, "bytes of slabs the cache holds now (slabs * slab_size)") \
+  X(U64, slab_bytes, "bytes of slabs the cache holds now (slabs * slab_size)")                 \
   X(U64, deferred_frees, "prd_cache_free_deferred calls (seed 001 5.4, Fig. 12)")              \
   X(U64, oc_hits, "allocations served by a Prudence object cache without a refill (Fig. 7)")  \
   X(U64, oc_misses, "allocations that found their Prudence object cache empty")               \
@@ -211,7 +217,26 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, slab_premoves, "slabs moved ahead of time at deferral (lines 52-57)")               \
   X(U64, frag_skips, "refill choices that passed over a mostly deferred slab (Fig. 5)")       \
   X(U64, oom_gp_waits, "grace periods waited for instead of failing (lines 31-32)")        \
-  X(U64, latent_cap_waits, "refills that waited for a grace period at defer_latent_max_kb (3.4)")
+  X(U64, latent_cap_waits, "refills that waited for a grace period at defer_latent_max_kb (3.4)") \
+  X(U64, mag_size, "rounds per new magazine now (0: no magazine layer)")                        \
+  X(U64, mag_resizes, "magazine size increases (depot contention, seed 004)")                   \
+  X(U64, mag_alloc_hits, "allocations served by a thread's loaded or previous magazine")        \
+  X(U64, mag_free_hits, "frees taken by a thread's loaded or previous magazine")                \
+  X(U64, depot_full_gets, "full magazines taken from the depot")                                \
+  X(U64, depot_full_puts, "full magazines given to the depot")                                  \
+  X(U64, depot_empty_gets, "empty magazines taken from the depot")                              \
+  X(U64, depot_empty_puts, "empty magazines given to the depot")                                \
+  X(U64, depot_contention, "depot lock try-locks that failed")                                  \
+  X(U64, depot_full_mags, "full magazines in the depot now")                                    \
+  X(U64, depot_empty_mags, "empty magazines in the depot now")                                  \
+  X(U64, depot_rounds, "objects in the depot's full magazines now")                             \
+  X(U64, thread_cache_objs, "objects in threads' loaded and previous magazines now")            \
+  X(U64, mag_slab_allocs, "allocations the magazine layer passed to the slab layer")            \
+  X(U64, mag_slab_frees, "frees the magazine layer passed to the slab layer (no empty magazine)") \
+  X(F64, cpu_alloc_miss_rate, "allocs that needed the depot / allocs (seed 003 4.4)")           \
+  X(F64, cpu_free_miss_rate, "frees that needed the depot / frees (seed 003 4.4)")              \
+  X(F64, depot_alloc_miss_rate, "depot alloc visits with no full magazine / visits")            \
+  X(F64, depot_free_miss_rate, "depot free visits with no empty magazine / visits")
 
 #define PRD__CS_STR(n) char n[PRD_CACHE_NAME_MAX]
 #define PRD__CS_U64(n) uint64_t n

@@ -534,6 +534,7 @@ static void leak_cache(void *arg, prd_cache_t *cp)
 
 size_t prd_leak_report(FILE *fp, double older_than_seconds)
 {
+  prd__mag_purge_all();   /* objects parked in magazines are free, not leaked */
   prd__slab_init();
   if (fp == NULL)
     fp = stderr;
@@ -589,5 +590,16 @@ void prd__debug_unmap_flush(prd_cache_t *cp)
       quarantine_release(cp, dbg_quarantine[i].q_addr, dbg_quarantine[i].q_size);
       dbg_quarantine[i].q_cache = NULL;
     }
+  pthread_mutex_unlock(&dbg_qlock);
+}
+
+/* ---- fork (called by magazine.c's pthread_atfork handlers, after the slab locks) ---------- */
+void prd__debug_fork_prepare(void)
+{
+  pthread_mutex_lock(&dbg_qlock);
+}
+
+void prd__debug_fork_release(void)
+{
   pthread_mutex_unlock(&dbg_qlock);
 }

@@ -110,6 +110,29 @@ void  prd__slab_fork_release(void);
 /* Sets the slab hook of a cache that has no slab yet (malloc.c's page map). */
 void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
 
+/* Fork: every slab-layer lock taken in lock order / released (magazine.c's atfork). */
+void  prd__slab_fork_prepare(void);
+void  prd__slab_fork_release(void);
+
+/* ---- magazine.c: the CPU layer (fast paths in magazine.h) ------------------------------- */
+/* Gives cp its CPU layer (unless NOMAGAZINE or internal): a depot and a magazine id. */
+void  prd__mag_cache_init(prd_cache_t *cp);
+/* Before cp is torn down: every thread's and the depot's magazines back to the slabs. */
+void  prd__mag_cache_fini(prd_cache_t *cp);
+/* Destroys the depot's magazines outside its working set (all: every one). */
+void  prd__mag_depot_reap(prd_cache_t *cp, bool all);
+/* Takes back the magazines of every other thread not inside an operation (the handshake). */
+void  prd__mag_reap_threads(void);
+/* This thread's and every other thread's magazines and all depots back to the slab layer. */
+void  prd__mag_purge_all(void);
+/* Fills the CPU layer's fields of st. */
+void  prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st);
+/* The maintenance thread's work: later layers register a job run every maint_interval
+ * (0, or -1 when the few slots are taken).  prd__maint_tick runs one interval's work now. */
+typedef void prd__maint_fn(void *arg);
+int   prd__maint_register(prd__maint_fn *fn, void *arg);
+void  prd__maint_tick(void);
+
 /* ---- debug.c: debugging of caches (Bonwick 1994 §6), out of the fast paths ------------- */
 void  prd__debug_cache_init(prd_cache_t *cp);
 void  prd__debug_slab_create(prd_cache_t *cp, prd_slab_t *sp);
@@ -131,6 +154,10 @@ void  prd__debug_report_live(prd_cache_t *cp);
  * while; flush gives back those of a cache being destroyed. */
 void  prd__debug_unmap(prd_cache_t *cp, void *base, size_t size);
 void  prd__debug_unmap_flush(prd_cache_t *cp);
+
+/* Fork: the quarantine lock (magazine.c's atfork, after the slab locks, before vmem's). */
+void  prd__debug_fork_prepare(void);
+void  prd__debug_fork_release(void);
 
 /* ---- stats.c: printing statistics from their one list -------------------------------- */
 /* One cache's statistics as "name value  # meaning" lines, or one JSON object (a line). */
@@ -203,6 +230,12 @@ void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);
 /* Statistics of every arena (oldest first) into out[0 .. max-1], under the arena-list lock;
  * returns how many arenas there are (more than max: call again with more room). */
 size_t prd__vmem_snapshot(prd__arena_snap_t *out, size_t max);
+/* Fork: every arena's lock (and the heap's creation lock) taken / released; the child also
+ * resets the condition variables whose waiters did not survive. */
+void prd__vmem_fork_prepare_early(void);
+void prd__vmem_fork_prepare(void);
+void prd__vmem_fork_parent(void);
+void prd__vmem_fork_child(void);
 
 /* ---- rcu.c: grace periods (the public part is in prudence.h / prudence_rcu.h) ----------- */
 /* The grace-period sequence (rcu.c §4): even idle, odd while a grace period runs. */

@@ -35,6 +35,14 @@
   X(LONG, malloc_mmap_threshold, 4l << 20,                                                      \
     "malloc: blocks of at least this many bytes are mapped on their own and unmapped on free " \
     "(0: never; smaller big blocks come from the heap arena)")                                 \
+  X(BOOL, magazines, 1,                                                                         \
+    "0: caches created afterwards have no CPU layer, arenas no quantum caches")                \
+  X(BOOL, maint_thread, 1,                                                                      \
+    "run the maintenance thread (started at first use); 0: its work runs on slow paths")       \
+  X(MS, maint_interval, 15000,                                                                  \
+    "ms between maintenance runs: depot working set, magazine resizing, reaping (seed 004)")   \
+  X(LONG, depot_contention, 3,                                                                  \
+    "failed depot try-locks per interval above which a cache's magazines grow (kmem's 3)")     \
   X(LONG, debug, 0,                                                                             \
     "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name") \
   X(CHOICE, rcu, 0,                                                                             \

@@ -97,6 +97,7 @@
 
 #include "annotate.h"
 #include "internal.h"
+#include "magazine.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
 #define PRD_NOTOUCH_MIN_BUFS 8    /* integer caches: a slab of fewer would grow on most allocs */
@@ -533,6 +534,7 @@ static void cache_reap(prd_cache_t *cp, bool all)
   uint64_t ws = (uint64_t)prd__opt(slab_working_set) * 1000000ull;
   uint64_t now = prd__now_ns();
   prd_slab_link_t *chain = NULL;
+  prd__mag_depot_reap(cp, all);   /* the depot's magazines outside its working set first */
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t n = cp->cache_nfree;
   if (!all && ws != 0) {
@@ -608,6 +610,7 @@ void prd_reap(void)
   /* a destructor run by this reap that allocates must not start a pressure reap, which
    * would wait for the reap lock this thread holds */
   bool nested = slab_in_reclaim;
+  prd__mag_reap_threads();   /* magazines parked in other threads' caches (magazine.c) */
   slab_in_reclaim = true;
   pthread_mutex_lock(&slab_reap_lock);
   reap_all_locked(false);
@@ -1140,7 +1143,7 @@ void *prd_cache_alloc(prd_cache_t *cp, int flags)
   /* a cache that has seen Prudence deferrals serves from the thread's object cache (defer.c) */
   if (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT)
     return prd__defer_alloc(cp, flags);
-  buf = prd__slab_alloc(cp, flags);
+  buf = prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && buf != NULL)
     buf = prd__debug_alloc(cp, buf, flags);
   return buf;
@@ -1159,7 +1162,7 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
   if ((atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT) &&
       prd__defer_free(cp, buf))
     return;
-  prd__slab_free(cp, buf);
+  prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
 }
 
 /* ---- creating and destroying caches --------------------------------------------------------- */
@@ -1374,8 +1377,8 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     what = "alignment not a power of two";
   else if (align > page)
     what = "alignment larger than a page";
-  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_DEBUG_ALL |
-                      PRD_CACHE_OBLIVIOUS))
+  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE |
+                      PRD_CACHE_DEBUG_ALL | PRD_CACHE_OBLIVIOUS))
     what = "unknown cflags";
   else if ((cflags & PRD_CACHE_OBLIVIOUS) && (cflags & PRD_CACHE_NOTOUCH))
     what = "PRD_CACHE_OBLIVIOUS needs memory for its call_rcu head (not with NOTOUCH)";
@@ -1402,6 +1405,7 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     errno = EINVAL;
     return NULL;
   }
+  prd__mag_cache_init(cp);   /* the CPU layer in front (magazine.c) */
   cache_list_insert(cp);
   if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
     pthread_once(&slab_leaks_once, slab_leaks_register);
@@ -1420,6 +1424,7 @@ void prd_cache_destroy(prd_cache_t *cp)
   }
   /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */
   prd__defer_cache_destroy(cp);
+  prd__mag_cache_fini(cp);   /* every magazine's rounds back to the slabs first */
   pthread_mutex_lock(&slab_reap_lock);
   pthread_mutex_lock(&slab_list_lock);
   if (cp->cache_prev != NULL)
@@ -1568,6 +1573,7 @@ void prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
 static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
 {
   memset(st, 0, sizeof(*st));
+  prd__mag_stats(cp, st);   /* the CPU layer's fields (magazine.c) */
   memcpy(st->name, cp->cache_name, sizeof(st->name));
   st->buf_size = cp->cache_bufsize;
   st->align = cp->cache_align;
@@ -1762,4 +1768,23 @@ int prd__cache_check(prd_cache_t *cp)
   pthread_mutex_unlock(&cp->cache_lock);
 #undef CHECK_INV
   return bad;
+}
+
+/* ---- fork (magazine.c's pthread_atfork handlers call these, in its lock order) ------------ */
+/* Takes the reap and list locks and every cache's lock, in the lock order of section 8. */
+void prd__slab_fork_prepare(void)
+{
+  pthread_mutex_lock(&slab_reap_lock);
+  pthread_mutex_lock(&slab_list_lock);
+  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
+    pthread_mutex_lock(&cp->cache_lock);
+}
+
+/* Releases them (parent and child alike: the child's only thread is the one that took them). */
+void prd__slab_fork_release(void)
+{
+  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
+    pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(&slab_list_lock);
+  pthread_mutex_unlock(&slab_reap_lock);
 }

@@ -11,6 +11,11 @@
  *   prd_bufctl_audit_t (debug.c) a bufctl with the buffer's transaction log             bca_
  *   prd__cache_snap_t  (slab.c)  one cache's statistics, copied for the printers        cs_
  *   prd__arena_snap_t  (vmem.c)  one arena's statistics and names, copied likewise      as_
+ *   prd_mag_t       (magazine.c) a magazine: an array of object pointers (rounds)      mag_
+ *   prd_magtype_t   (magazine.c) one row of the magazine-size table                    mt_
+ *   prd_depot_t     (magazine.c) a cache's depot: full and empty magazine lists        dp_
+ *   prd_cpu_cache_t (magazine.c) one thread's loaded/previous magazines of one cache   cc_
+ *   prd_tcache_t    (magazine.c) one thread's array of CPU caches, on the registry     tc_
  *
  * Layers above add their types here as they land.
  */
@@ -49,6 +54,8 @@ struct prd_vseg {
 #define PRD_VMEM_NAMELEN   32   /* arena names are copied, truncated to 31 characters */
 #define PRD_VMEM_FREELISTS 64   /* one list per power of two of a uintptr_t size */
 #define PRD_VMEM_HASH0     16   /* embedded hash buckets before the first resize */
+#define PRD_VMEM_NQCACHE   16   /* quantum caches at most (kmem's VMEM_NQCACHE_MAX): more
+                                   sizes would spread objects over too many slabs */
 
 struct prd_vmem {
   char vm_name[PRD_VMEM_NAMELEN];
@@ -76,6 +83,10 @@ struct prd_vmem {
   void *vm_tag_pages;          /* pages the tags were carved from (first word links them) */
   prd_vmem_stats_t vm_stats;   /* the statistics (fields from PRD_VMEM_STATS) */
   prd_vmem_t *vm_next, *vm_prev;   /* the list of all arenas, under vmem_list_lock */
+  /* quantum caches (vmem.c section 14): vm_qcache[k-1] serves size k * quantum; made at first use */
+  _Atomic int vm_qcache_state;            /* 0 not yet, 1 made, -1 could not be made */
+  int vm_nqcache;
+  struct prd_cache *vm_qcache[PRD_VMEM_NQCACHE];
 };
 
 /* One arena as the statistics printers see it: copied under the arena's lock, printed after
@@ -179,6 +190,77 @@ typedef struct prd_buftag {
   prd_bufctl_t *bt_bufctl;       /* the buffer's bufctl: a report can name it */
 } prd_buftag_t;
 
+/* ---- magazine.c ------------------------------------------------------------------------ */
+/* A magazine (seed 004): a stack of up to mag_size constructed objects ("rounds").  Its size
+ * travels with it, so magazines of an older, smaller size stay usable after a resize. */
+typedef struct prd_mag prd_mag_t;
+struct prd_mag {
+  prd_mag_t *mag_next;           /* depot list linkage */
+  uint32_t mag_size;             /* capacity M */
+  uint32_t mag_pad;
+  void *mag_round[];             /* mag_round[0 .. rounds-1] are held */
+};
+
+/* One row of the magazine-size table (libumem's umem_magtype): caches of objects above
+ * mt_minbuf start at this size; a cache grows to it only while its chunk is below mt_maxbuf. */
+typedef struct prd_magtype {
+  uint32_t mt_magsize;           /* rounds */
+  uint32_t mt_align;             /* alignment of the magazine buffers */
+  size_t mt_minbuf;              /* start here when the chunk is above this */
+  size_t mt_maxbuf;              /* grow into this size only when the chunk is below this */
+  struct prd_cache *mt_cache;    /* where magazines of this size come from */
+} prd_magtype_t;
+
+/* A list of magazines of the depot, with its working set (seed 004; libumem's umem_maglist). */
+typedef struct prd_maglist {
+  prd_mag_t *ml_list;
+  uint64_t ml_total;             /* magazines on the list */
+  uint64_t ml_min;               /* fewest during this interval */
+  uint64_t ml_reaplimit;         /* outside the working set of the last interval: reapable */
+  uint64_t ml_gets, ml_puts;     /* statistics */
+} prd_maglist_t;
+
+/* The depot of one cache: everything under dp_lock. */
+typedef struct prd_depot {
+  pthread_mutex_t dp_lock;
+  prd_maglist_t dp_full, dp_empty;
+  uint64_t dp_rounds;            /* objects in the full list's magazines */
+  const prd_magtype_t *dp_magtype;   /* the size new magazines get */
+  _Atomic uint64_t dp_contention;    /* failed try-locks (counted before blocking) */
+  uint64_t dp_contention_prev;   /* at the last interval update */
+  uint64_t dp_resizes;
+  uint64_t dp_alloc_visits, dp_alloc_misses;   /* CPU-layer alloc misses; of those, no full */
+  uint64_t dp_free_visits, dp_free_misses;     /* CPU-layer free misses; of those, no empty */
+  uint64_t dp_to_slab_allocs, dp_to_slab_frees; /* objects that went on to the slab layer */
+  uint64_t dp_dead_alloc_hits, dp_dead_free_hits;   /* counters of threads that exited */
+} prd_depot_t;
+
+/* One thread's CPU cache of one object cache (seed 004's per-CPU cache, per thread here).
+ * The owner reads and writes it without a lock (cc_busy set around each lockless operation);
+ * its slow path, reapers and statistics take tc_lock.  One cache line. */
+typedef struct prd_cpu_cache {
+  _Atomic uint32_t cc_busy;      /* owner inside a lockless operation (the handshake) */
+  _Atomic uint32_t cc_rounds;    /* rounds in cc_loaded */
+  uint32_t cc_magsize;           /* capacity of cc_loaded (0: no loaded magazine) */
+  uint32_t cc_prounds;           /* rounds in cc_previous (it is always full or empty) */
+  prd_mag_t *cc_loaded;
+  prd_mag_t *cc_previous;
+  _Atomic uint64_t cc_alloc_hits;    /* owner-only plain increments, read relaxed */
+  _Atomic uint64_t cc_free_hits;
+  uint64_t cc_misses;            /* depot visits (under tc_lock) */
+  uint64_t cc_idle_mark;         /* maintenance: operations seen at the last interval */
+} prd_cpu_cache_t;
+
+/* One thread's CPU caches, indexed by cache_magid; on the thread registry. */
+typedef struct prd_tcache {
+  uint32_t tc_ncc;               /* entries in tc_cc (written by the owner under tc_lock) */
+  _Atomic uint32_t tc_steal;     /* a reaper is taking magazines: use the locked path */
+  prd_cpu_cache_t *tc_cc;
+  size_t tc_cc_bytes;            /* size of tc_cc's mapping */
+  pthread_mutex_t tc_lock;
+  struct prd_tcache *tc_next, *tc_prev;   /* the registry (mag_registry_lock) */
+} prd_tcache_t;
+
 struct prd_cache {
   /* -- identity and layout: set at creation, read-only after ----------------------------- */
   char cache_name[PRD_CACHE_NAME_MAX];
@@ -246,6 +328,9 @@ struct prd_cache {
   _Atomic uint64_t cache_oom_waits;  /* grace periods waited for by the slab layer's OOM path */
   /* counters folded in from latent caches that went away (thread exit), cache_defer_lock */
   uint64_t cache_lc_dead[16];
+  /* magazine.c: the index of this cache in every thread's CPU caches (0: no magazines) */
+  uint32_t cache_magid;
+  prd_depot_t cache_depot;
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */

@@ -9,12 +9,9 @@
  *    be empty), grows by prd_vmem_add() and by importing spans from a source arena through
  *    afunc, and gives a wholly free imported span back through ffunc.
  *
- *    Quantum caches: qcache_max is accepted and stored, but the object caches that will serve
- *    sizes up to qcache_max (paper section 4.4) need the slab and magazine layers and come
- *    with the CPU-layer issue.  Until then EVERY size, small or large, is served by the arena
- *    itself.  What is enforced already is the pairing those caches will need: a segment of
- *    size <= qcache_max allocated with prd_vmem_alloc must be freed with prd_vmem_free, one
- *    from prd_vmem_xalloc with prd_vmem_xfree (section 11).
+ *    Quantum caches (section 14): an arena with qcache_max > 0 serves prd_vmem_alloc and
+ *    prd_vmem_free of every multiple of the quantum up to qcache_max from object caches with
+ *    magazines in front of itself; prd_vmem_xalloc/xfree and larger sizes use the arena.
  *
  * 2. Segments (paper 4.2, "boundary tags").  Every span and every free or allocated range of
  *    it is a boundary tag (prd_vseg_t), and all tags sit on ONE address-ordered doubly linked
@@ -126,6 +123,27 @@
  *    VMEM_SLEEP_SLICE_MS 10 (a retry every 10 ms costs nothing and reacts quickly to a source
  *    that frees), VMEM_LEAKS_SHOWN 16 (enough to see the pattern, short enough to read),
  *    HEAP_CHUNK 4 MiB (section 7).
+ *
+ * 14. Quantum caches (paper section 4.4; seed 004 "quantum caching").  An arena created with
+ *    qcache_max > 0 (clamped to PRD_VMEM_NQCACHE quanta) gets, at its first prd_vmem_alloc of
+ *    such a size, one object cache per multiple k of the quantum, "<arena>_qc<k>", of objects
+ *    of k quanta, PRD_CACHE_NOTOUCH (the objects are integers: never written), whose source is
+ *    the arena itself.  Their slabs come from the arena through prd_vmem_xalloc, which never
+ *    goes through the quantum caches, so there is no recursion.  prd_vmem_alloc of those sizes
+ *    is then a magazine pop (the per-thread fast path of magazine.c) and groups allocations
+ *    by size, which cuts fragmentation; prd_vmem_free of those sizes pushes onto a magazine.
+ *    The statistics of the arena then count the caches' slabs, not each small allocation.
+ *    A free of an xalloc'ed segment with prd_vmem_free of a cached size cannot be told from
+ *    a cache object without a lookup; PRUDENCE_DEBUG=verify (which the quantum caches take
+ *    like every cache) reports it, naming the cache.  If the caches cannot be made (no
+ *    memory), the arena serves every size itself and the pairing check of section 11 applies.
+ *    The heap arena has qcache_max = HEAP_QCACHE_PAGES pages.  The caches are destroyed first
+ *    by prd_vmem_destroy.  Creating them takes vmem_qcache_lock (it nests slab-layer locks).
+ *
+ * 15. fork: prd__vmem_fork_prepare_early takes heap_lock and vmem_qcache_lock (they nest the
+ *    slab layer's locks, so they come first), prd__vmem_fork_prepare every arena's vm_lock
+ *    (leaves) through the list of all arenas; the child re-initializes every vm_cv and
+ *    vm_waiters, since the waiters were threads that the child does not have.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -141,6 +159,8 @@
 #define VMEM_SLEEP_SLICE_MS 10
 #define VMEM_LEAKS_SHOWN    16
 #define HEAP_CHUNK          ((size_t)4 << 20)
+#define HEAP_QCACHE_PAGES   8   /* heap quantum caches: 1..8 pages (8: kmem's heap, and slabs of
+                                   8+ buffers of 8 pages still fit in one 4 MiB import) */
 
 /* A request, with the constraints already checked: lo <= a, a + size <= hi. */
 struct vreq {
@@ -745,6 +765,8 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
 }
 
 /* The policy bits: at most one.  Bits above them belong to the layers above and pass through. */
+static bool vmem_qcache_ready(prd_vmem_t *vmp);
+
 static bool vmflags_ok(int vmflags)
 {
   int policy = vmflags & PRD_VM_POLICY_MASK;
@@ -757,6 +779,9 @@ void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
     errno = EINVAL;
     return NULL;
   }
+  if (size <= vmp->vm_qcache_max && vmem_qcache_ready(vmp))
+    return prd_cache_alloc(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1],
+                           vmflags & (PRD_NOSLEEP | PRD_NOFAIL));   /* section 14 */
   struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX };
   return vmem_do_alloc(vmp, &r, vmflags, false, true);
 }
@@ -851,6 +876,11 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
 
 void prd_vmem_free(prd_vmem_t *vmp, void *addr, size_t size)
 {
+  if (vmp != NULL && size != 0 && size <= vmp->vm_qcache_max && (size & (vmp->vm_quantum - 1)) == 0 &&
+      atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1) {
+    prd_cache_free(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1], addr);   /* section 14 */
+    return;
+  }
   vmem_free_common(vmp, addr, size, false);
 }
 
@@ -976,6 +1006,7 @@ void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json)
  * vmem_list_lock -> vm_lock; nothing holds an arena's lock while creating or destroying one. */
 static pthread_mutex_t vmem_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static prd_vmem_t *vmem_list_head, *vmem_list_tail;
+static pthread_mutex_t vmem_qcache_lock = PTHREAD_MUTEX_INITIALIZER;   /* section 14 */
 
 static void vmem_list_insert(prd_vmem_t *vmp)
 {
@@ -1027,6 +1058,58 @@ size_t prd__vmem_snapshot(prd__arena_snap_t *out, size_t max)
   return n;
 }
 
+/* Appends the decimal digits of v to buf at *n (no stdio inside the allocator). */
+static void vmem_put_num(char *buf, size_t *n, size_t cap, size_t v)
+{
+  char d[24];
+  int nd = 0;
+  do {
+    d[nd++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  while (nd > 0 && *n + 1 < cap)
+    buf[(*n)++] = d[--nd];
+  buf[*n] = '\0';
+}
+
+/* Makes the quantum caches of vmp at first use; true when they serve its small sizes. */
+static bool vmem_qcache_ready(prd_vmem_t *vmp)
+{
+  int st = atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire);
+  if (prd_likely(st != 0))
+    return st == 1;
+  pthread_mutex_lock(&vmem_qcache_lock);
+  st = atomic_load_explicit(&vmp->vm_qcache_state, memory_order_relaxed);
+  if (st == 0) {
+    int n = (int)(vmp->vm_qcache_max >> vmp->vm_qshift);
+    int k;
+    for (k = 0; k < n; k++) {
+      char name[PRD_CACHE_NAME_MAX];
+      size_t len = strnlen(vmp->vm_name, PRD_CACHE_NAME_MAX - 8);
+      memcpy(name, vmp->vm_name, len);
+      name[len++] = '_';
+      name[len++] = 'q';
+      name[len++] = 'c';
+      vmem_put_num(name, &len, sizeof(name), (size_t)k + 1);
+      vmp->vm_qcache[k] = prd_cache_create(name, ((size_t)k + 1) << vmp->vm_qshift, 0, NULL,
+                                           NULL, NULL, NULL, vmp, PRD_CACHE_NOTOUCH);
+      if (vmp->vm_qcache[k] == NULL)
+        break;
+    }
+    if (k < n) {   /* no memory: the arena serves every size itself */
+      while (k-- > 0)
+        prd_cache_destroy(vmp->vm_qcache[k]);
+      st = -1;
+    } else {
+      vmp->vm_nqcache = n;
+      st = 1;
+    }
+    atomic_store_explicit(&vmp->vm_qcache_state, st, memory_order_release);
+  }
+  pthread_mutex_unlock(&vmem_qcache_lock);
+  return st == 1;
+}
+
 static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t quantum,
                                prd_vmem_alloc_fn *afunc, prd_vmem_free_fn *ffunc,
                                prd_vmem_t *source, size_t qcache_max, size_t import_chunk)
@@ -1071,6 +1154,9 @@ static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t
   vmp->vm_hash_shift = 64 - vmem_highbit(PRD_VMEM_HASH0);
   vmp->vm_stats.size = sizeof(vmp->vm_stats);
   vmp->vm_stats.version = PRD_VMEM_STATS_VERSION;
+  vmp->vm_qcache_max = PRD_MIN(qcache_max, PRD_VMEM_NQCACHE * quantum);
+  if (!prd__opt(magazines))   /* the arena alone (option magazines=0) */
+    atomic_store_explicit(&vmp->vm_qcache_state, -1, memory_order_relaxed);
   if (size > 0) {
     if (tag_reserve(vmp, 2) != 0) {
       prd_vmem_destroy(vmp);
@@ -1095,6 +1181,9 @@ void prd_vmem_destroy(prd_vmem_t *vmp)
 {
   if (vmp == NULL)
     return;
+  if (atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1)
+    for (int k = 0; k < vmp->vm_nqcache; k++)
+      prd_cache_destroy(vmp->vm_qcache[k]);   /* their slabs go back to this arena */
 #ifdef PRD_DEBUG
   PRD_ASSERT(prd__vmem_check(vmp) == 0);
 #endif
@@ -1188,8 +1277,8 @@ prd_vmem_t *prd_heap_arena(void)
   pthread_mutex_lock(&heap_lock);
   vmp = atomic_load_explicit(&heap_arena, memory_order_relaxed);
   if (vmp == NULL) {
-    vmp = vmem_create("heap", NULL, 0, prd__os_page_size(), heap_import, heap_release, NULL, 0,
-                      HEAP_CHUNK);
+    vmp = vmem_create("heap", NULL, 0, prd__os_page_size(), heap_import, heap_release, NULL,
+                      HEAP_QCACHE_PAGES * prd__os_page_size(), HEAP_CHUNK);
     if (vmp != NULL)
       atomic_store_explicit(&heap_arena, vmp, memory_order_release);
   }
@@ -1330,4 +1419,40 @@ int prd__vmem_check(prd_vmem_t *vmp)
   VCHECK(s->imports - s->releases <= s->spans, "%s", nm, "more imported spans than spans");
   pthread_mutex_unlock(&vmp->vm_lock);
   return bad;
+}
+
+/* ---- fork (section 15; called by magazine.c's pthread_atfork handlers) --------------------- */
+void prd__vmem_fork_prepare_early(void)
+{
+  pthread_mutex_lock(&heap_lock);
+  pthread_mutex_lock(&vmem_qcache_lock);
+}
+
+void prd__vmem_fork_prepare(void)
+{
+  pthread_mutex_lock(&vmem_list_lock);
+  for (prd_vmem_t *vmp = vmem_list_head; vmp != NULL; vmp = vmp->vm_next)
+    pthread_mutex_lock(&vmp->vm_lock);
+}
+
+void prd__vmem_fork_parent(void)
+{
+  for (prd_vmem_t *vmp = vmem_list_head; vmp != NULL; vmp = vmp->vm_next)
+    pthread_mutex_unlock(&vmp->vm_lock);
+  pthread_mutex_unlock(&vmem_list_lock);
+  pthread_mutex_unlock(&vmem_qcache_lock);
+  pthread_mutex_unlock(&heap_lock);
+}
+
+void prd__vmem_fork_child(void)
+{
+  for (prd_vmem_t *vmp = vmem_list_head; vmp != NULL; vmp = vmp->vm_next) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&vmp->vm_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    vmp->vm_waiters = 0;
+  }
+  prd__vmem_fork_parent();
 }

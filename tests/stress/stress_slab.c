@@ -163,6 +163,7 @@ static void test_stress(void)
 
 int main(void)
 {
+  prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
   RUN(test_stress);
   return prd_test_done();
 }

@@ -213,6 +213,7 @@ static void test_sleepers(void)
 
 int main(void)
 {
+  prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
   RUN(test_threads);
   RUN(test_sleepers);
   return prd_test_done();

@@ -795,6 +795,7 @@ static void test_debug_names(void)
 
 int main(void)
 {
+  prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
   page = prd__os_page_size();
   RUN(test_create_bad_args);
   RUN(test_layouts);

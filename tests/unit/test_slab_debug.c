@@ -418,6 +418,7 @@ static void test_debug_env_abort_option(void)
 
 int main(int argc, char **argv)
 {
+  prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
   if (argc > 1 && strcmp(argv[1], "--leak-exit") == 0)
     return leak_exit_main();
   if (argc > 1 && strcmp(argv[1], "--print-abort") == 0) {

@@ -216,6 +216,7 @@ static void test_model(void)
 
 int main(void)
 {
+  prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
   RUN(test_model);
   return prd_test_done();
 }

@@ -604,6 +604,7 @@ static void test_destroy_non_empty(void)
 
 int main(void)
 {
+  prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
   prd_option_set("abort_on_error", "0");
   RUN(test_create_destroy);
   RUN(test_alloc_free_coalesce);

@@ -342,6 +342,7 @@ static void test_vmem_model(void)
 
 int main(int argc, char **argv)
 {
+  prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
 #if defined(PRD_ASAN)
   model_ops = 100000;   /* ASan makes each step several times slower */
 #elif defined(PRD_TSAN)

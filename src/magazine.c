@@ -1,0 +1,1046 @@
+/*
+ * magazine.c: the CPU layer (Bonwick & Adams, "Magazines and Vmem", USENIX 2001: the seed 004
+ * slides and shared/VMEM.md; per-CPU caching and miss rates of McKenney & Slingwine, seed 003
+ * §3.3.1-3.3.2 and §4.4; seed 002 §7.2 on why the slab layer alone does not scale).
+ *
+ * 1. What.  In front of each object cache's slab layer sits a per-thread cache of objects
+ *    (the paper's per-CPU cache; a user process has threads, not CPUs, and a thread never
+ *    migrates off its own cache).  Objects are held in magazines: arrays of M pointers
+ *    ("rounds") used as stacks.  Objects in magazines stay constructed (seed 004: only reaping
+ *    a magazine destructs its rounds, by handing them back to the slab layer, which runs the
+ *    destructor when the slab goes).  Caches created with PRD_CACHE_NOMAGAZINE, and the slab
+ *    layer's internal caches, have no CPU layer (cache_magid 0).
+ *
+ * 2. Data structures.
+ *    - prd_tcache_t: one per thread that ever missed, on the thread registry, holding an array
+ *      of prd_cpu_cache_t indexed by the cache's cache_magid (a small integer given at cache
+ *      creation and recycled at destroy; index 0 is never used).  The array comes from os.c
+ *      pages and grows (doubling) on demand, never from malloc: the malloc of a later issue
+ *      sits on this layer.
+ *    - prd_cpu_cache_t: cc_loaded (cc_rounds of cc_magsize held) and cc_previous (always full
+ *      or empty: cc_prounds), as kmem's cpu cache; hit counters; one cache line.
+ *    - prd_depot_t per cache: a list of full and a list of empty magazines under dp_lock
+ *      (seed 004 "depot"), each with its working set (section 7).
+ *    - prd_magtype_t: the magazine-size table of libumem (section 8); each size has its own
+ *      magazine cache, a slab cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...).
+ *
+ * 3. Allocation tiers (seed 004; prd__mag_alloc in magazine.h, prd__mag_alloc_miss here):
+ *      tier 1  pop a round from cc_loaded                                   (fast path)
+ *      tier 2  cc_loaded empty, cc_previous full: exchange them, pop
+ *      tier 3  both empty: cc_previous goes to the depot's empty list, a full magazine comes
+ *              from the depot's full list, previous = loaded, loaded = full, pop
+ *      tier 4  the depot has no full magazine: the slab layer (which constructs if needed)
+ *    Free mirrors it:
+ *      tier 1  push onto cc_loaded                                           (fast path)
+ *      tier 2  cc_loaded full, cc_previous empty: exchange them, push
+ *      tier 3  both full: cc_previous goes to the depot's full list, an empty magazine comes
+ *              from the depot's empty list or else from the magazine cache (PRD_NOSLEEP: a
+ *              free never waits), previous = loaded, loaded = empty, push
+ *      tier 4  no empty magazine could be had: the object goes straight to the slab layer
+ *    Why two magazines: after a depot visit the thread holds one full and one empty
+ *    magazine, so at least M allocations or M frees separate two depot visits whatever the
+ *    pattern (seed 004); prd-bench cache measures depot visits per operation <= 1/M for the
+ *    alternating pattern at the boundary.
+ *
+ * 4. Debugging with magazines on.  prd_cache_free calls prd__debug_free before the object
+ *    enters a magazine and prd_cache_alloc calls prd__debug_alloc after it leaves one, as
+ *    libumem checks freed buffers as they enter the magazine layer: redzones are checked on
+ *    free, the freed pattern stays in the buffer while it sits in a magazine and is verified
+ *    on the next allocation, so writes to an object parked in a magazine are found.
+ *
+ * 5. The fast path, counted.  prd__mag_alloc compiles (gcc -O2, x86-64, Release build of
+ *    prd_cache_alloc with the debug-flag test) to 17 instructions on a hit: the %fs-relative
+ *    load of the thread's set, the cache id load and bounds test, the entry address, the busy
+ *    store, the membarrier-mode test, the steal test, the rounds test, the round load, the
+ *    rounds and counter stores, the busy store and return; prd__mag_free is the same length.
+ *    No lock, no atomic read-modify-write, no fence (objdump -d of prd_cache_alloc; the count
+ *    is repeated in docs/design.md).
+ *
+ * 6. The handshake: taking magazines from a thread that is not running this layer.  Memory
+ *    parked in a thread that stopped allocating must come back (prd_reap, cache destroy, the
+ *    maintenance thread for caches idle a whole interval).  The owner runs the fast path
+ *    without locks, so a reaper may touch a CPU cache only when the owner is not inside an
+ *    operation on it, and the owner must not start one while the reaper works:
+ *      owner (each fast-path operation)      reaper
+ *        cc_busy = 1 (relaxed store)            tc_steal = 1 (seq_cst store)
+ *        compiler barrier       ........ A ....  membarrier(PRIVATE_EXPEDITED)
+ *        if (tc_steal) -> slow path             lock tc_lock
+ *        ... pop or push ...                    if (cc_busy == 0 (acquire)) take magazines
+ *        cc_busy = 0 (release store) .... B ..  unlock tc_lock; tc_steal = 0 (release)
+ *    A: membarrier makes every running thread of the process execute a full barrier, so it
+ *    pairs with the owner's compiler barrier as if that were a fence (the asymmetric fence of
+ *    user-space RCU): either the owner's cc_busy = 1 is visible to the reaper's load after
+ *    membarrier() returns (the reaper skips this cache), or the owner's load of tc_steal comes
+ *    after the barrier and sees 1 (the owner takes the slow path, which locks tc_lock and so
+ *    waits for the reaper).  A thread that is not running has passed a context switch, a full
+ *    barrier.  B: the owner's release of cc_busy pairs with the reaper's acquire load, so a
+ *    reaper that sees 0 also sees the rounds the owner last stored.  The reaper clears
+ *    tc_steal with release after its changes; an owner that reads that 0 with acquire sees
+ *    them.  Without membarrier (old kernels: registration fails) the owner executes a seq_cst
+ *    fence instead of the compiler barrier and the reaper a seq_cst fence instead of the
+ *    system call (Dekker with fences); under TSan (PRD_TSAN) both sides use seq_cst stores
+ *    and loads, which TSan models (it does not model fences).  The slow path always holds
+ *    tc_lock, so it never races a reaper; the owner's fast path needs no lock at all.
+ *    The same handshake will serve the latent caches of Prudence (PRUDENCE-NOTES §1).
+ *
+ * 7. Depot working set (seed 004; libumem's umem_depot_ws_update/ws_reap).  Each depot list
+ *    tracks ml_min, its fewest magazines during the current interval.  At each interval
+ *    ml_reaplimit = ml_min and ml_min = ml_total: the reaplimit magazines were not needed for
+ *    a whole interval.  A reap destroys min(reaplimit, min) of them (all, under memory
+ *    pressure), returning their rounds to the slab layer; the rest is the working set.
+ *    The maintenance run also takes back the magazines of thread caches that did no
+ *    operation during a whole interval (a cache busy then quiet gives its magazines back
+ *    after two intervals).
+ *
+ * 8. Magazine size (seed 004; libumem's umem_magtype table: {magsize, align, minbuf,
+ *    maxbuf}).  A cache starts with the first row whose minbuf is below its chunk size (small
+ *    objects 15 rounds, 4 KiB objects 7, 64 KiB ones 1).  Each failed try-lock of the depot
+ *    counts as contention; when an interval saw more than the option depot_contention
+ *    (kmem's 3), and the chunk is below the row's maxbuf, the cache moves to the next row:
+ *    new magazines are larger, so depot visits become rarer (sizes only grow).  A magazine
+ *    carries its size, so old ones stay in use; empty old ones are freed when they reach the
+ *    depot.
+ *
+ * 9. Maintenance.  One thread (option maint_thread; started at the first miss, and again
+ *    lazily in a forked child) wakes every maint_interval ms and runs prd__maint_tick: for
+ *    every cache with magazines the working-set update (section 7), the resize check
+ *    (section 8) and the reap, then the idle-thread reap (section 6), then the work later
+ *    layers register with prd__maint_register.  With maint_thread=0 the slow paths run the
+ *    tick themselves once an interval has passed; tests call prd__maint_tick directly to
+ *    drive intervals without sleeping.
+ *
+ * 10. Threads.  A thread's first miss maps its prd_tcache_t and registers it; a TLS destructor
+ *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
+ *    they are; the rounds of a partly filled one to the slab layer, its magazine to the empty
+ *    list) and folds its counters into the depot's, so no object is lost and none leaked;
+ *    prd_thread_flush does the same on demand.  After its destructor a thread's misses go
+ *    straight to the slab layer.
+ *
+ * 11. fork (pthread_atfork).  prepare takes every lock of the process in lock order (below;
+ *    then the slab and vmem layers' own, through the small fork functions at the end of
+ *    slab.c, debug.c and vmem.c); parent and child release them.  The child then takes over
+ *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
+ *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
+ *    thread is restarted lazily.
+ *
+ * 12. Lock order:
+ *        maint_lock -> mag_reap_lock -> mag_registry_lock -> a thread's tc_lock
+ *          -> slab_reap_lock -> slab_list_lock -> cache_lock (user, then internal caches)
+ *          -> mag_id_lock -> dp_lock -> vmem
+ *    dp_lock and mag_id_lock are held only for list and table operations (nothing is called
+ *    under them).  The slow path holds tc_lock across a depot visit and the PRD_NOSLEEP
+ *    allocation of a magazine, but calls the slab layer for tier 4 after dropping it (a
+ *    PRD_SLEEP allocation may reap, and a reap takes tc_lock).  Statistics take the registry
+ *    and each tc_lock; they must not be called under slab_list_lock.
+ */
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "magazine.h"
+
+/* ---- globals ------------------------------------------------------------------------------ */
+static prd_tcache_t mag_tc_none;   /* tc_ncc 0: every lookup misses */
+_Thread_local prd_tcache_t *prd__mag_tc __attribute__((tls_model("initial-exec"))) = &mag_tc_none;
+int prd__mag_membarrier;
+static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
+
+/* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}. */
+static prd_magtype_t mag_types[] = {
+  { 1, 8, 3200, 65536, NULL },
+  { 3, 16, 256, 32768, NULL },
+  { 7, 32, 64, 16384, NULL },
+  { 15, 64, 0, 8192, NULL },
+  { 31, 64, 0, 4096, NULL },
+  { 47, 64, 0, 2048, NULL },
+  { 63, 64, 0, 1024, NULL },
+  { 95, 64, 0, 512, NULL },
+  { 143, 64, 0, 0, NULL },
+};
+#define MAG_NTYPES PRD_ARRAY_SIZE(mag_types)
+
+static pthread_once_t mag_once = PTHREAD_ONCE_INIT;
+static pthread_key_t mag_key;
+static pthread_mutex_t mag_reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mag_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mag_id_lock = PTHREAD_MUTEX_INITIALIZER;
+static prd_tcache_t *mag_threads;          /* the registry */
+static prd_cache_t **mag_caches;           /* by id; MAG_DYING while a destroy empties it */
+static size_t mag_caches_cap;              /* entries mapped */
+static uint32_t mag_nids = 1;              /* ids in use are below this; 0 is never given */
+#define MAG_DYING ((prd_cache_t *)1)
+
+/* ---- the maintenance thread's state ---------------------------------------------------- */
+#define MAINT_SLOTS 8   /* later layers register a handful of jobs (grace periods, pre-flush) */
+static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t maint_cv;
+static struct { prd__maint_fn *mw_fn; void *mw_arg; } maint_work[MAINT_SLOTS];
+static int maint_nwork;
+static _Atomic bool maint_started;
+static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
+
+static void mag_init_once(void);
+
+/* ---- the table of caches by id ----------------------------------------------------------- */
+static prd_cache_t *mag_cache_of(uint32_t id)
+{
+  pthread_mutex_lock(&mag_id_lock);
+  prd_cache_t *cp = id < mag_nids ? mag_caches[id] : NULL;
+  pthread_mutex_unlock(&mag_id_lock);
+  return cp == MAG_DYING ? NULL : cp;
+}
+
+static uint32_t mag_id_count(void)
+{
+  pthread_mutex_lock(&mag_id_lock);
+  uint32_t n = mag_nids;
+  pthread_mutex_unlock(&mag_id_lock);
+  return n;
+}
+
+/* The lowest free id (0 when no memory for the table). */
+static uint32_t mag_id_get(prd_cache_t *cp)
+{
+  pthread_mutex_lock(&mag_id_lock);
+  uint32_t id = 1;
+  while (id < mag_nids && mag_caches[id] != NULL)
+    id++;
+  if (id >= mag_caches_cap) {
+    size_t page = prd__os_page_size();
+    size_t ncap = PRD_MAX(mag_caches_cap * 2, page / sizeof(prd_cache_t *));
+    prd_cache_t **nt = prd__os_map(ncap * sizeof(prd_cache_t *));
+    if (nt == NULL) {
+      pthread_mutex_unlock(&mag_id_lock);
+      return 0;
+    }
+    if (mag_caches != NULL) {
+      memcpy(nt, mag_caches, mag_caches_cap * sizeof(prd_cache_t *));
+      prd__os_unmap(mag_caches, mag_caches_cap * sizeof(prd_cache_t *));
+    }
+    mag_caches = nt;
+    mag_caches_cap = ncap;
+  }
+  mag_caches[id] = cp;
+  if (id >= mag_nids)
+    mag_nids = id + 1;
+  pthread_mutex_unlock(&mag_id_lock);
+  return id;
+}
+
+static void mag_id_set(uint32_t id, prd_cache_t *cp)
+{
+  pthread_mutex_lock(&mag_id_lock);
+  mag_caches[id] = cp;
+  pthread_mutex_unlock(&mag_id_lock);
+}
+
+/* ---- magazines ------------------------------------------------------------------------- */
+static const prd_magtype_t *mag_type_of(uint32_t size)
+{
+  for (size_t i = 0; i < MAG_NTYPES; i++)
+    if (mag_types[i].mt_magsize == size)
+      return &mag_types[i];
+  PRD_ASSERT(!"magazine of unknown size");
+  return &mag_types[0];
+}
+
+static prd_mag_t *mag_new(const prd_magtype_t *mt)
+{
+  prd_mag_t *mp = prd__slab_alloc(mt->mt_cache, PRD_NOSLEEP);
+  if (mp != NULL) {
+    mp->mag_next = NULL;
+    mp->mag_size = mt->mt_magsize;
+  }
+  return mp;
+}
+
+/* Destroys a chain of magazines: their first rounds[i] rounds go back to the slab layer (which
+ * keeps them constructed until their slab goes), the magazines to their cache.  No lock held
+ * but possibly the owner's tc_lock. */
+static void mag_destroy(prd_cache_t *cp, prd_mag_t *mp, uint32_t rounds)
+{
+  for (uint32_t i = 0; i < rounds; i++)
+    prd__slab_free(cp, mp->mag_round[i]);
+  prd__slab_free(mag_type_of(mp->mag_size)->mt_cache, mp);
+}
+
+static void mag_destroy_chain(prd_cache_t *cp, prd_mag_t *chain, bool full)
+{
+  while (chain != NULL) {
+    prd_mag_t *next = chain->mag_next;
+    mag_destroy(cp, chain, full ? chain->mag_size : 0);
+    chain = next;
+  }
+}
+
+/* ---- the depot (dp_lock held unless said) ------------------------------------------------- */
+static void depot_lock(prd_depot_t *dp)
+{
+  if (pthread_mutex_trylock(&dp->dp_lock) != 0) {
+    /* counted before blocking, so a test can see that a thread is about to wait */
+    atomic_fetch_add_explicit(&dp->dp_contention, 1, memory_order_relaxed);
+    pthread_mutex_lock(&dp->dp_lock);
+  }
+}
+
+static prd_mag_t *maglist_get(prd_maglist_t *ml)
+{
+  prd_mag_t *mp = ml->ml_list;
+  if (mp != NULL) {
+    ml->ml_list = mp->mag_next;
+    ml->ml_total--;
+    if (ml->ml_total < ml->ml_min)
+      ml->ml_min = ml->ml_total;
+    ml->ml_gets++;
+  }
+  return mp;
+}
+
+static void maglist_put(prd_maglist_t *ml, prd_mag_t *mp)
+{
+  mp->mag_next = ml->ml_list;
+  ml->ml_list = mp;
+  ml->ml_total++;
+  ml->ml_puts++;
+}
+
+/* Gives an empty magazine to the depot; one of an outgrown size is returned for freeing. */
+static prd_mag_t *depot_put_empty(prd_depot_t *dp, prd_mag_t *mp)
+{
+  if (mp->mag_size != dp->dp_magtype->mt_magsize)
+    return mp;
+  maglist_put(&dp->dp_empty, mp);
+  return NULL;
+}
+
+static void depot_put_full(prd_depot_t *dp, prd_mag_t *mp)
+{
+  maglist_put(&dp->dp_full, mp);
+  dp->dp_rounds += mp->mag_size;
+}
+
+/* Takes n magazines off a list onto *chain. */
+static void maglist_take(prd_maglist_t *ml, uint64_t n, prd_mag_t **chain, uint64_t *rounds)
+{
+  for (; n > 0; n--) {
+    prd_mag_t *mp = maglist_get(ml);
+    if (mp == NULL)
+      break;
+    if (rounds != NULL)
+      *rounds -= mp->mag_size;
+    mp->mag_next = *chain;
+    *chain = mp;
+  }
+}
+
+/* Reaps the depot of cp (no lock held): the magazines outside the working set, or every one
+ * when `all` (section 7). */
+void prd__mag_depot_reap(prd_cache_t *cp, bool all)
+{
+  if (cp->cache_magid == 0)
+    return;
+  prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *full = NULL, *empty = NULL;
+  pthread_mutex_lock(&dp->dp_lock);
+  prd_maglist_t *lists[2] = { &dp->dp_full, &dp->dp_empty };
+  prd_mag_t **chains[2] = { &full, &empty };
+  for (int i = 0; i < 2; i++) {
+    prd_maglist_t *ml = lists[i];
+    uint64_t n = all ? ml->ml_total : PRD_MIN(ml->ml_reaplimit, ml->ml_min);
+    ml->ml_reaplimit -= PRD_MIN(n, ml->ml_reaplimit);
+    maglist_take(ml, n, chains[i], i == 0 ? &dp->dp_rounds : NULL);
+  }
+  pthread_mutex_unlock(&dp->dp_lock);
+  mag_destroy_chain(cp, full, true);
+  mag_destroy_chain(cp, empty, false);
+}
+
+/* One interval's update of a depot: working set and magazine size (sections 7, 8). */
+static void depot_update(prd_cache_t *cp)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *old = NULL;
+  pthread_mutex_lock(&dp->dp_lock);
+  prd_maglist_t *lists[2] = { &dp->dp_full, &dp->dp_empty };
+  for (int i = 0; i < 2; i++) {
+    lists[i]->ml_reaplimit = lists[i]->ml_min;
+    lists[i]->ml_min = lists[i]->ml_total;
+  }
+  uint64_t cont = atomic_load_explicit(&dp->dp_contention, memory_order_relaxed);
+  const prd_magtype_t *mt = dp->dp_magtype;
+  if (cont - dp->dp_contention_prev > (uint64_t)prd__opt(depot_contention) &&
+      mt + 1 < mag_types + MAG_NTYPES && cp->cache_chunksize < mt->mt_maxbuf) {
+    dp->dp_magtype = mt + 1;
+    dp->dp_resizes++;
+    /* the empty magazines are now too small: give them back (full ones stay in use) */
+    maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, &old, NULL);
+    dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
+  }
+  dp->dp_contention_prev = cont;
+  pthread_mutex_unlock(&dp->dp_lock);
+  mag_destroy_chain(cp, old, false);
+}
+
+/* ---- per-thread CPU caches ------------------------------------------------------------------ */
+/* Empties one CPU cache (tc_lock held; its owner is not inside an operation on it).  to_depot:
+ * full and empty magazines go to the depot (thread exit, flush); else everything is destroyed,
+ * rounds back to the slab layer (reaps, destroy).  Counters are folded into the depot. */
+static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool fold)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *mags[2] = { cc->cc_loaded, cc->cc_previous };
+  uint32_t rounds[2] = { atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed),
+                         cc->cc_prounds };
+  cc->cc_loaded = cc->cc_previous = NULL;
+  atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+  cc->cc_prounds = 0;
+  cc->cc_magsize = 0;
+  uint64_t ah = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed);
+  uint64_t fh = atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed);
+  if (fold) {
+    atomic_store_explicit(&cc->cc_alloc_hits, 0, memory_order_relaxed);
+    atomic_store_explicit(&cc->cc_free_hits, 0, memory_order_relaxed);
+    cc->cc_misses = 0;
+    cc->cc_idle_mark = 0;
+  }
+  prd_mag_t *give[2] = { NULL, NULL };
+  uint32_t give_rounds[2] = { 0, 0 };
+  pthread_mutex_lock(&dp->dp_lock);
+  if (fold) {
+    dp->dp_dead_alloc_hits += ah;
+    dp->dp_dead_free_hits += fh;
+  }
+  for (int i = 0; i < 2; i++) {
+    prd_mag_t *mp = mags[i];
+    if (mp == NULL)
+      continue;
+    if (to_depot && rounds[i] == mp->mag_size) {
+      depot_put_full(dp, mp);
+    } else if (to_depot && rounds[i] == 0) {
+      give[i] = depot_put_empty(dp, mp);
+    } else {
+      give[i] = mp;
+      give_rounds[i] = rounds[i];
+    }
+  }
+  pthread_mutex_unlock(&dp->dp_lock);
+  for (int i = 0; i < 2; i++)
+    if (give[i] != NULL) {
+      if (to_depot && give_rounds[i] > 0) {
+        /* partly filled: its rounds to the slab layer, the magazine to the empty list */
+        for (uint32_t k = 0; k < give_rounds[i]; k++)
+          prd__slab_free(cp, give[i]->mag_round[k]);
+        pthread_mutex_lock(&dp->dp_lock);
+        give[i] = depot_put_empty(dp, give[i]);
+        pthread_mutex_unlock(&dp->dp_lock);
+        if (give[i] != NULL)
+          mag_destroy(cp, give[i], 0);
+      } else {
+        mag_destroy(cp, give[i], give_rounds[i]);
+      }
+    }
+}
+
+/* The calling thread's CPU caches, created or grown so that `id` has an entry; NULL when the
+ * thread is exiting or no memory could be mapped (the caller then uses the slab layer). */
+static prd_tcache_t *tc_get(uint32_t id)
+{
+  prd_tcache_t *tc = prd__mag_tc;
+  if (prd_unlikely(tc == &mag_tc_none)) {
+    if (mag_exiting)
+      return NULL;
+    pthread_once(&mag_once, mag_init_once);
+    tc = prd__os_map(PRD_P2ROUNDUP(sizeof(*tc), prd__os_page_size()));
+    if (tc == NULL)
+      return NULL;
+    pthread_mutex_init(&tc->tc_lock, NULL);
+    pthread_mutex_lock(&mag_registry_lock);
+    tc->tc_prev = NULL;
+    tc->tc_next = mag_threads;
+    if (mag_threads != NULL)
+      mag_threads->tc_prev = tc;
+    mag_threads = tc;
+    pthread_mutex_unlock(&mag_registry_lock);
+    pthread_setspecific(mag_key, tc);
+    prd__mag_tc = tc;
+  }
+  if (prd_unlikely(id >= tc->tc_ncc)) {
+    size_t page = prd__os_page_size();
+    size_t want = PRD_MAX((size_t)(id + 1) * 2, (size_t)16) * sizeof(prd_cpu_cache_t);
+    size_t bytes = PRD_P2ROUNDUP(want, page);
+    prd_cpu_cache_t *ncc = prd__os_map(bytes);   /* zero-filled: empty CPU caches */
+    if (ncc == NULL)
+      return NULL;
+    pthread_mutex_lock(&tc->tc_lock);
+    prd_cpu_cache_t *old = tc->tc_cc;
+    size_t old_bytes = tc->tc_cc_bytes;
+    if (old != NULL)
+      memcpy(ncc, old, (size_t)tc->tc_ncc * sizeof(prd_cpu_cache_t));
+    tc->tc_cc = ncc;
+    tc->tc_cc_bytes = bytes;
+    tc->tc_ncc = (uint32_t)(bytes / sizeof(prd_cpu_cache_t));
+    pthread_mutex_unlock(&tc->tc_lock);
+    if (old != NULL)
+      prd__os_unmap(old, old_bytes);
+  }
+  return tc;
+}
+
+/* Flushes every CPU cache of tc to the depots (tc_lock held). */
+static void tc_flush(prd_tcache_t *tc, bool fold)
+{
+  uint32_t n = PRD_MIN(tc->tc_ncc, mag_id_count());
+  for (uint32_t id = 1; id < n; id++) {
+    prd_cache_t *cp = mag_cache_of(id);
+    if (cp != NULL)
+      cc_empty(cp, &tc->tc_cc[id], true, fold);
+  }
+}
+
+static void tc_unregister_free(prd_tcache_t *tc)
+{
+  if (tc->tc_prev != NULL)
+    tc->tc_prev->tc_next = tc->tc_next;
+  else
+    mag_threads = tc->tc_next;
+  if (tc->tc_next != NULL)
+    tc->tc_next->tc_prev = tc->tc_prev;
+  if (tc->tc_cc != NULL)
+    prd__os_unmap(tc->tc_cc, tc->tc_cc_bytes);
+  pthread_mutex_destroy(&tc->tc_lock);
+  prd__os_unmap(tc, PRD_P2ROUNDUP(sizeof(*tc), prd__os_page_size()));
+}
+
+/* The TLS destructor (section 10). */
+static void mag_thread_exit(void *arg)
+{
+  prd_tcache_t *tc = arg;
+  mag_exiting = true;
+  prd__mag_tc = &mag_tc_none;
+  pthread_mutex_lock(&mag_registry_lock);
+  pthread_mutex_lock(&tc->tc_lock);
+  tc_flush(tc, true);
+  pthread_mutex_unlock(&tc->tc_lock);
+  tc_unregister_free(tc);
+  pthread_mutex_unlock(&mag_registry_lock);
+}
+
+void prd_thread_flush(void)
+{
+  prd_tcache_t *tc = prd__mag_tc;
+  if (tc == &mag_tc_none)
+    return;
+  pthread_mutex_lock(&tc->tc_lock);
+  tc_flush(tc, false);
+  pthread_mutex_unlock(&tc->tc_lock);
+}
+
+/* ---- the reaper's half of the handshake (section 6) ------------------------------------------ */
+static void handshake_fence(void)
+{
+#ifndef PRD_TSAN
+  if (prd__mag_membarrier)
+    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);   /* A */
+  else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+static bool cc_is_busy(prd_cpu_cache_t *cc)
+{
+#ifdef PRD_TSAN
+  return atomic_load_explicit(&cc->cc_busy, memory_order_seq_cst) != 0;
+#else
+  return atomic_load_explicit(&cc->cc_busy, memory_order_acquire) != 0;   /* pairs with B */
+#endif
+}
+
+enum steal_mode { STEAL_ALL, STEAL_IDLE, STEAL_ONE_CACHE };
+
+/* Takes magazines from other threads' CPU caches (mag_reap_lock held): every cache not busy
+ * (STEAL_ALL), those idle for a whole interval (STEAL_IDLE), or those of `only`, waiting for
+ * an owner that is inside an operation (STEAL_ONE_CACHE: the cache is being destroyed). */
+static void mag_steal(enum steal_mode mode, prd_cache_t *only)
+{
+  pthread_mutex_lock(&mag_registry_lock);
+  prd_tcache_t *self = prd__mag_tc;
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
+    if (tc != self)
+      atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
+  handshake_fence();
+  uint32_t nids = mag_id_count();
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
+    bool own = tc == self;
+    pthread_mutex_lock(&tc->tc_lock);
+    uint32_t n = PRD_MIN(tc->tc_ncc, nids);
+    for (uint32_t id = 1; id < n; id++) {
+      prd_cpu_cache_t *cc = &tc->tc_cc[id];
+      prd_cache_t *cp = mode == STEAL_ONE_CACHE ? (id == only->cache_magid ? only : NULL)
+                                                : mag_cache_of(id);
+      if (cp == NULL)
+        continue;
+      while (!own && cc_is_busy(cc)) {
+        if (mode != STEAL_ONE_CACHE)
+          break;
+        pthread_mutex_unlock(&tc->tc_lock);
+        sched_yield();
+        pthread_mutex_lock(&tc->tc_lock);
+      }
+      if (!own && cc_is_busy(cc))
+        continue;
+      if (mode == STEAL_IDLE) {
+        uint64_t ops = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
+                       atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed) +
+                       cc->cc_misses;
+        if (ops != cc->cc_idle_mark) {
+          cc->cc_idle_mark = ops;
+          continue;
+        }
+      }
+      if (cc->cc_loaded != NULL || cc->cc_previous != NULL || mode == STEAL_ONE_CACHE)
+        cc_empty(cp, cc, false, mode == STEAL_ONE_CACHE);
+    }
+    pthread_mutex_unlock(&tc->tc_lock);
+    if (!own)
+      atomic_store_explicit(&tc->tc_steal, 0, memory_order_release);   /* owner: acquire */
+  }
+  pthread_mutex_unlock(&mag_registry_lock);
+}
+
+void prd__mag_reap_threads(void)
+{
+  if (mag_id_count() <= 1)
+    return;
+  pthread_mutex_lock(&mag_reap_lock);
+  mag_steal(STEAL_ALL, NULL);
+  pthread_mutex_unlock(&mag_reap_lock);
+}
+
+/* ---- maintenance (section 9) --------------------------------------------------------------- */
+int prd__maint_register(prd__maint_fn *fn, void *arg)
+{
+  pthread_mutex_lock(&maint_lock);
+  int rc = -1;
+  if (maint_nwork < MAINT_SLOTS) {
+    maint_work[maint_nwork].mw_fn = fn;
+    maint_work[maint_nwork].mw_arg = arg;
+    maint_nwork++;
+    rc = 0;
+  }
+  pthread_mutex_unlock(&maint_lock);
+  return rc;
+}
+
+void prd__maint_tick(void)
+{
+  pthread_mutex_lock(&mag_reap_lock);
+  uint32_t n = mag_id_count();
+  for (uint32_t id = 1; id < n; id++) {
+    prd_cache_t *cp = mag_cache_of(id);   /* cannot be destroyed: we hold mag_reap_lock */
+    if (cp == NULL)
+      continue;
+    depot_update(cp);
+    prd__mag_depot_reap(cp, false);
+  }
+  mag_steal(STEAL_IDLE, NULL);
+  pthread_mutex_unlock(&mag_reap_lock);
+  atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
+  pthread_mutex_lock(&maint_lock);
+  int nw = maint_nwork;
+  pthread_mutex_unlock(&maint_lock);
+  for (int i = 0; i < nw; i++)
+    maint_work[i].mw_fn(maint_work[i].mw_arg);
+}
+
+static void *maint_main(void *arg)
+{
+  (void)arg;
+  for (;;) {
+    long ms = prd__opt(maint_interval);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&maint_lock);
+    while (pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
+      ;   /* nobody signals it: only the timeout ends the wait */
+    pthread_mutex_unlock(&maint_lock);
+    if (prd__opt(maint_thread))
+      prd__maint_tick();
+  }
+  return NULL;
+}
+
+/* Called on the slow paths with no lock held: starts the maintenance thread, or in inline
+ * mode runs a tick once an interval has passed. */
+static void maint_poke(void)
+{
+  if (prd__opt(maint_thread)) {
+    if (prd_likely(atomic_load_explicit(&maint_started, memory_order_relaxed)))
+      return;
+    pthread_mutex_lock(&maint_lock);
+    if (!atomic_load_explicit(&maint_started, memory_order_relaxed)) {
+      pthread_t t;
+      pthread_attr_t attr;
+      pthread_attr_init(&attr);
+      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+      if (pthread_create(&t, &attr, maint_main, NULL) == 0)
+        atomic_store_explicit(&maint_started, true, memory_order_relaxed);
+      pthread_attr_destroy(&attr);
+    }
+    pthread_mutex_unlock(&maint_lock);
+    return;
+  }
+  uint64_t now = prd__now_ns();
+  uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
+  if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
+    return;
+  if (atomic_compare_exchange_strong(&maint_last_ns, &last, now))
+    prd__maint_tick();
+}
+
+/* ---- the slow paths (tiers 2-4, section 3) ------------------------------------------------ */
+PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
+{
+  uint32_t id = cp->cache_magid;
+  prd_tcache_t *tc;
+  if (id == 0 || (tc = tc_get(id)) == NULL)
+    return prd__slab_alloc(cp, flags);
+  maint_poke();
+  prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *give = NULL;
+  void *buf = NULL;
+  bool visited = false;
+  pthread_mutex_lock(&tc->tc_lock);
+  prd_cpu_cache_t *cc = &tc->tc_cc[id];
+  for (;;) {
+    uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+    /* tier 1: the loaded magazine has a round (we came here for a steal request) */
+    if (r > 0) {
+      buf = cc->cc_loaded->mag_round[r - 1];
+      atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
+      if (!visited)
+        PRD__MAG_COUNT(cc->cc_alloc_hits);
+      break;
+    }
+    /* tier 2: loaded is empty and previous full: exchange them */
+    if (cc->cc_prounds > 0) {
+      prd_mag_t *t = cc->cc_loaded;
+      cc->cc_loaded = cc->cc_previous;
+      cc->cc_previous = t;
+      atomic_store_explicit(&cc->cc_rounds, cc->cc_prounds, memory_order_relaxed);
+      cc->cc_magsize = cc->cc_loaded->mag_size;
+      cc->cc_prounds = 0;
+      continue;
+    }
+    if (visited)
+      break;
+    /* tier 3: both empty: previous to the depot's empty list, a full one from its full list */
+    visited = true;
+    cc->cc_misses++;
+    depot_lock(dp);
+    dp->dp_alloc_visits++;
+    prd_mag_t *fmp = maglist_get(&dp->dp_full);
+    if (fmp == NULL) {
+      dp->dp_alloc_misses++;
+      dp->dp_to_slab_allocs++;
+      pthread_mutex_unlock(&dp->dp_lock);
+      break;
+    }
+    dp->dp_rounds -= fmp->mag_size;
+    if (cc->cc_previous != NULL)
+      give = depot_put_empty(dp, cc->cc_previous);
+    pthread_mutex_unlock(&dp->dp_lock);
+    cc->cc_previous = cc->cc_loaded;
+    cc->cc_prounds = 0;
+    cc->cc_loaded = fmp;
+    cc->cc_magsize = fmp->mag_size;
+    atomic_store_explicit(&cc->cc_rounds, fmp->mag_size, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&tc->tc_lock);
+  if (give != NULL)
+    mag_destroy(cp, give, 0);
+  if (buf != NULL)
+    return buf;
+  /* tier 4: no full magazine in the depot: the slab layer (tc_lock dropped: it may reap) */
+  return prd__slab_alloc(cp, flags);
+}
+
+PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
+{
+  uint32_t id = cp->cache_magid;
+  prd_tcache_t *tc;
+  if (id == 0 || (tc = tc_get(id)) == NULL) {
+    prd__slab_free(cp, buf);
+    return;
+  }
+  maint_poke();
+  prd_depot_t *dp = &cp->cache_depot;
+  bool done = false, visited = false;
+  pthread_mutex_lock(&tc->tc_lock);
+  prd_cpu_cache_t *cc = &tc->tc_cc[id];
+  for (;;) {
+    uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+    /* tier 1: room in the loaded magazine (we came here for a steal request) */
+    if (r < cc->cc_magsize) {
+      cc->cc_loaded->mag_round[r] = buf;
+      atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
+      if (!visited)
+        PRD__MAG_COUNT(cc->cc_free_hits);
+      done = true;
+      break;
+    }
+    /* tier 2: loaded is full (or absent) and previous empty: exchange them */
+    if (cc->cc_previous != NULL && cc->cc_prounds == 0) {
+      prd_mag_t *t = cc->cc_loaded;
+      cc->cc_loaded = cc->cc_previous;
+      cc->cc_previous = t;
+      cc->cc_prounds = r;
+      cc->cc_magsize = cc->cc_loaded->mag_size;
+      atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+      continue;
+    }
+    if (visited)
+      break;
+    /* tier 3: both full: previous to the depot's full list, an empty one from its empty
+     * list or else from the magazine cache */
+    visited = true;
+    cc->cc_misses++;
+    depot_lock(dp);
+    dp->dp_free_visits++;
+    prd_mag_t *emp = maglist_get(&dp->dp_empty);
+    if (emp == NULL) {
+      dp->dp_free_misses++;
+      const prd_magtype_t *mt = dp->dp_magtype;
+      pthread_mutex_unlock(&dp->dp_lock);
+      emp = mag_new(mt);   /* PRD_NOSLEEP: a free never waits, and never reaps */
+      pthread_mutex_lock(&dp->dp_lock);
+      if (emp == NULL) {
+        dp->dp_to_slab_frees++;
+        pthread_mutex_unlock(&dp->dp_lock);
+        break;
+      }
+    }
+    if (cc->cc_previous != NULL)
+      depot_put_full(dp, cc->cc_previous);
+    pthread_mutex_unlock(&dp->dp_lock);
+    cc->cc_previous = cc->cc_loaded;
+    cc->cc_prounds = r;
+    cc->cc_loaded = emp;
+    cc->cc_magsize = emp->mag_size;
+    atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&tc->tc_lock);
+  /* tier 4: no empty magazine could be had: straight to the slab layer */
+  if (!done)
+    prd__slab_free(cp, buf);
+}
+
+/* ---- caches ------------------------------------------------------------------------------ */
+void prd__mag_cache_init(prd_cache_t *cp)
+{
+  cp->cache_magid = 0;
+  if ((cp->cache_flags & (PRD_CACHE_NOMAGAZINE | PRD_CF_INTERNAL)) || !prd__opt(magazines))
+    return;
+  pthread_once(&mag_once, mag_init_once);
+  prd_depot_t *dp = &cp->cache_depot;
+  memset(dp, 0, sizeof(*dp));
+  pthread_mutex_init(&dp->dp_lock, NULL);
+  const prd_magtype_t *mt = mag_types;
+  while (cp->cache_chunksize <= mt->mt_minbuf)
+    mt++;
+  dp->dp_magtype = mt;
+  cp->cache_magid = mag_id_get(cp);   /* 0 (no magazines) if the id table cannot grow */
+}
+
+/* Before the slab layer tears cp down: every thread's magazines of cp and the depot's go back
+ * to the slab layer, and the id is freed for reuse. */
+void prd__mag_cache_fini(prd_cache_t *cp)
+{
+  uint32_t id = cp->cache_magid;
+  if (id == 0)
+    return;
+  pthread_mutex_lock(&mag_reap_lock);
+  mag_id_set(id, MAG_DYING);   /* thread exits and ticks skip it from now on */
+  mag_steal(STEAL_ONE_CACHE, cp);
+  prd__mag_depot_reap(cp, true);
+  mag_id_set(id, NULL);
+  pthread_mutex_unlock(&mag_reap_lock);
+  pthread_mutex_destroy(&cp->cache_depot.dp_lock);
+  cp->cache_magid = 0;
+}
+
+/* The CPU layer's fields of prd_cache_stats_t (sections 3, 7, 8; seed 003 §4.4 miss rates). */
+void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
+{
+  uint32_t id = cp->cache_magid;
+  if (id == 0)
+    return;
+  prd_depot_t *dp = &cp->cache_depot;
+  uint64_t ah = 0, fh = 0, objs = 0;
+  pthread_mutex_lock(&mag_registry_lock);
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
+    pthread_mutex_lock(&tc->tc_lock);
+    if (id < tc->tc_ncc) {
+      prd_cpu_cache_t *cc = &tc->tc_cc[id];
+      ah += atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed);
+      fh += atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed);
+      objs += atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + cc->cc_prounds;
+    }
+    pthread_mutex_unlock(&tc->tc_lock);
+  }
+  pthread_mutex_lock(&dp->dp_lock);
+  st->mag_size = dp->dp_magtype->mt_magsize;
+  st->mag_resizes = dp->dp_resizes;
+  st->mag_alloc_hits = ah + dp->dp_dead_alloc_hits;
+  st->mag_free_hits = fh + dp->dp_dead_free_hits;
+  st->depot_full_gets = dp->dp_full.ml_gets;
+  st->depot_full_puts = dp->dp_full.ml_puts;
+  st->depot_empty_gets = dp->dp_empty.ml_gets;
+  st->depot_empty_puts = dp->dp_empty.ml_puts;
+  st->depot_contention = atomic_load_explicit(&dp->dp_contention, memory_order_relaxed);
+  st->depot_full_mags = dp->dp_full.ml_total;
+  st->depot_empty_mags = dp->dp_empty.ml_total;
+  st->depot_rounds = dp->dp_rounds;
+  st->mag_slab_allocs = dp->dp_to_slab_allocs;
+  st->mag_slab_frees = dp->dp_to_slab_frees;
+  uint64_t av = dp->dp_alloc_visits, am = dp->dp_alloc_misses;
+  uint64_t fv = dp->dp_free_visits, fm = dp->dp_free_misses;
+  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(&mag_registry_lock);
+  st->thread_cache_objs = objs;
+  uint64_t allocs = st->mag_alloc_hits + av, frees = st->mag_free_hits + fv;
+  st->cpu_alloc_miss_rate = allocs ? (double)av / (double)allocs : 0.0;
+  st->cpu_free_miss_rate = frees ? (double)fv / (double)frees : 0.0;
+  st->depot_alloc_miss_rate = av ? (double)am / (double)av : 0.0;
+  st->depot_free_miss_rate = fv ? (double)fm / (double)fv : 0.0;
+}
+
+static void maint_cv_init(void)
+{
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&maint_cv, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+void prd__mag_purge_all(void)
+{
+  prd_thread_flush();
+  prd__mag_reap_threads();
+  pthread_mutex_lock(&mag_reap_lock);
+  uint32_t n = mag_id_count();
+  for (uint32_t id = 1; id < n; id++) {
+    prd_cache_t *cp = mag_cache_of(id);
+    if (cp != NULL)
+      prd__mag_depot_reap(cp, true);
+  }
+  pthread_mutex_unlock(&mag_reap_lock);
+}
+
+/* ---- fork (section 11) ----------------------------------------------------------------- */
+static void mag_fork_prepare(void)
+{
+  prd__vmem_fork_prepare_early();
+  pthread_mutex_lock(&maint_lock);
+  pthread_mutex_lock(&mag_reap_lock);
+  pthread_mutex_lock(&mag_registry_lock);
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
+    pthread_mutex_lock(&tc->tc_lock);
+  prd__slab_fork_prepare();
+  pthread_mutex_lock(&mag_id_lock);
+  for (uint32_t id = 1; id < mag_nids; id++)
+    if (mag_caches[id] != NULL && mag_caches[id] != MAG_DYING)
+      pthread_mutex_lock(&mag_caches[id]->cache_depot.dp_lock);
+  prd__debug_fork_prepare();
+  prd__vmem_fork_prepare();
+}
+
+static void mag_fork_release(void)
+{
+  for (uint32_t id = 1; id < mag_nids; id++)
+    if (mag_caches[id] != NULL && mag_caches[id] != MAG_DYING)
+      pthread_mutex_unlock(&mag_caches[id]->cache_depot.dp_lock);
+  pthread_mutex_unlock(&mag_id_lock);
+  prd__slab_fork_release();
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
+    pthread_mutex_unlock(&tc->tc_lock);
+  pthread_mutex_unlock(&mag_registry_lock);
+  pthread_mutex_unlock(&mag_reap_lock);
+  pthread_mutex_unlock(&maint_lock);
+}
+
+static void mag_fork_parent(void)
+{
+  prd__vmem_fork_parent();
+  prd__debug_fork_release();
+  mag_fork_release();
+}
+
+static void mag_fork_child(void)
+{
+  prd__vmem_fork_child();
+  prd__debug_fork_release();
+  mag_fork_release();
+  maint_cv_init();
+  atomic_store_explicit(&maint_started, false, memory_order_relaxed);
+  /* the other threads are gone: take over their CPU caches as their exit would have */
+  prd_tcache_t *self = prd__mag_tc;
+  pthread_mutex_lock(&mag_registry_lock);
+  prd_tcache_t *tc = mag_threads;
+  while (tc != NULL) {
+    prd_tcache_t *next = tc->tc_next;
+    if (tc != self) {
+      atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
+      pthread_mutex_lock(&tc->tc_lock);
+      tc_flush(tc, true);
+      pthread_mutex_unlock(&tc->tc_lock);
+      tc_unregister_free(tc);
+    }
+    tc = next;
+  }
+  pthread_mutex_unlock(&mag_registry_lock);
+}
+
+/* ---- initialization ------------------------------------------------------------------------- */
+static void mag_init_once(void)
+{
+  for (size_t i = 0; i < MAG_NTYPES; i++) {
+    char name[PRD_CACHE_NAME_MAX];
+    prd_magtype_t *mt = &mag_types[i];
+    size_t bytes = sizeof(prd_mag_t) + (size_t)mt->mt_magsize * sizeof(void *);
+    int n = 0;
+    const char *pfx = "prd_mag_";
+    for (; pfx[n] != '\0'; n++)
+      name[n] = pfx[n];
+    char digits[12];
+    int nd = 0;
+    for (uint32_t v = mt->mt_magsize; v > 0; v /= 10)
+      digits[nd++] = (char)('0' + v % 10);
+    while (nd > 0)
+      name[n++] = digits[--nd];
+    name[n] = '\0';
+    mt->mt_cache = prd_cache_create(name, bytes, mt->mt_align, NULL, NULL, NULL, NULL, NULL,
+                                    PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
+    PRD_ASSERT(mt->mt_cache != NULL);
+  }
+  pthread_key_create(&mag_key, mag_thread_exit);
+  maint_cv_init();
+  atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
+#ifndef PRD_TSAN
+  long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+    prd__mag_membarrier = 1;
+#endif
+  pthread_atfork(mag_fork_prepare, mag_fork_parent, mag_fork_child);
+}

@@ -1,0 +1,112 @@
+/*
+ * magazine.h: the hit path of the CPU layer (magazine.c has the theory statement).
+ *
+ * prd__mag_alloc / prd__mag_free are the whole fast path: find this thread's CPU cache of the
+ * cache (prd__mag_here, the ONE place that says where "my CPU cache" is, so that an rseq
+ * per-CPU mode can replace it), mark it busy, pop or push one round of the loaded magazine,
+ * unmark it.  No lock, no atomic read-modify-write: relaxed/release stores and loads, which
+ * are plain moves on x86-64 (theory statement, section 5, counts the instructions).  Every
+ * other case goes to one noinline function in magazine.c.
+ */
+#ifndef PRD_MAGAZINE_H
+#define PRD_MAGAZINE_H
+
+#include "internal.h"
+
+/* This thread's CPU caches.  Until the thread's first miss it points at a shared empty set
+ * (tc_ncc 0), so the fast path needs no NULL test.  initial-exec: one %fs-relative load. */
+extern _Thread_local prd_tcache_t *prd__mag_tc __attribute__((tls_model("initial-exec")));
+/* Nonzero when the process registered for membarrier(PRIVATE_EXPEDITED): the owner then
+ * needs only a compiler barrier in the handshake; 0: a full fence (theory section 6). */
+extern int prd__mag_membarrier;
+
+PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags);
+PRD_NOINLINE void  prd__mag_free_miss(prd_cache_t *cp, void *buf);
+
+/* Where is my CPU cache: the set of CPU caches this thread uses now. */
+static inline prd_tcache_t *prd__mag_here(void)
+{
+  return prd__mag_tc;
+}
+
+/* The owner's half of the handshake (theory section 6).  enter: cc_busy = 1, then a barrier
+ * that pairs with the reaper's membarrier() (or, without it, with the reaper's seq_cst fence),
+ * then the caller reads tc_steal.  Under TSan both sides use seq_cst accesses instead, which
+ * TSan understands (it does not model fences). */
+static inline void prd__mag_busy_enter(prd_cpu_cache_t *cc)
+{
+#ifdef PRD_TSAN
+  atomic_store_explicit(&cc->cc_busy, 1, memory_order_seq_cst);
+#else
+  atomic_store_explicit(&cc->cc_busy, 1, memory_order_relaxed);
+  if (prd_likely(prd__mag_membarrier))
+    atomic_signal_fence(memory_order_seq_cst);   /* pairs with the reaper's membarrier() */
+  else
+    atomic_thread_fence(memory_order_seq_cst);   /* pairs with the reaper's seq_cst fence */
+#endif
+}
+
+static inline bool prd__mag_steal_pending(prd_tcache_t *tc)
+{
+#ifdef PRD_TSAN
+  return atomic_load_explicit(&tc->tc_steal, memory_order_seq_cst) != 0;
+#else
+  /* acquire: reading the reaper's release of tc_steal = 0 makes its changes visible */
+  return atomic_load_explicit(&tc->tc_steal, memory_order_acquire) != 0;
+#endif
+}
+
+/* exit: release, so a reaper that reads cc_busy == 0 (acquire) sees this operation's stores. */
+static inline void prd__mag_busy_exit(prd_cpu_cache_t *cc)
+{
+  atomic_store_explicit(&cc->cc_busy, 0, memory_order_release);
+}
+
+/* A per-thread counter: only its owner writes it, so load + store (no RMW); readers relaxed. */
+#define PRD__MAG_COUNT(c) \
+  atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
+                        memory_order_relaxed)
+
+/* Tier 1 of allocation: pop from the loaded magazine. */
+static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
+{
+  prd_tcache_t *tc = prd__mag_here();
+  uint32_t id = cp->cache_magid;
+  if (prd_likely(id < tc->tc_ncc)) {
+    prd_cpu_cache_t *cc = &tc->tc_cc[id];
+    prd__mag_busy_enter(cc);
+    uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+    if (prd_likely(!prd__mag_steal_pending(tc) && r > 0)) {
+      void *buf = cc->cc_loaded->mag_round[r - 1];
+      atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
+      PRD__MAG_COUNT(cc->cc_alloc_hits);
+      prd__mag_busy_exit(cc);
+      return buf;
+    }
+    prd__mag_busy_exit(cc);
+  }
+  return prd__mag_alloc_miss(cp, flags);
+}
+
+/* Tier 1 of free: push onto the loaded magazine. */
+static inline void prd__mag_free(prd_cache_t *cp, void *buf)
+{
+  prd_tcache_t *tc = prd__mag_here();
+  uint32_t id = cp->cache_magid;
+  if (prd_likely(id < tc->tc_ncc)) {
+    prd_cpu_cache_t *cc = &tc->tc_cc[id];
+    prd__mag_busy_enter(cc);
+    uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+    if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize)) {
+      cc->cc_loaded->mag_round[r] = buf;
+      atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
+      PRD__MAG_COUNT(cc->cc_free_hits);
+      prd__mag_busy_exit(cc);
+      return;
+    }
+    prd__mag_busy_exit(cc);
+  }
+  prd__mag_free_miss(cp, buf);
+}
+
+#endif
