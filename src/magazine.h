@@ -15,10 +15,11 @@
 
 /* This thread's CPU caches.  Until the thread's first miss it points at a shared empty set
  * (tc_ncc 0), so the fast path needs no NULL test.  initial-exec: one %fs-relative load. */
-extern _Thread_local prd_tcache_t *prd__mag_tc __attribute__((tls_model("initial-exec")));
+extern _Thread_local prd_tcache_t *prd__mag_tc
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
 /* Nonzero when the process registered for membarrier(PRIVATE_EXPEDITED): the owner then
  * needs only a compiler barrier in the handshake; 0: a full fence (theory section 6). */
-extern int prd__mag_membarrier;
+extern int prd__mag_membarrier __attribute__((visibility("hidden")));
 
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags);
 PRD_NOINLINE void  prd__mag_free_miss(prd_cache_t *cp, void *buf);

@@ -1132,6 +1132,35 @@ static prd_slab_t *lat_pick(prd_cache_t *cp)
 }
 
 /* ---- the public front end ------------------------------------------------------------------- */
+/* Whether the cache takes the out-of-line front end: buffer debugging (section 7), or Prudence
+ * deferrals seen (defer.c serves it from its own per-thread object caches).  Two tests. */
+static inline bool cache_slow_front(const prd_cache_t *cp)
+{
+  return (cp->cache_flags & PRD_CF_DEBUG) ||
+         (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT);
+}
+
+/* The debug hooks run at the boundary between the user and the layers, so objects parked in
+ * magazines are "free" for the checks. */
+static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
+{
+  /* a cache that has seen Prudence deferrals serves from the thread's object cache (defer.c) */
+  if (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT)
+    return prd__defer_alloc(cp, flags);
+  void *buf = prd__mag_alloc(cp, flags);
+  return buf != NULL ? prd__debug_alloc(cp, buf, flags) : NULL;
+}
+
+static PRD_NOINLINE void cache_free_slow(prd_cache_t *cp, void *buf)
+{
+  if ((cp->cache_flags & PRD_CF_DEBUG) && prd__debug_free(cp, buf) != 0)
+    return;
+  if ((atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT) &&
+      prd__defer_free(cp, buf))
+    return;
+  prd__mag_free(cp, buf);
+}
+
 void *prd_cache_alloc(prd_cache_t *cp, int flags)
 {
   if (prd_unlikely(cp == NULL)) {
@@ -1139,14 +1168,9 @@ void *prd_cache_alloc(prd_cache_t *cp, int flags)
     errno = EINVAL;
     return NULL;
   }
-  void *buf;
-  /* a cache that has seen Prudence deferrals serves from the thread's object cache (defer.c) */
-  if (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT)
-    return prd__defer_alloc(cp, flags);
-  buf = prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
-  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && buf != NULL)
-    buf = prd__debug_alloc(cp, buf, flags);
-  return buf;
+  if (prd_unlikely(cache_slow_front(cp)))
+    return cache_alloc_slow(cp, flags);
+  return prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
 }
 
 void prd_cache_free(prd_cache_t *cp, void *buf)
@@ -1157,11 +1181,10 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
     return;
   }
-  if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG) && prd__debug_free(cp, buf) != 0)
+  if (prd_unlikely(cache_slow_front(cp))) {
+    cache_free_slow(cp, buf);
     return;
-  if ((atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT) &&
-      prd__defer_free(cp, buf))
-    return;
+  }
   prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
 }
 
