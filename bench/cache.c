@@ -11,8 +11,9 @@
  *      The modes run interleaved, round by round; each figure is the median of the rounds.
  *   2. depot visits: one thread runs the alternating pattern at the magazine boundary (loaded
  *      exactly full, one object held: free it, allocate it, free it ...) and bursts of 3M
- *      allocations then 3M frees (more than both magazines hold); visits = operations that were not magazine hits (statistics).  The two
- *      magazines guarantee at most one visit per M operations (seed 004).
+ *      allocations then 3M frees (more than both magazines hold); visits = operations that
+ *      were not magazine hits (statistics).  The two magazines guarantee at most one visit per
+ *      M operations (seed 004).
  *
  * --json: one object per point, then
  *   {"bench":"cache","summary":true,"mag_vs_slab_1t":X,"mag_vs_malloc_1t":Y,"scaling":Z,

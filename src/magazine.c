@@ -110,8 +110,9 @@
  *    every cache with magazines the working-set update (section 7), the resize check
  *    (section 8) and the reap, then the idle-thread reap (section 6), then the work later
  *    layers register with prd__maint_register.  With maint_thread=0 the slow paths run the
- *    tick themselves once an interval has passed; tests call prd__maint_tick directly to
- *    drive intervals without sleeping.
+ *    tick themselves once an interval has passed (with a try-lock: never waiting on a slow
+ *    path); tests call prd__maint_tick directly to drive intervals without sleeping.  In a
+ *    forked child of a TSan build the inline mode is used (TSan forbids new threads there).
  *
  * 10. Threads.  A thread's first miss maps its prd_tcache_t and registers it; a TLS destructor
  *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
@@ -186,6 +187,7 @@ static struct { prd__maint_fn *mw_fn; void *mw_arg; } maint_work[MAINT_SLOTS];
 static int maint_nwork;
 static _Atomic bool maint_started;
 static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
+static bool maint_inline_child;            /* TSan: a forked child must not start threads */
 
 static void mag_init_once(void);
 
@@ -639,9 +641,15 @@ int prd__maint_register(prd__maint_fn *fn, void *arg)
   return rc;
 }
 
-void prd__maint_tick(void)
+/* One interval's work.  trylock: the inline mode runs it from a slow path whose caller may
+ * hold locks that come after mag_reap_lock (a reclaim callback under the slab reap lock), so
+ * it never waits for mag_reap_lock (a reap running now does the same work). */
+static void maint_tick(bool trylock)
 {
-  pthread_mutex_lock(&mag_reap_lock);
+  if (!trylock)
+    pthread_mutex_lock(&mag_reap_lock);
+  else if (pthread_mutex_trylock(&mag_reap_lock) != 0)
+    return;
   uint32_t n = mag_id_count();
   for (uint32_t id = 1; id < n; id++) {
     prd_cache_t *cp = mag_cache_of(id);   /* cannot be destroyed: we hold mag_reap_lock */
@@ -658,6 +666,11 @@ void prd__maint_tick(void)
   pthread_mutex_unlock(&maint_lock);
   for (int i = 0; i < nw; i++)
     maint_work[i].mw_fn(maint_work[i].mw_arg);
+}
+
+void prd__maint_tick(void)
+{
+  maint_tick(false);
 }
 
 static void *maint_main(void *arg)
@@ -687,7 +700,7 @@ static void *maint_main(void *arg)
  * mode runs a tick once an interval has passed. */
 static void maint_poke(void)
 {
-  if (prd__opt(maint_thread)) {
+  if (prd__opt(maint_thread) && !maint_inline_child) {
     if (prd_likely(atomic_load_explicit(&maint_started, memory_order_relaxed)))
       return;
     pthread_mutex_lock(&maint_lock);
@@ -708,7 +721,7 @@ static void maint_poke(void)
   if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
     return;
   if (atomic_compare_exchange_strong(&maint_last_ns, &last, now))
-    prd__maint_tick();
+    maint_tick(true);
 }
 
 /* ---- the slow paths (tiers 2-4, section 3) ------------------------------------------------ */
@@ -997,6 +1010,9 @@ static void mag_fork_child(void)
   mag_fork_release();
   maint_cv_init();
   atomic_store_explicit(&maint_started, false, memory_order_relaxed);
+#ifdef PRD_TSAN
+  maint_inline_child = true;   /* TSan does not support threads started after fork() */
+#endif
   /* the other threads are gone: take over their CPU caches as their exit would have */
   prd_tcache_t *self = prd__mag_tc;
   pthread_mutex_lock(&mag_registry_lock);

@@ -876,7 +876,8 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
 
 void prd_vmem_free(prd_vmem_t *vmp, void *addr, size_t size)
 {
-  if (vmp != NULL && size != 0 && size <= vmp->vm_qcache_max && (size & (vmp->vm_quantum - 1)) == 0 &&
+  if (vmp != NULL && size != 0 && size <= vmp->vm_qcache_max &&
+      (size & (vmp->vm_quantum - 1)) == 0 &&
       atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1) {
     prd_cache_free(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1], addr);   /* section 14 */
     return;

@@ -133,7 +133,8 @@ static void test_alternating_boundary(void)
   }
   prd_cache_stats_t s1 = stats(cp);
   uint64_t visits = (s1.depot_full_gets - s0.depot_full_gets) +
-                    (s1.depot_empty_gets - s0.depot_empty_gets) + (s1.mag_slab_allocs - s0.mag_slab_allocs);
+                    (s1.depot_empty_gets - s0.depot_empty_gets) +
+                    (s1.mag_slab_allocs - s0.mag_slab_allocs);
   CHECK(visits * M <= ops);
   prd_thread_flush();
   for (uint32_t i = 0; i < M; i++)
@@ -436,8 +437,15 @@ static void *model_thread(void *arg)
       CHECK(p[0] != 0xa11c0000a11cull);
       p[0] = 0xa11c0000a11cull;
       pthread_mutex_lock(&model_lock);
-      model_live[c][model_nlive[c]++] = p;
+      if (model_nlive[c] < MODEL_LIVE) {
+        model_live[c][model_nlive[c]++] = p;
+        p = NULL;
+      }
       pthread_mutex_unlock(&model_lock);
+      if (p != NULL) {   /* another thread filled the pool meanwhile */
+        p[0] = 0;
+        prd_cache_free(model_cp[c], p);
+      }
     } else if (model_nlive[c] > 0) {
       int i = (int)prd_rng_below(&r, (uint64_t)model_nlive[c]);
       uint64_t *p = model_live[c][i];
