@@ -725,6 +725,29 @@ static void maint_poke(void)
 }
 
 /* ---- the slow paths (tiers 2-4, section 3) ------------------------------------------------ */
+/* Tier 2: loaded and previous change places; the old loaded, holding old_rounds, becomes the
+ * previous (tc_lock held). */
+static void cc_exchange(prd_cpu_cache_t *cc, uint32_t old_rounds)
+{
+  prd_mag_t *t = cc->cc_loaded;
+  uint32_t prounds = cc->cc_prounds;
+  cc->cc_loaded = cc->cc_previous;
+  cc->cc_previous = t;
+  cc->cc_prounds = old_rounds;
+  cc->cc_magsize = cc->cc_loaded->mag_size;
+  atomic_store_explicit(&cc->cc_rounds, prounds, memory_order_relaxed);
+}
+
+/* End of tier 3: previous = loaded (holding old_rounds), loaded = mp (holding rounds). */
+static void cc_reload(prd_cpu_cache_t *cc, prd_mag_t *mp, uint32_t old_rounds, uint32_t rounds)
+{
+  cc->cc_previous = cc->cc_loaded;
+  cc->cc_prounds = old_rounds;
+  cc->cc_loaded = mp;
+  cc->cc_magsize = mp->mag_size;
+  atomic_store_explicit(&cc->cc_rounds, rounds, memory_order_relaxed);
+}
+
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
 {
   uint32_t id = cp->cache_magid;
@@ -750,12 +773,7 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
     }
     /* tier 2: loaded is empty and previous full: exchange them */
     if (cc->cc_prounds > 0) {
-      prd_mag_t *t = cc->cc_loaded;
-      cc->cc_loaded = cc->cc_previous;
-      cc->cc_previous = t;
-      atomic_store_explicit(&cc->cc_rounds, cc->cc_prounds, memory_order_relaxed);
-      cc->cc_magsize = cc->cc_loaded->mag_size;
-      cc->cc_prounds = 0;
+      cc_exchange(cc, 0);
       continue;
     }
     if (visited)
@@ -776,11 +794,7 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
     if (cc->cc_previous != NULL)
       give = depot_put_empty(dp, cc->cc_previous);
     pthread_mutex_unlock(&dp->dp_lock);
-    cc->cc_previous = cc->cc_loaded;
-    cc->cc_prounds = 0;
-    cc->cc_loaded = fmp;
-    cc->cc_magsize = fmp->mag_size;
-    atomic_store_explicit(&cc->cc_rounds, fmp->mag_size, memory_order_relaxed);
+    cc_reload(cc, fmp, 0, fmp->mag_size);
   }
   pthread_mutex_unlock(&tc->tc_lock);
   if (give != NULL)
@@ -817,12 +831,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     }
     /* tier 2: loaded is full (or absent) and previous empty: exchange them */
     if (cc->cc_previous != NULL && cc->cc_prounds == 0) {
-      prd_mag_t *t = cc->cc_loaded;
-      cc->cc_loaded = cc->cc_previous;
-      cc->cc_previous = t;
-      cc->cc_prounds = r;
-      cc->cc_magsize = cc->cc_loaded->mag_size;
-      atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+      cc_exchange(cc, r);
       continue;
     }
     if (visited)
@@ -849,11 +858,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     if (cc->cc_previous != NULL)
       depot_put_full(dp, cc->cc_previous);
     pthread_mutex_unlock(&dp->dp_lock);
-    cc->cc_previous = cc->cc_loaded;
-    cc->cc_prounds = r;
-    cc->cc_loaded = emp;
-    cc->cc_magsize = emp->mag_size;
-    atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+    cc_reload(cc, emp, r, 0);
   }
   pthread_mutex_unlock(&tc->tc_lock);
   /* tier 4: no empty magazine could be had: straight to the slab layer */
