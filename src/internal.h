@@ -110,8 +110,9 @@ void  prd__slab_fork_release(void);
 /* Sets the slab hook of a cache that has no slab yet (malloc.c's page map). */
 void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
 
-/* Fork: every slab-layer lock taken in lock order / released (magazine.c's atfork). */
+/* Fork (magazine.c's atfork): the reap and list locks, later every cache lock; release all. */
 void  prd__slab_fork_prepare(void);
+void  prd__slab_fork_prepare_caches(void);
 void  prd__slab_fork_release(void);
 
 /* ---- magazine.c: the CPU layer (fast paths in magazine.h) ------------------------------- */

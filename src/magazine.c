@@ -129,14 +129,19 @@
  *    thread is restarted lazily.
  *
  * 12. Lock order:
- *        maint_lock -> mag_reap_lock -> mag_registry_lock -> a thread's tc_lock
- *          -> slab_reap_lock -> slab_list_lock -> cache_lock (user, then internal caches)
+ *        maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
+ *          -> mag_registry_lock -> a thread's tc_lock -> cache_lock (user, then internal)
  *          -> mag_id_lock -> dp_lock -> vmem
+ *    (slab_reap_lock before the thread caches: a reclaim callback run under it may allocate;
+ *    slab_list_lock before the registry: the statistics snapshot reads thread caches under
+ *    it.  mag_reap_lock is never waited for under the slab locks: the inline maintenance
+ *    run only tries it.)
  *    dp_lock and mag_id_lock are held only for list and table operations (nothing is called
  *    under them).  The slow path holds tc_lock across a depot visit and the PRD_NOSLEEP
  *    allocation of a magazine, but calls the slab layer for tier 4 after dropping it (a
  *    PRD_SLEEP allocation may reap, and a reap takes tc_lock).  Statistics take the registry
- *    and each tc_lock; they must not be called under slab_list_lock.
+ *    and each tc_lock (also under slab_list_lock, from the snapshot of stats.c).  Outside all
+ *    of these: vmem's heap_lock -> vmem_qcache_lock (making quantum caches creates caches).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -975,10 +980,11 @@ static void mag_fork_prepare(void)
   prd__vmem_fork_prepare_early();
   pthread_mutex_lock(&maint_lock);
   pthread_mutex_lock(&mag_reap_lock);
+  prd__slab_fork_prepare();
   pthread_mutex_lock(&mag_registry_lock);
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
     pthread_mutex_lock(&tc->tc_lock);
-  prd__slab_fork_prepare();
+  prd__slab_fork_prepare_caches();
   pthread_mutex_lock(&mag_id_lock);
   for (uint32_t id = 1; id < mag_nids; id++)
     if (mag_caches[id] != NULL && mag_caches[id] != MAG_DYING)

@@ -1794,11 +1794,17 @@ int prd__cache_check(prd_cache_t *cp)
 }
 
 /* ---- fork (magazine.c's pthread_atfork handlers call these, in its lock order) ------------ */
-/* Takes the reap and list locks and every cache's lock, in the lock order of section 8. */
+/* Takes the reap and list locks (magazine.c then takes the thread registry, whose lock comes
+ * after them: the statistics snapshot holds slab_list_lock while it reads thread caches). */
 void prd__slab_fork_prepare(void)
 {
   pthread_mutex_lock(&slab_reap_lock);
   pthread_mutex_lock(&slab_list_lock);
+}
+
+/* Takes every cache's lock in list order (section 8), after the threads' cache locks. */
+void prd__slab_fork_prepare_caches(void)
+{
   for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
     pthread_mutex_lock(&cp->cache_lock);
 }
