@@ -123,7 +123,11 @@ static void test_table_rows(void)
   for (int i = 0; i < 5; i++)
     prd_cache_free(b, pb[i]);
   CHECK_EQ(capture(prd_stats_print, 0), 0);
-  CHECK_EQ(table_cell(out, "tstat_a", inuse, word, sizeof(word)), 0);
+  /* freed objects may sit in this thread's magazines: in use for the slab layer */
+  prd_cache_stats_t sa = PRD_CACHE_STATS_INIT;
+  CHECK_EQ(prd_cache_stats(a, &sa), 0);
+  CHECK_EQ(table_cell(out, "tstat_a", inuse, word, sizeof(word)),
+           sa.thread_cache_objs + sa.depot_rounds);
   prd_cache_destroy(a);
   prd_cache_destroy(b);
   CHECK_EQ(capture(prd_stats_print, 0), 0);
