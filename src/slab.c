@@ -1447,7 +1447,6 @@ void prd_cache_destroy(prd_cache_t *cp)
   }
   /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */
   prd__defer_cache_destroy(cp);
-  prd__mag_cache_fini(cp);   /* every magazine's rounds back to the slabs first */
   pthread_mutex_lock(&slab_reap_lock);
   pthread_mutex_lock(&slab_list_lock);
   if (cp->cache_prev != NULL)
@@ -1460,6 +1459,9 @@ void prd_cache_destroy(prd_cache_t *cp)
   /* no reap can be inside this cache now (a reap holds slab_reap_lock from start to end),
    * and none can find it any more: the destructors below run without the reap lock */
   pthread_mutex_unlock(&slab_reap_lock);
+  /* off the list, no statistics snapshot or reap can see the CPU layer go: every magazine's
+   * rounds back to the slabs first (magazine.c) */
+  prd__mag_cache_fini(cp);
 
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t live = cp->cache_bufs_inuse;
