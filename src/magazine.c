@@ -46,16 +46,21 @@
  *    enters a magazine and prd_cache_alloc calls prd__debug_alloc after it leaves one, as
  *    libumem checks freed buffers as they enter the magazine layer: redzones are checked on
  *    free, the freed pattern stays in the buffer while it sits in a magazine and is verified
- *    on the next allocation, so writes to an object parked in a magazine are found.
+ *    on the next allocation, so writes to an object parked in a magazine are found.  Tools:
+ *    in ASan builds and under valgrind prd__mag_annot is set, and an object entering a
+ *    magazine is made inaccessible (leaving it, accessible again) with the helpers of
+ *    annotate.h, as the slab layer does for its free buffers; reaped rounds go back through
+ *    prd__slab_free, which annotates them as well.
  *
  * 5. The fast path, counted (objdump -d build/lib/libprudence.a, Release, gcc 12.2 -O2,
- *    x86-64).  A hit of prd_cache_alloc is 31 instructions from entry to ret: 4 are the API's
- *    NULL-cache and debug-flag tests, 27 the CPU layer: the TLS-offset load and %fs load of
+ *    x86-64).  A hit of prd_cache_alloc is 34 instructions from entry to ret: 4 are the API's
+ *    NULL-cache and debug-flag tests, 30 the CPU layer: the TLS-offset load and %fs load of
  *    the thread's set, the id load, bounds compare and branch, the entry address (shift, add),
  *    the busy store, the membarrier-mode load and branch, the rounds and steal loads and their
  *    two tests, the magazine load, the index, the round load, the rounds store, the hit
- *    counter (load, add, store), the busy store, the return value.  A hit of prd_cache_free
- *    is also 31 (its two NULL tests, the same 27 with a round store).  No lock, no atomic
+ *    counter (load, add, store), the busy store, the tool-annotation load and branch, the
+ *    return value.  A hit of prd_cache_free is also 34 (its two NULL tests; the annotation
+ *    test before the push, the round store instead of the load).  No lock, no atomic
  *    read-modify-write, no fence on the path taken: the `lock orq` in the listing is the
  *    seq_cst fence of the fallback (section 6), reached only without membarrier.  The miss
  *    is a tail jump to prd__mag_alloc_miss / prd__mag_free_miss.
@@ -106,10 +111,11 @@
  *    depot.
  *
  * 9. Maintenance.  One thread (option maint_thread; started at the first miss, and again
- *    lazily in a forked child) wakes every maint_interval ms and runs prd__maint_tick: for
+ *    lazily in a forked child) wakes every second (MAINT_WAKE_MS) to run the registered jobs,
+ *    and every maint_interval ms does the magazine work (prd__maint_tick does both): for
  *    every cache with magazines the working-set update (section 7), the resize check
- *    (section 8) and the reap, then the idle-thread reap (section 6), then the work later
- *    layers register with prd__maint_register.  With maint_thread=0 the slow paths run the
+ *    (section 8) and the reap, then the idle-thread reap (section 6), then the work other
+ *    files register with prd__maint_register (stats.c's periodic snapshot is the first).  With maint_thread=0 the slow paths run the
  *    tick themselves once an interval has passed (with a try-lock: never waiting on a slow
  *    path); tests call prd__maint_tick directly to drive intervals without sleeping.  In a
  *    forked child of a TSan build the inline mode is used (TSan forbids new threads there).
@@ -151,12 +157,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "annotate.h"
 #include "magazine.h"
 
 /* ---- globals ------------------------------------------------------------------------------ */
 static prd_tcache_t mag_tc_none;   /* tc_ncc 0: every lookup misses */
 _Thread_local prd_tcache_t *prd__mag_tc __attribute__((tls_model("initial-exec"))) = &mag_tc_none;
 int prd__mag_membarrier;
+int prd__mag_annot;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
 
 /* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}. */
@@ -186,6 +194,8 @@ static uint32_t mag_nids = 1;              /* ids in use are below this; 0 is ne
 
 /* ---- the maintenance thread's state ---------------------------------------------------- */
 #define MAINT_SLOTS 8   /* later layers register a handful of jobs (grace periods, pre-flush) */
+#define MAINT_WAKE_MS 1000   /* jobs (stats snapshots, later pre-flush) want ~1 s resolution;
+                                a wakeup a second costs nothing */
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t maint_cv;
 static struct { prd__maint_fn *mw_fn; void *mw_arg; } maint_work[MAINT_SLOTS];
@@ -666,6 +676,11 @@ static void maint_tick(bool trylock)
   mag_steal(STEAL_IDLE, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
   atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
+}
+
+/* The registered jobs (no lock held while they run). */
+static void maint_jobs(void)
+{
   pthread_mutex_lock(&maint_lock);
   int nw = maint_nwork;
   pthread_mutex_unlock(&maint_lock);
@@ -676,13 +691,16 @@ static void maint_tick(bool trylock)
 void prd__maint_tick(void)
 {
   maint_tick(false);
+  maint_jobs();
 }
 
+/* The maintenance thread: wakes every MAINT_WAKE_MS at most, runs the registered jobs at each
+ * wake and the magazine work once maint_interval has passed. */
 static void *maint_main(void *arg)
 {
   (void)arg;
   for (;;) {
-    long ms = prd__opt(maint_interval);
+    long ms = PRD_MIN(prd__opt(maint_interval), MAINT_WAKE_MS);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
@@ -695,8 +713,12 @@ static void *maint_main(void *arg)
     while (pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
       ;   /* nobody signals it: only the timeout ends the wait */
     pthread_mutex_unlock(&maint_lock);
-    if (prd__opt(maint_thread))
-      prd__maint_tick();
+    if (!prd__opt(maint_thread))
+      continue;
+    uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
+    if (prd__now_ns() - last >= (uint64_t)prd__opt(maint_interval) * 1000000ull)
+      maint_tick(false);
+    maint_jobs();
   }
   return NULL;
 }
@@ -725,11 +747,19 @@ static void maint_poke(void)
   uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
   if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
     return;
-  if (atomic_compare_exchange_strong(&maint_last_ns, &last, now))
+  if (atomic_compare_exchange_strong(&maint_last_ns, &last, now)) {
     maint_tick(true);
+    maint_jobs();
+  }
 }
 
 /* ---- the slow paths (tiers 2-4, section 3) ------------------------------------------------ */
+PRD_NOINLINE void *prd__mag_annot_out(prd_cache_t *cp, void *buf)
+{
+  prd__annot_object_out(cp, buf);
+  return buf;
+}
+
 /* Tier 2: loaded and previous change places; the old loaded, holding old_rounds, becomes the
  * previous (tc_lock held). */
 static void cc_exchange(prd_cpu_cache_t *cc, uint32_t old_rounds)
@@ -774,6 +804,8 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
       atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
       if (!visited)
         PRD__MAG_COUNT(cc->cc_alloc_hits);
+      if (prd_unlikely(prd__mag_annot))
+        prd__mag_annot_out(cp, buf);
       break;
     }
     /* tier 2: loaded is empty and previous full: exchange them */
@@ -827,6 +859,8 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     /* tier 1: room in the loaded magazine (we came here for a steal request) */
     if (r < cc->cc_magsize) {
+      if (prd_unlikely(prd__mag_annot))
+        prd__annot_object_in(cp, buf);
       cc->cc_loaded->mag_round[r] = buf;
       atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
       if (!visited)
@@ -1043,6 +1077,14 @@ static void mag_fork_child(void)
 }
 
 /* ---- initialization ------------------------------------------------------------------------- */
+/* The statistics snapshots of stats.c (PRUDENCE_STATS_FILE): due every stats_interval_ms, run
+ * at each maintenance interval, so at most once per maint_interval. */
+static void mag_stats_job(void *arg)
+{
+  (void)arg;
+  (void)prd__stats_periodic(prd__now_ns());
+}
+
 static void mag_init_once(void)
 {
   for (size_t i = 0; i < MAG_NTYPES; i++) {
@@ -1066,6 +1108,12 @@ static void mag_init_once(void)
   }
   pthread_key_create(&mag_key, mag_thread_exit);
   maint_cv_init();
+  (void)prd__maint_register(mag_stats_job, NULL);
+#if defined(PRD_ASAN)
+  prd__mag_annot = 1;
+#elif defined(PRD_VALGRIND)
+  prd__mag_annot = RUNNING_ON_VALGRIND ? 1 : 0;
+#endif
   atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
 #ifndef PRD_TSAN
   long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);

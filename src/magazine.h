@@ -20,8 +20,14 @@ extern _Thread_local prd_tcache_t *prd__mag_tc
 /* Nonzero when the process registered for membarrier(PRIVATE_EXPEDITED): the owner then
  * needs only a compiler barrier in the handshake; 0: a full fence (theory section 6). */
 extern int prd__mag_membarrier __attribute__((visibility("hidden")));
+/* Nonzero in ASan builds and when running under valgrind: objects entering a magazine are
+ * made inaccessible and leaving it accessible again (annotate.h), so a use after free of an
+ * object parked in a magazine is caught; otherwise one load and a branch. */
+extern int prd__mag_annot __attribute__((visibility("hidden")));
 
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags);
+/* The annotations of annotate.h, out of line (only when prd__mag_annot): returns buf. */
+PRD_NOINLINE void *prd__mag_annot_out(prd_cache_t *cp, void *buf);
 PRD_NOINLINE void  prd__mag_free_miss(prd_cache_t *cp, void *buf);
 
 /* Where is my CPU cache: the set of CPU caches this thread uses now. */
@@ -82,6 +88,8 @@ static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
       atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
       PRD__MAG_COUNT(cc->cc_alloc_hits);
       prd__mag_busy_exit(cc);
+      if (prd_unlikely(prd__mag_annot))
+        return prd__mag_annot_out(cp, buf);
       return buf;
     }
     prd__mag_busy_exit(cc);
@@ -98,7 +106,9 @@ static inline void prd__mag_free(prd_cache_t *cp, void *buf)
     prd_cpu_cache_t *cc = &tc->tc_cc[id];
     prd__mag_busy_enter(cc);
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
-    if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize)) {
+    /* under ASan or valgrind (prd__mag_annot) every free takes the slow path, which
+     * annotates the object before it enters the magazine */
+    if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize && !prd__mag_annot)) {
       cc->cc_loaded->mag_round[r] = buf;
       atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
       PRD__MAG_COUNT(cc->cc_free_hits);
