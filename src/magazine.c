@@ -308,7 +308,8 @@ static void depot_lock(prd_depot_t *dp)
   }
 }
 
-static prd_mag_t *maglist_get(prd_maglist_t *ml)
+/* Unlinks the first magazine of a list (NULL if empty), keeping its working set. */
+static prd_mag_t *maglist_unlink(prd_maglist_t *ml)
 {
   prd_mag_t *mp = ml->ml_list;
   if (mp != NULL) {
@@ -316,8 +317,16 @@ static prd_mag_t *maglist_get(prd_maglist_t *ml)
     ml->ml_total--;
     if (ml->ml_total < ml->ml_min)
       ml->ml_min = ml->ml_total;
-    ml->ml_gets++;
   }
+  return mp;
+}
+
+/* A thread takes a magazine from the depot (counted: depot_*_gets). */
+static prd_mag_t *maglist_get(prd_maglist_t *ml)
+{
+  prd_mag_t *mp = maglist_unlink(ml);
+  if (mp != NULL)
+    ml->ml_gets++;
   return mp;
 }
 
@@ -348,7 +357,7 @@ static void depot_put_full(prd_depot_t *dp, prd_mag_t *mp)
 static void maglist_take(prd_maglist_t *ml, uint64_t n, prd_mag_t **chain, uint64_t *rounds)
 {
   for (; n > 0; n--) {
-    prd_mag_t *mp = maglist_get(ml);
+    prd_mag_t *mp = maglist_unlink(ml);   /* reaped, not taken by a thread */
     if (mp == NULL)
       break;
     if (rounds != NULL)
@@ -979,6 +988,8 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   pthread_mutex_unlock(&mag_registry_lock);
   st->thread_cache_objs = objs;
   uint64_t allocs = st->mag_alloc_hits + av, frees = st->mag_free_hits + fv;
+  st->mag_allocs = allocs;
+  st->mag_frees = frees;
   st->cpu_alloc_miss_rate = allocs ? (double)av / (double)allocs : 0.0;
   st->cpu_free_miss_rate = frees ? (double)fv / (double)frees : 0.0;
   st->depot_alloc_miss_rate = av ? (double)am / (double)av : 0.0;

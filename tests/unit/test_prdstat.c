@@ -53,6 +53,8 @@ static void squeeze(char *dst, size_t len, const char *from)
 
 static void workload(void)
 {
+  /* the figures checked below are the slab layer's: no magazines parking the frees */
+  prd_option_set("magazines", "0");
   prd_cache_t *a = prd_cache_create("ps_objects", 120, 0, NULL, NULL, NULL, NULL, NULL, 0);
   prd_cache_t *b = prd_cache_create("ps_small", 16, 0, NULL, NULL, NULL, NULL, NULL, 0);
   void *pa[1000];
@@ -117,7 +119,9 @@ static void test_series_rates_and_plot(void)
   char series[512];
   snprintf(series, sizeof(series), "%s/series.jsonl", dir);
   FILE *f = fopen(series, "w");
-  prd_cache_t *c = prd_cache_create("ps_series", 256, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  /* slab-layer counts: the magazine layer would park the frees */
+  prd_cache_t *c = prd_cache_create("ps_series", 256, 0, NULL, NULL, NULL, NULL, NULL,
+                                    PRD_CACHE_NOMAGAZINE);
   static void *bufs[4000];
   int n = 0;
   for (int phase = 0; phase < 5; phase++) {
