@@ -131,6 +131,10 @@ void  prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 /* The maintenance thread's work: later layers register a job run every maint_interval
  * (0, or -1 when the few slots are taken).  prd__maint_tick runs one interval's work now. */
 typedef void prd__maint_fn(void *arg);
+/* Fork: the process's one pthread_atfork registration is magazine.c's (section 11); a layer
+ * above adds a lock that must be taken before every other (malloc.c's start-up lock) from a
+ * constructor, before threads exist.  At most a few. */
+void  prd__fork_add_outer_lock(pthread_mutex_t *m);
 int   prd__maint_register(prd__maint_fn *fn, void *arg);
 void  prd__maint_tick(void);
 
@@ -222,9 +226,6 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp);
 /* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
  * each broken one through prd__report and returns how many were found (0: consistent). */
 int prd__vmem_check(prd_vmem_t *vmp);
-/* Fork: takes the heap arena's locks (after the slab layer's) / releases them. */
-void prd__vmem_fork_prepare(void);
-void prd__vmem_fork_release(void);
 /* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
  * list PRD_VMEM_STATS. */
 void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);

@@ -127,9 +127,11 @@
  *    prd_thread_flush does the same on demand.  After its destructor a thread's misses go
  *    straight to the slab layer.
  *
- * 11. fork (pthread_atfork).  prepare takes every lock of the process in lock order (below;
- *    then the slab and vmem layers' own, through the small fork functions at the end of
- *    slab.c, debug.c and vmem.c); parent and child release them.  The child then takes over
+ * 11. fork (pthread_atfork, registered once for the library by a constructor here).  prepare
+ *    takes every lock of the process in lock order: first the outer locks of layers above
+ *    (prd__fork_add_outer_lock: malloc's start-up lock), then ours and the slab, debug and
+ *    vmem layers' own through the small fork functions at the end of those files; parent and
+ *    child release them.  The child then takes over
  *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
  *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
  *    thread is restarted lazily.
@@ -739,17 +741,18 @@ static void maint_poke(void)
   if (prd__opt(maint_thread) && !maint_inline_child) {
     if (prd_likely(atomic_load_explicit(&maint_started, memory_order_relaxed)))
       return;
-    pthread_mutex_lock(&maint_lock);
-    if (!atomic_load_explicit(&maint_started, memory_order_relaxed)) {
-      pthread_t t;
-      pthread_attr_t attr;
-      pthread_attr_init(&attr);
-      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-      if (pthread_create(&t, &attr, maint_main, NULL) == 0)
-        atomic_store_explicit(&maint_started, true, memory_order_relaxed);
-      pthread_attr_destroy(&attr);
-    }
-    pthread_mutex_unlock(&maint_lock);
+    /* claimed before pthread_create, with no lock held: pthread_create may call malloc, which
+     * may be this library's and come back here (it then sees the claim and returns) */
+    bool expect = false;
+    if (!atomic_compare_exchange_strong(&maint_started, &expect, true))
+      return;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, maint_main, NULL) != 0)
+      atomic_store_explicit(&maint_started, false, memory_order_relaxed);   /* try again later */
+    pthread_attr_destroy(&attr);
     return;
   }
   uint64_t now = prd__now_ns();
@@ -1020,8 +1023,21 @@ void prd__mag_purge_all(void)
 }
 
 /* ---- fork (section 11) ----------------------------------------------------------------- */
+#define MAG_FORK_OUTER 4   /* locks of the layers above taken first: malloc's start-up lock */
+static pthread_mutex_t *mag_fork_outer[MAG_FORK_OUTER];
+static int mag_fork_nouter;
+
+void prd__fork_add_outer_lock(pthread_mutex_t *m)
+{
+  PRD_ASSERT(mag_fork_nouter < MAG_FORK_OUTER);
+  if (mag_fork_nouter < MAG_FORK_OUTER)
+    mag_fork_outer[mag_fork_nouter++] = m;
+}
+
 static void mag_fork_prepare(void)
 {
+  for (int i = 0; i < mag_fork_nouter; i++)
+    pthread_mutex_lock(mag_fork_outer[i]);
   prd__vmem_fork_prepare_early();
   pthread_mutex_lock(&maint_lock);
   pthread_mutex_lock(&mag_reap_lock);
@@ -1052,11 +1068,18 @@ static void mag_fork_release(void)
   pthread_mutex_unlock(&maint_lock);
 }
 
+static void mag_fork_release_outer(void)
+{
+  for (int i = mag_fork_nouter; i-- > 0;)
+    pthread_mutex_unlock(mag_fork_outer[i]);
+}
+
 static void mag_fork_parent(void)
 {
   prd__vmem_fork_parent();
   prd__debug_fork_release();
   mag_fork_release();
+  mag_fork_release_outer();
 }
 
 static void mag_fork_child(void)
@@ -1064,6 +1087,7 @@ static void mag_fork_child(void)
   prd__vmem_fork_child();
   prd__debug_fork_release();
   mag_fork_release();
+  mag_fork_release_outer();
   maint_cv_init();
   atomic_store_explicit(&maint_started, false, memory_order_relaxed);
 #ifdef PRD_TSAN
@@ -1085,6 +1109,13 @@ static void mag_fork_child(void)
     tc = next;
   }
   pthread_mutex_unlock(&mag_registry_lock);
+}
+
+/* The one atfork registration of the library, at load time: a fork before any cache exists
+ * must find every lock consistent too. */
+__attribute__((constructor)) static void mag_register_atfork(void)
+{
+  pthread_atfork(mag_fork_prepare, mag_fork_parent, mag_fork_child);
 }
 
 /* ---- initialization ------------------------------------------------------------------------- */
@@ -1132,5 +1163,4 @@ static void mag_init_once(void)
       syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
     prd__mag_membarrier = 1;
 #endif
-  pthread_atfork(mag_fork_prepare, mag_fork_parent, mag_fork_child);
 }

@@ -72,12 +72,11 @@
  *    Nothing in the library calls malloc itself: reports use prd__report (no stdio), options
  *    are parsed in place, metadata comes from caches, vmem and os.c.
  *
- * 6. Fork.  A constructor registers pthread_atfork handlers: before fork every lock of the
- *    slab layer and the heap arena is taken (in the lock order of slab.c section 8), after it
- *    they are released in the parent and the child, so the child's only thread finds every
- *    structure consistent and can allocate.  These handlers stand in for the lower layers'
- *    own: when the CPU layer's handlers take every lock of the process, this file's must keep
- *    only malloc_init_lock (two handlers taking one mutex would deadlock the forking thread).
+ * 6. Fork.  The CPU layer's pthread_atfork handlers (magazine.c section 11) take every lock
+ *    of the process before fork and release them after, in the parent and the child, so the
+ *    child's only thread finds every structure consistent and can allocate.  This file only
+ *    adds malloc_init_lock, from a constructor, as the outermost of those locks (one
+ *    registration: two handlers taking one mutex would deadlock the forking thread).
  *
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
  *    The page map has no lock.
@@ -658,21 +657,7 @@ uintptr_t prd__malloc_pm_entry(const void *p)
 }
 
 /* ---- fork (section 6) ---------------------------------------------------------------------- */
-static void malloc_fork_prepare(void)
-{
-  pthread_mutex_lock(&malloc_init_lock);
-  prd__slab_fork_prepare();
-  prd__vmem_fork_prepare();
-}
-
-static void malloc_fork_parent(void)
-{
-  prd__vmem_fork_release();
-  prd__slab_fork_release();
-  pthread_mutex_unlock(&malloc_init_lock);
-}
-
 __attribute__((constructor)) static void malloc_register_atfork(void)
 {
-  pthread_atfork(malloc_fork_prepare, malloc_fork_parent, malloc_fork_parent);
+  prd__fork_add_outer_lock(&malloc_init_lock);   /* taken first by magazine.c's handlers */
 }

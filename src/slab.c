@@ -1502,25 +1502,6 @@ void prd_cache_destroy(prd_cache_t *cp)
     prd__report_done();
 }
 
-/* Fork (malloc.c section 6): every lock of the slab layer, in the lock order of section 8,
- * so that the child of a fork finds no structure half-changed.  The list is walked head to
- * tail: user caches, then the internal ones in the order their locks nest. */
-void prd__slab_fork_prepare(void)
-{
-  pthread_mutex_lock(&slab_reap_lock);
-  pthread_mutex_lock(&slab_list_lock);
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_lock(&cp->cache_lock);
-}
-
-void prd__slab_fork_release(void)
-{
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_unlock(&cp->cache_lock);
-  pthread_mutex_unlock(&slab_list_lock);
-  pthread_mutex_unlock(&slab_reap_lock);
-}
-
 void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
 {
   pthread_mutex_lock(&cp->cache_lock);

@@ -1248,26 +1248,6 @@ static void heap_release(prd_vmem_t *src, void *addr, size_t size)
 static _Atomic(prd_vmem_t *) heap_arena;
 static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Fork (malloc.c section 6): the heap arena's locks, taken after the slab layer's, in the
- * order arena creation nests them (heap_lock -> vmem_list_lock -> an arena's vm_lock). */
-void prd__vmem_fork_prepare(void)
-{
-  pthread_mutex_lock(&heap_lock);
-  pthread_mutex_lock(&vmem_list_lock);
-  prd_vmem_t *vmp = atomic_load_explicit(&heap_arena, memory_order_acquire);
-  if (vmp != NULL)
-    pthread_mutex_lock(&vmp->vm_lock);
-}
-
-void prd__vmem_fork_release(void)
-{
-  prd_vmem_t *vmp = atomic_load_explicit(&heap_arena, memory_order_acquire);
-  if (vmp != NULL)
-    pthread_mutex_unlock(&vmp->vm_lock);
-  pthread_mutex_unlock(&vmem_list_lock);
-  pthread_mutex_unlock(&heap_lock);
-}
-
 prd_vmem_t *prd_heap_arena(void)
 {
   /* acquire pairs with the release store below: a thread that sees the pointer sees the
