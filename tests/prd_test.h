@@ -113,6 +113,20 @@ static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_
   return status;
 }
 
+/* ---- TSan and fork ------------------------------------------------------------------- */
+/* TSan's deadlock detector tracks at most 64 mutexes held at once by one thread, and the
+ * fork handlers (magazine.c section 11) hold one per cache, per depot and per thread cache.
+ * A test that forks with many caches alive defines PRD_TEST_FORKS_WITH_MANY_LOCKS before
+ * including this file: under TSan the detector is then off for that program (races are still
+ * detected; the other tests keep lock-order checking). */
+#if defined(PRD_TSAN) && defined(PRD_TEST_FORKS_WITH_MANY_LOCKS)
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+  return "detect_deadlocks=0";
+}
+#endif
+
 /* ---- seeded random numbers --------------------------------------------------------- */
 typedef struct { uint64_t s; } prd_rng_t;
 

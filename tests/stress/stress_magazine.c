@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 
 #include "internal.h"
+#define PRD_TEST_FORKS_WITH_MANY_LOCKS   /* see prd_test.h: TSan holds at most 64 */
 #include "prd_test.h"
 
 #if defined(PRD_TSAN)

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "internal.h"
+#define PRD_TEST_FORKS_WITH_MANY_LOCKS   /* see prd_test.h: TSan holds at most 64 */
 #include "prd_test.h"
 
 // prd-test-labels: stress

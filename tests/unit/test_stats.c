@@ -357,7 +357,8 @@ static void test_env_triggers(void)
 {
   char path[512], opts[128];
   snprintf(path, sizeof(path), "%s/series.jsonl", tmpdir);
-  snprintf(opts, sizeof(opts), "stats_append=1,stats_interval_ms=1000");
+  /* the child drives the periodic writer by hand: no maintenance thread calling it too */
+  snprintf(opts, sizeof(opts), "stats_append=1,stats_interval_ms=1000,maint_thread=0");
   struct child_env ce = { path, "1", opts, "--periodic-child" };
   int st = prd_test_child(exec_self, &ce, out, sizeof(out));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
