@@ -42,7 +42,7 @@
 #define STATS_PATH_MAX     4096
 
 struct sbuf {
-  char sb_buf[4096];
+  char sb_buf[16384];   /* one cache's every field (about 70 with the layers above) in one write */
   size_t sb_len;
 };
 
