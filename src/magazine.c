@@ -53,17 +53,18 @@
  *    prd__slab_free, which annotates them as well.
  *
  * 5. The fast path, counted (objdump -d build/lib/libprudence.a, Release, gcc 12.2 -O2,
- *    x86-64).  A hit of prd_cache_alloc is 34 instructions from entry to ret: 4 are the API's
- *    NULL-cache and debug-flag tests, 30 the CPU layer: the TLS-offset load and %fs load of
- *    the thread's set, the id load, bounds compare and branch, the entry address (shift, add),
- *    the busy store, the membarrier-mode load and branch, the rounds and steal loads and their
- *    two tests, the magazine load, the index, the round load, the rounds store, the hit
- *    counter (load, add, store), the busy store, the tool-annotation load and branch, the
- *    return value.  A hit of prd_cache_free is also 34 (its two NULL tests; the annotation
- *    test before the push, the round store instead of the load).  No lock, no atomic
- *    read-modify-write, no fence on the path taken: the `lock orq` in the listing is the
- *    seq_cst fence of the fallback (section 6), reached only without membarrier.  The miss
- *    is a tail jump to prd__mag_alloc_miss / prd__mag_free_miss.
+ *    x86-64).  A hit of prd_cache_alloc is 38 instructions from entry to ret: 7 are the front
+ *    end's tests (NULL cache, the debug flag, the Prudence-deferral flag of slab.c), 31 the
+ *    CPU layer: the TLS-offset load and %fs load of the thread's set, the id load, bounds
+ *    compare and branch, the entry address (shift, add), the busy store, the membarrier-mode
+ *    load and branch, the rounds and steal loads and their two tests, the magazine load, the
+ *    index (two), the round load, the rounds store, the hit counter (load, add, store), the
+ *    busy store, the tool-annotation load and branch, the return value.  A hit of
+ *    prd_cache_free is 39 (9 front end with its NULL-buffer test, 30 CPU layer: the
+ *    annotation test comes before the push, the round is stored instead of loaded).  No
+ *    lock, no atomic read-modify-write, no fence on the path taken: the `lock orq` in the
+ *    listing is the seq_cst fence of the fallback (section 6), reached only without
+ *    membarrier.  The miss is a tail jump to prd__mag_alloc_miss / prd__mag_free_miss.
  *
  * 6. The handshake: taking magazines from a thread that is not running this layer.  Memory
  *    parked in a thread that stopped allocating must come back (prd_reap, cache destroy, the
