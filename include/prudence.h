@@ -209,6 +209,7 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, oc_flushes, "object-cache flushes to the slab layer")                                \
   X(U64, oc_churns, "refill/flush pairs (seed 001 Fig. 8): min(refills, flushes)")            \
   X(U64, oc_objs, "safe objects in Prudence object caches now")                                \
+  X(U64, oc_resizes, "object/latent cache growths: a grace period outlasted what they held")  \
   X(U64, latent_cache_objs, "deferred objects in latent caches now")                          \
   X(U64, latent_slab_objs, "deferred objects in latent slabs now")                            \
   X(U64, latent_merges, "deferred objects merged back after their grace period (cache and slab)") \

@@ -351,20 +351,23 @@ typedef struct prd_defer_head {
 /* Counters of one latent cache, by index (folded into cache_lc_dead when it goes away). */
 enum {
   PRD_LC_HITS, PRD_LC_MISSES, PRD_LC_REFILLS, PRD_LC_FLUSHES, PRD_LC_DEFERRED, PRD_LC_MERGES,
-  PRD_LC_PARTIAL, PRD_LC_PREFLUSH, PRD_LC_OOMWAITS, PRD_LC_CAPWAITS, PRD_LC_NCOUNTERS
+  PRD_LC_PARTIAL, PRD_LC_PREFLUSH, PRD_LC_OOMWAITS, PRD_LC_CAPWAITS, PRD_LC_RESIZES, PRD_LC_NCOUNTERS
 };
 
 /* One thread's object cache and latent cache for one cache (seed 001 §4.1, Fig. 4).  The owner
  * takes lc_lock for each operation (uncontended); another thread (pre-flush, destroy, OOM,
  * statistics) takes it to reach a quiet thread's objects.  Arrays have lc_size slots each. */
 typedef struct prd_lcache {
-  pthread_mutex_t lc_lock;
+  pthread_mutex_t lc_lock;        /* thieves against each other; an owner that saw lc_steal */
+  _Atomic uint32_t lc_busy;       /* the owner is inside an operation (defer.c section 8) */
+  _Atomic uint32_t lc_steal;      /* another thread is taking the record */
   prd_cache_t *_Atomic lc_cache; /* NULL once drained for good (the owner frees the record) */
   struct prd_lcache *lc_next, *lc_prev;  /* the cache's list (cache_defer_lock) */
   struct prd_lcache *lc_tnext;   /* the owning thread's list */
   bool lc_listed;                /* on the cache's list (cache_defer_lock) */
   size_t lc_mapsize;             /* bytes mapped for the record and its arrays */
   uint32_t lc_size;              /* object-cache capacity, also the latent-cache limit */
+  uint32_t lc_max;               /* what lc_size may grow to (the arrays' room) */
   uint32_t lc_nobj;              /* safe objects in lc_obj */
   void **lc_obj;                 /* the object cache */
   uint32_t lc_nlat[2];           /* latent generation g: [0] older, [1] newer */

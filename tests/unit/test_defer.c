@@ -277,8 +277,10 @@ static void test_partial_refill(void)
   void *c[300];
   for (int i = 0; i < 300; i++)
     c[i] = prd_cache_alloc(cp, 0);
-  if (!prd_rcu_poll_state(s))
+  if (!prd_rcu_poll_state(s)) {
     CHECK(stats_of(cp).partial_refills > p0);
+    CHECK(stats_of(cp).oc_resizes > 0);   /* misses with latent objects waiting: it grew */
+  }
   /* regular frees overflow the object cache: flushes */
   for (int i = 0; i < 300; i++)
     prd_cache_free(cp, c[i]);
