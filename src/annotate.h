@@ -92,6 +92,26 @@ static inline void prd__annot_object_in(const prd_cache_t *cp, void *buf)
 #endif
 }
 
+/* Bytes of a chunk past the object that a layer above uses while the object is out
+ * (defer.c's call_rcu head after a deferred object): usable until the object comes back. */
+static inline void prd__annot_chunk_extra(const prd_cache_t *cp, void *addr, size_t len)
+{
+#ifdef PRD_ANNOTATE
+  if (!prd__annot_cache(cp))
+    return;
+#ifdef PRD_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(addr, len);
+#endif
+#ifdef PRD_VALGRIND
+  (void)VALGRIND_MAKE_MEM_UNDEFINED(addr, len);
+#endif
+#else
+  (void)cp;
+  (void)addr;
+  (void)len;
+#endif
+}
+
 /* A slab's memory becomes ordinary memory (created from, or going back to, its source). */
 static inline void prd__annot_slab_reset(const prd_cache_t *cp, void *base, size_t size)
 {

@@ -570,6 +570,7 @@ static void defer_call_rcu(prd_cache_t *cp, void *buf)
                      PRD_DEFER_CALLRCU)))
     atomic_fetch_or_explicit(&cp->cache_defer_on, PRD_DEFER_CALLRCU, memory_order_relaxed);
   prd_defer_head_t *dh = (prd_defer_head_t *)((char *)buf + cp->cache_rcu_off);
+  prd__annot_chunk_extra(cp, dh, sizeof(*dh));   /* past the object: ours while it is out */
   dh->dh_cache = cp;
   prd_call_rcu(&dh->dh_head, defer_callback);
 }
