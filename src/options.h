@@ -55,7 +55,7 @@
     "grace period")                                                                             \
   X(BOOL, rcu_expedited, 0,                                                                     \
     "expedited grace periods: no pacing, and the writer polls readers without sleeping")      \
-  X(LONG, defer_latent_max_kb, 65536,                                                          \
+  X(LONG, defer_latent_max_kb, 16384,                                                          \
     "Prudence: KiB of deferred objects a cache's latent slabs may hold before a refill waits " \
     "for their grace period instead of growing the cache (seed 001 3.4; 0 = no limit)")        \
   X(BOOL, stats, 0, "print the statistics table on stderr at exit (also PRUDENCE_STATS=1)")    \
