@@ -122,6 +122,7 @@ static void test_series_rates_and_plot(void)
   /* slab-layer counts: the magazine layer would park the frees */
   prd_cache_t *c = prd_cache_create("ps_series", 256, 0, NULL, NULL, NULL, NULL, NULL,
                                     PRD_CACHE_NOMAGAZINE);
+  prd_cache_t *dc = prd_cache_create("ps_deferred", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
   static void *bufs[4000];
   int n = 0;
   for (int phase = 0; phase < 5; phase++) {
@@ -130,6 +131,8 @@ static void test_series_rates_and_plot(void)
       bufs[n++] = prd_cache_alloc(c, PRD_SLEEP);
     while (n > target)
       prd_cache_free(c, bufs[--n]);
+    /* and a deferred free, in a cache of its own: latent until a grace period has passed */
+    prd_cache_free_deferred(dc, prd_cache_alloc(dc, PRD_SLEEP));
     CHECK_EQ(prd_stats_json(f), 0);
   }
   fclose(f);
@@ -157,6 +160,9 @@ static void test_series_rates_and_plot(void)
     snprintf(png, sizeof(png), "%s/series.png", dir);
     CHECK_EQ(run("%s %s --plot %s --cache ps_series", prdstat, series, png), 0);
     CHECK_STR_CONTAINS(out, "5 snapshots");
+    CHECK_STR_CONTAINS(out, "latent: latent_cache_objs, latent_slab_objs");
+    CHECK_EQ(run("%s %s --plot %s --cache ps_deferred", prdstat, series, png), 0);
+    CHECK_STR_CONTAINS(out, "cache ps_deferred, 5 snapshots; latent:");
     f = fopen(png, "rb");
     unsigned char magic[8] = { 0 };
     CHECK(f != NULL && fread(magic, 1, 8, f) == 8);
@@ -174,6 +180,7 @@ static void test_series_rates_and_plot(void)
   while (n > 0)
     prd_cache_free(c, bufs[--n]);
   prd_cache_destroy(c);
+  prd_cache_destroy(dc);   /* waits for its deferred objects */
   unlink(series);
 }
 
