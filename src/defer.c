@@ -104,7 +104,12 @@
  *    The owner's load of lc_steal is an acquire that pairs with the thief's releasing store
  *    of 0, so the thief's changes to the record are visible to the owner's next operation.
  *    An owner that must reach cache_defer_lock while inside an operation (thread exit, OOM)
- *    only try-locks it, and thread exit retries after leaving.  A record is freed only by its
+ *    only try-locks it, and thread exit retries after leaving.  Nesting: a refill runs the
+ *    cache's constructor, which may allocate from or free to its own cache; lc_depth (owner
+ *    only) counts the owner's operations in progress, and a nested one bypasses the record
+ *    (magazine layer for alloc/free, latent slabs for a deferral), so it neither touches the
+ *    arrays the outer operation is filling nor waits for the lc_lock that operation holds
+ *    (test_defer_ctor).  A record is freed only by its
  *    owner, after it is off the cache's list (lc_cache NULL): destroy and exit meet through
  *    the handshake.  Memory ordering: lc_cache is an atomic pointer read relaxed by the
  *    owner's lookup (a thread only looks up its own records); cache_defer_on is
@@ -123,6 +128,7 @@
 
 #include "annotate.h"
 #include "internal.h"
+#include "magazine.h"
 
 #define PRD_DEFER_GP_AHEAD 4   /* grace periods asked for past a generation's own (lc_put) */
 #define PRD_LC_SLOTS 64   /* thread-local lookup table: one cache line of pointers x 8; a
@@ -265,6 +271,7 @@ static inline prd_lcache_t *lc_lookup(prd_cache_t *cp, bool create)
  * holds lc_lock (lc_leave needs to know). */
 static inline bool lc_enter(prd_lcache_t *lc)
 {
+  lc->lc_depth++;
   atomic_store_explicit(&lc->lc_busy, 1, memory_order_relaxed);
   prd__rcu_reader_barrier();   /* (O1): pairs with the thief's heavy barrier (T1) */
   /* acquire: a thief that just finished released lc_steal after its changes to the record */
@@ -277,10 +284,21 @@ static inline bool lc_enter(prd_lcache_t *lc)
 
 static inline void lc_leave(prd_lcache_t *lc, bool locked)
 {
+  lc->lc_depth--;
   if (prd_unlikely(locked))
     pthread_mutex_unlock(&lc->lc_lock);
   else   /* release: a thief that sees 0 sees the operation's changes (acquire below) */
     atomic_store_explicit(&lc->lc_busy, 0, memory_order_release);
+}
+
+/* Whether the owner is already inside an operation on this record: a refill runs the cache's
+ * constructor, and a constructor may allocate from (or free to) its own cache.  The nested
+ * call must not touch the arrays the outer one is filling (nor take lc_lock, which the outer
+ * call may hold), so it bypasses the record: the magazine layer for alloc/free, the latent
+ * slabs for a deferral. */
+static inline bool lc_nested(const prd_lcache_t *lc)
+{
+  return prd_unlikely(lc->lc_depth != 0);
 }
 
 /* Another thread takes a record (pre-flush, OOM, destroy, statistics): lc_lock against other
@@ -590,7 +608,8 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
   }
   prd_gp_t gp = prd_rcu_get_state();                          /* line 35 */
   prd_lcache_t *lc = lc_lookup(cp, true);
-  if (prd_unlikely(lc == NULL)) {   /* no memory for a record: straight to the latent slab */
+  if (prd_unlikely(lc == NULL || lc_nested(lc))) {   /* no record (no memory), or nested in a
+                                                      * constructor: straight to the latent slab */
     prd_rcu_request_gp(gp);
     prd__slab_defer_bulk(cp, &buf, 1, gp);
     return;
@@ -681,6 +700,8 @@ void *prd__defer_alloc(prd_cache_t *cp, int flags)
   prd_lcache_t *lc = lc_lookup(cp, true);
   if (prd_unlikely(lc == NULL))
     return prd__slab_alloc(cp, flags);
+  if (lc_nested(lc))
+    return prd__mag_alloc(cp, flags);
   bool locked = lc_enter(lc);
   lc->lc_rate_alloc++;
   void *buf;
@@ -699,8 +720,8 @@ void *prd__defer_alloc(prd_cache_t *cp, int flags)
 bool prd__defer_free(prd_cache_t *cp, void *buf)
 {
   prd_lcache_t *lc = lc_lookup(cp, false);
-  if (lc == NULL)
-    return false;
+  if (lc == NULL || lc_nested(lc))
+    return false;   /* the caller frees through the magazine layer */
   bool locked = lc_enter(lc);
   if (lc->lc_nobj >= lc->lc_size - PRD_MIN(lc_nlat(lc), lc->lc_size - 1))
     lc_flush(cp, lc);

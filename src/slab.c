@@ -740,14 +740,14 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
   pthread_mutex_unlock(&cp->cache_lock);
   for (size_t i = 0; i < nc; i++)
     prd__annot_object_out(cp, out[i]);
-  /* the fresh ones get their constructor now, with no lock held (section 4) */
-  for (size_t i = 0; i < nf; i++) {
-    void *buf = out[want - 1 - i];
+  /* the fresh ones, out[want - nf .. want), get their constructor now, with no lock held
+   * (section 4), in place: one whose constructor fails leaves a NULL there */
+  for (size_t i = want - nf; i < want; i++) {
+    void *buf = out[i];
     prd__annot_object_out(cp, buf);
-    if (prd_likely(cp->cache_ctor(buf, cp->cache_private, flags) == 0)) {
-      out[nc++] = buf;
+    if (prd_likely(cp->cache_ctor(buf, cp->cache_private, flags) == 0))
       continue;
-    }
+    out[i] = NULL;
     /* the constructor failed: the buffer goes back unconstructed */
     pthread_mutex_lock(&cp->cache_lock);
     prd_bufctl_t *bcp;
@@ -769,6 +769,12 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
     cp->cache_alloc_fails++;
     pthread_mutex_unlock(&cp->cache_lock);
   }
+  /* then they join the constructed ones at the front.  The write index never passes the
+   * read index (it starts at nc <= want - nf and moves at most once per read), so no entry
+   * is overwritten before it is read */
+  for (size_t i = want - nf; i < want; i++)
+    if (out[i] != NULL)
+      out[nc++] = out[i];
   if (nc == 0)
     errno = ENOMEM;
   return nc;

@@ -361,6 +361,9 @@ typedef struct prd_lcache {
   pthread_mutex_t lc_lock;        /* thieves against each other; an owner that saw lc_steal */
   _Atomic uint32_t lc_busy;       /* the owner is inside an operation (defer.c section 8) */
   _Atomic uint32_t lc_steal;      /* another thread is taking the record */
+  uint32_t lc_depth;              /* the owner's operations in progress on this record (owner
+                                   * only): > 0 when a constructor run by a refill allocates
+                                   * from its own cache (defer.c section 8) */
   prd_cache_t *_Atomic lc_cache; /* NULL once drained for good (the owner frees the record) */
   struct prd_lcache *lc_next, *lc_prev;  /* the cache's list (cache_defer_lock) */
   struct prd_lcache *lc_tnext;   /* the owning thread's list */
