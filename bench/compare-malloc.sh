@@ -5,7 +5,8 @@
 # rounds; ratios are libprudence-malloc over the best of the others (smaller is better).
 #
 #   bench/compare-malloc.sh [--quick] [--json] [--rounds N] [--build DIR]
-#     --quick   about a minute: 3 rounds, workloads at a quarter of their size
+#     --quick   under a minute: 3 rounds, workloads at their base size (default: 5 rounds,
+#               three times the base size, a few minutes)
 #     --json    one JSON line per workload and allocator, then per workload, then the summary
 #               {"bench":"malloc","summary":true,"geomean_time_vs_best":T,
 #                "geomean_rss_vs_best":R,"deferred_time_vs_best":D,...}
@@ -13,10 +14,10 @@
 #   (prd_call_rcu(free) for every allocator; prd_free_deferred for ours once it exists).
 #   Allocators whose library is absent are skipped and named on stderr.
 set -eu
-rounds=5 quick= json=0 build=build
+rounds=5 scale=3 json=0 build=build
 while [ $# -gt 0 ]; do
   case $1 in
-    --quick) quick=--quick; rounds=3 ;;
+    --quick) scale=1; rounds=3 ;;
     --json) json=1 ;;
     --rounds) rounds=$2; shift ;;
     --build) build=$2; shift ;;
@@ -50,7 +51,7 @@ while [ $r -lt "$rounds" ]; do
       if [ "$f" = - ]; then pre=; else pre=$f; fi
       [ -t 2 ] && [ $json = 0 ] && printf '\r[compare-malloc] round %d/%d %-9s %-9s' \
         $((r + 1)) "$rounds" "$w" "$n" >&2
-      line=$(LD_PRELOAD=$pre "$bench" malloc --workload "$w" --json $quick)
+      line=$(LD_PRELOAD=$pre "$bench" malloc --workload "$w" --json --scale $scale)
       vals=$(echo "$line" | sed -n 's/.*"seconds":\([0-9.]*\),"peak_rss_kb":\([0-9]*\).*/\1 \2/p')
       [ -n "$vals" ] || { echo "compare-malloc: $w under $n printed: $line" >&2; exit 1; }
       echo "$w $n $vals" >> "$tmp"

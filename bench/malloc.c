@@ -17,7 +17,7 @@
  *   prd-bench malloc [--json] [--smoke] [--rounds N]
  *       every workload in this process through the C library's malloc and through
  *       prd_malloc, interleaved round by round; medians and the ratio prudence / libc.
- *   prd-bench malloc --workload NAME [--quick] [--json]
+ *   prd-bench malloc --workload NAME [--quick | --scale X] [--json]
  *       one workload through plain malloc/free (so that LD_PRELOAD picks the allocator); prints
  *       seconds and peak RSS.  bench/compare-malloc.sh runs this under glibc, jemalloc,
  *       mimalloc, tcmalloc and libprudence-malloc, interleaved, and computes the ratios.
@@ -370,13 +370,20 @@ static int bench_malloc_main(int argc, char **argv)
       only = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
       bench_scale = 0.25;
+    else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
+      bench_scale = atof(argv[++i]);
     else {
-      fprintf(stderr, "prd-bench malloc: unknown argument %s\n", argv[i]);
+      fprintf(stderr, "prd-bench malloc: unknown argument %s (--workload NAME, --quick, "
+              "--scale X)\n", argv[i]);
       return 2;
     }
   }
   if (bc.bc_smoke)
     bench_scale = 0.002;
+  if (!(bench_scale > 0) || bench_scale > 1000) {
+    fprintf(stderr, "prd-bench malloc: --scale must be in (0, 1000]\n");
+    return 2;
+  }
   if (only != NULL) {
     const struct workload *w = find_workload(only);
     if (w == NULL) {
