@@ -70,7 +70,12 @@
  *    =audit) is served from a static bootstrap area (bump allocation, never reused; its
  *    granules are PM_BOOT in the page map, so free ignores them and realloc copies out).
  *    Nothing in the library calls malloc itself: reports use prd__report (no stdio), options
- *    are parsed in place, metadata comes from caches, vmem and os.c.
+ *    are parsed in place, metadata comes from caches, vmem and os.c.  But a layer below may
+ *    call a C library function that allocates (pthread_create allocates the new thread's
+ *    DTV with calloc): under LD_PRELOAD that call comes back here while the thread is inside
+ *    a cache, perhaps holding a lock.  A per-thread depth counter (initial-exec TLS: two
+ *    increments on the fast path) sends such re-entrant allocations to the boot area and
+ *    holds re-entrant frees in a 16-entry per-thread list, freed when the outer call returns.
  *
  * 6. Fork.  The CPU layer's pthread_atfork handlers (magazine.c section 11) take every lock
  *    of the process before fork and release them after, in the parent and the child, so the
@@ -327,13 +332,55 @@ static PRD_NOINLINE void *malloc_class_check(prd_cache_t *cp, void *buf)
   return buf;
 }
 
+/* Re-entry (section 5): > 0 while this thread is inside a class cache.  A lower layer that
+ * calls into the C library (pthread_create for the CPU layer's maintenance thread allocates
+ * the new thread's DTV with calloc) comes back here under LD_PRELOAD: such a call must not
+ * enter the caches again (it could wait for a lock its own thread holds), so allocations are
+ * served from the boot area and frees wait in a short per-thread list until the outer call
+ * returns. */
+#define MALLOC_PENDING 16   /* frees held during one re-entry: pthread_create frees none */
+static _Thread_local unsigned malloc_depth;
+static _Thread_local unsigned malloc_npending;
+static _Thread_local void *malloc_pending[MALLOC_PENDING];
+static _Atomic uint64_t malloc_reentry_leaks;   /* frees lost for want of room (counted) */
+
+static PRD_NOINLINE void malloc_pending_flush(void)
+{
+  while (malloc_npending > 0) {
+    void *p = malloc_pending[--malloc_npending];
+    prd_free(p);
+  }
+}
+
 static inline void *malloc_class_alloc(uint32_t c)
 {
+  if (prd_unlikely(malloc_depth != 0))
+    return malloc_boot_alloc(malloc_class[c].mc_size, malloc_class[c].mc_align);
   prd_cache_t *cp = malloc_class[c].mc_cache;
+  malloc_depth++;
   void *buf = prd_cache_alloc(cp, PRD_SLEEP);
+  malloc_depth--;
+  if (prd_unlikely(malloc_npending != 0))
+    malloc_pending_flush();
   if (prd_unlikely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) != 0))
     return malloc_class_check(cp, buf);
   return buf;
+}
+
+static inline void malloc_class_free(prd_cache_t *cp, void *p)
+{
+  if (prd_unlikely(malloc_depth != 0)) {
+    if (malloc_npending < MALLOC_PENDING)
+      malloc_pending[malloc_npending++] = p;
+    else
+      atomic_fetch_add_explicit(&malloc_reentry_leaks, 1, memory_order_relaxed);
+    return;
+  }
+  malloc_depth++;
+  prd_cache_free(cp, p);
+  malloc_depth--;
+  if (prd_unlikely(malloc_npending != 0))
+    malloc_pending_flush();
 }
 
 /* A big block: pages from the heap arena, or its own mapping above the threshold. */
@@ -475,7 +522,7 @@ static void big_free(const char *fn, void *p, uintptr_t e)
 static void free_entry(const char *fn, void *p, uintptr_t e)
 {
   if (prd_likely((e & PM_KIND_MASK) == 0))
-    prd_cache_free((prd_cache_t *)e, p);
+    malloc_class_free((prd_cache_t *)e, p);
   else if ((e & PM_KIND_MASK) != PM_BOOT)
     big_free(fn, p, e);
 }
