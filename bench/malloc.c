@@ -11,7 +11,7 @@
  *             vectors grown by doubling, then freed
  *   deferred  threads replace blocks (64 B - 4 KiB) of a table; half the frees are deferred
  *             past a grace period: prd_call_rcu(free) (what users of any allocator do today),
- *             or prd_free_deferred when the allocator is libprudence's and it exists
+ *             or prd_free_deferred when the allocator is libprudence's
  *
  * Two ways to run it:
  *   prd-bench malloc [--json] [--smoke] [--rounds N]
@@ -34,7 +34,6 @@
 
 #include "bench.h"
 #include "internal.h"
-#include "prudence_rcu.h"
 
 #define ROUNDS_DEFAULT 5
 
@@ -263,8 +262,9 @@ struct dobj {
   const alloc_t *d_alloc;
 };
 
-/* prd_free_deferred of the allocator in use, when it is libprudence's (NULL: call_rcu(free)) */
-static void (*def_free_deferred)(void *);
+/* prd_free_deferred of the preloaded libprudence-malloc (set by run_one), used for plain
+ * malloc's blocks; prd_malloc's blocks use this program's own prd_free_deferred */
+static void (*def_preloaded_free_deferred)(void *);
 
 static void def_cb(struct prd_rcu_head *h)
 {
@@ -282,6 +282,8 @@ static void *def_thread(void *arg)
 {
   struct def_arg *da = arg;
   const alloc_t *a = da->da_alloc;
+  void (*free_deferred)(void *) = a == &alloc_prd ? prd_free_deferred
+                                                  : def_preloaded_free_deferred;
   void *slot[DEF_SLOTS] = { 0 };
   brng_t r = { 0x1234567887654321ull * (da->da_id + 1) };
   for (long i = 0; i < da->da_ops; i++) {
@@ -290,8 +292,8 @@ static void *def_thread(void *arg)
     if (old != NULL) {
       if (brng(&r) & 1)
         a->a_free(old);
-      else if (def_free_deferred != NULL)
-        def_free_deferred(old);
+      else if (free_deferred != NULL)
+        free_deferred(old);
       else
         prd_call_rcu(&old->d_head, def_cb);
     }
@@ -349,7 +351,7 @@ static int run_one(const struct workload *w, bool json)
    * copy of libprudence is another allocator instance, which does not own these blocks) */
   void *h = dlopen("libprudence-malloc.so", RTLD_NOLOAD | RTLD_LAZY);
   if (h != NULL)
-    *(void **)&def_free_deferred = dlsym(h, "prd_free_deferred");
+    *(void **)&def_preloaded_free_deferred = dlsym(h, "prd_free_deferred");
   double s = w->wl_fn(&alloc_libc);
   long rss = bench_peak_rss_kb();
   if (json)

@@ -369,6 +369,12 @@ PRD_API void  *prd_valloc(size_t size);
 PRD_API void  *prd_pvalloc(size_t size);
 /* Bytes usable in the block (>= the size asked for); 0 for NULL or a pointer not from here. */
 PRD_API size_t prd_malloc_usable_size(void *ptr);
+/* call_rcu(free) for any block from prd_malloc and its family (or, in a program preloading
+ * libprudence-malloc, from malloc): the block is freed after a grace period, through the
+ * Prudence path of its size class (reused as soon as the grace period has ended); a block
+ * above the largest class goes through prd_call_rcu.  Callable inside read-side sections;
+ * never blocks.  NULL: nothing.  A pointer not from here: reported, not touched. */
+PRD_API void   prd_free_deferred(void *ptr);
 
 /* ------------------------------------------------------------------------------------------
  * Options (src/options.c): PRUDENCE_OPTIONS="name=value,...", PRUDENCE_DEBUG=...

@@ -64,6 +64,13 @@
  *    a non-power-of-two alignment fails with EINVAL; memalign rounds it up, as glibc does.
  *    malloc(0) returns a unique 8-byte block; realloc(p, 0) frees p and returns NULL (glibc).
  *
+ * 4b. Deferred frees (seed 001 §5: "kfree_deferred() needs no cache").  prd_free_deferred(p)
+ *    is call_rcu(free) for any block of this allocator: the page map names p's class cache
+ *    and the block goes down the Prudence path of that cache (prd_cache_free_deferred:
+ *    latent caches and slabs, reused as soon as its grace period has ended).  A big block has
+ *    no cache: a 32-byte node (so that nothing is written into the block while readers may
+ *    still see it) carries it through prd_call_rcu, whose callback frees it.
+ *
  * 5. Start-up and self-hosting.  The first call initializes under malloc_init_lock; a
  *    recursive call from the same thread while that runs (an initialization step that ends
  *    up in malloc under LD_PRELOAD, e.g. backtrace() loading its unwinder for PRUDENCE_DEBUG
@@ -681,6 +688,56 @@ void *prd_pvalloc(size_t size)
     return NULL;
   }
   return malloc_aligned(size == 0 ? page : PRD_P2ROUNDUP(size, page), page);
+}
+
+/* ---- deferred frees (seed 001 §5: kfree_deferred needs no cache) ---------------------------- */
+/* A big block has no cache to park it in: a node from the 32-byte class carries it through
+ * prd_call_rcu, so nothing is written into the block while readers may still see it. */
+struct malloc_defer_node {
+  struct prd_rcu_head mdn_head;   /* first: the callback gets the node back from it */
+  void *mdn_block;
+};
+
+static void malloc_defer_cb(struct prd_rcu_head *h)
+{
+  struct malloc_defer_node *n = (struct malloc_defer_node *)h;
+  void *p = n->mdn_block;
+  prd_free(n);
+  prd_free(p);
+}
+
+void prd_free_deferred(void *ptr)
+{
+  if (ptr == NULL)
+    return;
+  uintptr_t e = malloc_owner("prd_free_deferred", ptr);
+  if (e == 0)
+    return;
+  switch (e & PM_KIND_MASK) {
+  case 0:
+    /* the Prudence path of the block's size class (defer.c) */
+    malloc_depth++;
+    prd_cache_free_deferred((prd_cache_t *)e, ptr);
+    malloc_depth--;
+    if (prd_unlikely(malloc_npending != 0))
+      malloc_pending_flush();
+    return;
+  case PM_BOOT:
+    return;
+  default: {
+    struct malloc_defer_node *n = prd_malloc(sizeof(*n));
+    if (n == NULL) {
+      /* no memory for the node: waiting here could deadlock inside a read-side section, and
+       * freeing now could pull the block from under a reader; the block is kept (leaked) */
+      prd__report("prd_free_deferred(%p): no memory to defer the free of a %zu-byte block: "
+                  "the block is kept", ptr, big_bytes(e));
+      return;
+    }
+    n->mdn_block = ptr;
+    prd_call_rcu(&n->mdn_head, malloc_defer_cb);
+    return;
+  }
+  }
 }
 
 /* ---- internal queries (tests, stats) ------------------------------------------------------ */

@@ -297,6 +297,64 @@ static void test_pagemap(void)
     CHECK(prd__malloc_pm_entry(q) != (uintptr_t)cp);
 }
 
+/* prd_free_deferred: class blocks go down their cache's Prudence path (counted by the cache),
+ * big blocks through call_rcu; after a barrier every one is free again (reused). */
+static void test_free_deferred(void)
+{
+  prd_cache_t *cp = prd__malloc_class_cache(100);
+  prd_cache_stats_t st0 = PRD_CACHE_STATS_INIT, st1 = PRD_CACHE_STATS_INIT;
+  CHECK_EQ(prd_cache_stats(cp, &st0), 0);
+  enum { N = 500 };
+  static char *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = prd_malloc(i % 10 == 0 ? 50000 : 100);
+    CHECK(p[i] != NULL);
+    memset(p[i], 7, 100);
+  }
+  prd_rcu_read_lock();
+  for (int i = 0; i < N; i++)
+    prd_free_deferred(p[i]);   /* inside a read-side section: never blocks */
+  /* the reader still sees every block intact until its section ends */
+  int intact = 1;
+  for (int i = 0; i < N; i++)
+    intact &= p[i][0] == 7 && p[i][99] == 7;
+  prd_rcu_read_unlock();
+  CHECK(intact);
+  CHECK_EQ(prd_cache_stats(cp, &st1), 0);
+  CHECK_EQ(st1.deferred_frees - st0.deferred_frees, N - N / 10);
+  prd_free_deferred(NULL);
+  prd_synchronize_rcu();
+  prd_rcu_barrier();   /* the big blocks' callbacks have run: their entries are gone */
+  for (int i = 0; i < N; i += 10)
+    CHECK_EQ(prd__malloc_pm_entry(p[i]), 0);
+  /* and the class blocks are allocatable again: the cache does not grow for as many */
+  CHECK_EQ(prd_cache_stats(cp, &st0), 0);
+  for (int i = 0; i < N - N / 10; i++)
+    p[i] = prd_malloc(100);
+  CHECK_EQ(prd_cache_stats(cp, &st1), 0);
+  CHECK(st1.slab_creates == st0.slab_creates);
+  for (int i = 0; i < N - N / 10; i++)
+    prd_free(p[i]);
+}
+
+static void deferred_foreign(void *arg)
+{
+  (void)arg;
+  static char not_ours[64];
+  prd_option_set("abort_on_error", "0");
+  prd_free_deferred(not_ours);
+  _exit(0);
+}
+
+static void test_free_deferred_foreign(void)
+{
+  static char out[4096];
+  int st = prd_test_child(deferred_foreign, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "prd_free_deferred(");
+  CHECK_STR_CONTAINS(out, "not allocated by prudence");
+}
+
 /* ---- bad input: reported, not touched (children: Debug aborts after the report) -------- */
 static void bad_foreign(void *arg)
 {
@@ -362,6 +420,8 @@ int main(void)
   RUN(test_realloc);
   RUN(test_aligned);
   RUN(test_pagemap);
+  RUN(test_free_deferred);
+  RUN(test_free_deferred_foreign);
   RUN(test_bad_pointers);
   RUN(test_bad_pointer_aborts);
   return prd_test_done();
