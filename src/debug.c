@@ -56,14 +56,8 @@
 
 static _Atomic uint64_t report_count;
 
-void prd__vwrite(int fd, const char *fmt, va_list ap)
+void prd__write_all(int fd, const char *p, size_t len)
 {
-  char buf[1024];
-  int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-  if (n < 0)
-    return;
-  size_t len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
-  const char *p = buf;
   while (len > 0) {
     ssize_t w = write(fd, p, len);
     if (w <= 0)
@@ -71,6 +65,15 @@ void prd__vwrite(int fd, const char *fmt, va_list ap)
     p += w;
     len -= (size_t)w;
   }
+}
+
+void prd__vwrite(int fd, const char *fmt, va_list ap)
+{
+  char buf[1024];
+  int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+  if (n < 0)
+    return;
+  prd__write_all(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 static void write_fmt(int fd, const char *fmt, ...) PRD_PRINTF(2, 3);
@@ -82,17 +85,21 @@ static void write_fmt(int fd, const char *fmt, ...)
   va_end(ap);
 }
 
-void prd__report(const char *fmt, ...)
+static void report_v(const char *fmt, va_list ap)
 {
   char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  if (n < 0)
+  if (vsnprintf(line, sizeof(line), fmt, ap) < 0)
     line[0] = '\0';
   write_fmt(STDERR_FILENO, "prudence: %s\n", line);
   atomic_fetch_add_explicit(&report_count, 1, memory_order_relaxed);
+}
+
+void prd__report(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  report_v(fmt, ap);
+  va_end(ap);
 }
 
 void prd__report_done(void)
@@ -105,14 +112,10 @@ void prd__report_done(void)
 
 void prd__error(const char *fmt, ...)
 {
-  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  report_v(fmt, ap);
   va_end(ap);
-  if (n < 0)
-    line[0] = '\0';
-  prd__report("%s", line);
   prd__report_done();
 }
 

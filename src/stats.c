@@ -61,15 +61,7 @@ static void sb_add(struct sbuf *sb, const char *fmt, ...)
 
 static void sb_flush(int fd, struct sbuf *sb)
 {
-  const char *p = sb->sb_buf;
-  size_t len = sb->sb_len;
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w <= 0)
-      return;
-    p += w;
-    len -= (size_t)w;
-  }
+  prd__write_all(fd, sb->sb_buf, sb->sb_len);
 }
 
 /* JSON string: the cache name may hold any byte; escape what JSON requires. */
