@@ -15,6 +15,7 @@
 #include "prd_test.h"
 
 static atomic_int gp_started, gp_done;
+static int quiet_checks;   /* exact checks made (the test fails if none could be) */
 static void counting_sync(void)
 {
   atomic_fetch_add(&gp_started, 1);
@@ -103,13 +104,22 @@ static void check_invariants(void)
         max_ended = states[i];
     }
   }
-  int done = atomic_load(&gp_done);
   if (quiet()) {
-    CHECK_EQ(atomic_load(&gp_started), done);
+    /* the exact relation holds while no grace period starts or ends; another thread of the
+     * library (the maintenance thread, a late driver wake-up) may still start one, so the
+     * readings count only when the counters were the same before and after them */
+    int started = atomic_load(&gp_started);
+    int done = atomic_load(&gp_done);
     prd_gp_t s = prd_rcu_get_state();
-    CHECK_EQ(s, 2 * (prd_gp_t)done + 2);
-    CHECK(prd_rcu_poll_state(2 * (prd_gp_t)done));
-    CHECK(!prd_rcu_poll_state(2 * (prd_gp_t)done + 2));
+    bool ended_c = prd_rcu_poll_state(2 * (prd_gp_t)done);
+    bool ended_next = prd_rcu_poll_state(2 * (prd_gp_t)done + 2);
+    if (started == done && atomic_load(&gp_started) == started &&
+        atomic_load(&gp_done) == done) {
+      CHECK_EQ(s, 2 * (prd_gp_t)done + 2);
+      CHECK(ended_c);
+      CHECK(!ended_next);
+      quiet_checks++;
+    }
   }
 }
 
@@ -195,7 +205,8 @@ static void test_model(void)
     prd_rcu_read_unlock();
   prd_rcu_barrier();
   CHECK_EQ(atomic_load(&mcb_early), 0);
-  printf("# %d grace periods, %d callbacks\n", atomic_load(&gp_done), atomic_load(&mcb_ran));
+  CHECK(quiet_checks >= 1);   /* not vacuous: at least one exact check was made */
+  printf("# %d exact checks, %d grace periods, %d callbacks\n", quiet_checks, atomic_load(&gp_done), atomic_load(&mcb_ran));
 }
 
 int main(void)
