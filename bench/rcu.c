@@ -76,38 +76,55 @@ static void cb_count_fn(struct prd_rcu_head *h)
 }
 
 struct cr_arg {
-  struct prd_rcu_head *ca_heads;
+  const struct bench_call_rcu *ca_impl;
+  void *ca_heads;
   long ca_n;
 };
 
 static void *cr_thread(void *p)
 {
   struct cr_arg *a = p;
-  for (long i = 0; i < a->ca_n; i++)
-    prd_call_rcu(&a->ca_heads[i], cb_count_fn);
+  a->ca_impl->cr_queue(a->ca_heads, a->ca_n);
   return NULL;
 }
 
-static double call_rcu_rate(int threads, long per_thread)
+double bench_call_rcu_rate(const struct bench_call_rcu *impl, int threads, long per_thread)
 {
   pthread_t th[threads];
   struct cr_arg args[threads];
   for (int t = 0; t < threads; t++) {
-    args[t].ca_heads = calloc((size_t)per_thread, sizeof(struct prd_rcu_head));
+    args[t].ca_impl = impl;
+    args[t].ca_heads = calloc((size_t)per_thread, impl->cr_head_size);
     args[t].ca_n = per_thread;
   }
-  atomic_store(&cb_count, 0);
+  atomic_store(impl->cr_count, 0);
   uint64_t t0 = bench_now_ns();
   for (int t = 0; t < threads; t++)
     pthread_create(&th[t], NULL, cr_thread, &args[t]);
   for (int t = 0; t < threads; t++)
     pthread_join(th[t], NULL);
-  prd_rcu_barrier();
+  impl->cr_barrier();
   uint64_t t1 = bench_now_ns();
-  long done = atomic_load(&cb_count);
+  long done = atomic_load(impl->cr_count);
   for (int t = 0; t < threads; t++)
     free(args[t].ca_heads);
   return done == threads * per_thread ? (double)done / ((double)(t1 - t0) / 1e9) : -1;
+}
+
+static void prd_queue(void *heads, long n)
+{
+  struct prd_rcu_head *h = heads;
+  for (long i = 0; i < n; i++)
+    prd_call_rcu(&h[i], cb_count_fn);
+}
+
+static const struct bench_call_rcu prd_call_rcu_impl = {
+  sizeof(struct prd_rcu_head), prd_queue, prd_rcu_barrier, &cb_count
+};
+
+static double call_rcu_rate(int threads, long per_thread)
+{
+  return bench_call_rcu_rate(&prd_call_rcu_impl, threads, per_thread);
 }
 
 static void point(bool json, const char *what, const char *impl, const char *unit, double v)

@@ -44,39 +44,20 @@ static void cb_count_fn(struct rcu_head *h)
   atomic_fetch_add_explicit(&cb_count, 1, memory_order_relaxed);
 }
 
-struct cr_arg {
-  struct rcu_head *ca_heads;
-  long ca_n;
-};
-
-static void *cr_thread(void *p)
+static void urcu_queue(void *heads, long n)
 {
-  struct cr_arg *a = p;
+  struct rcu_head *h = heads;
   urcu_memb_register_thread();
-  for (long i = 0; i < a->ca_n; i++)
-    urcu_memb_call_rcu(&a->ca_heads[i], cb_count_fn);
+  for (long i = 0; i < n; i++)
+    urcu_memb_call_rcu(&h[i], cb_count_fn);
   urcu_memb_unregister_thread();
-  return NULL;
 }
+
+static const struct bench_call_rcu urcu_call_rcu_impl = {
+  sizeof(struct rcu_head), urcu_queue, urcu_memb_barrier, &cb_count
+};
 
 double bench_urcu_memb_call_rcu_rate(int threads, long per_thread)
 {
-  pthread_t th[threads];
-  struct cr_arg args[threads];
-  for (int t = 0; t < threads; t++) {
-    args[t].ca_heads = calloc((size_t)per_thread, sizeof(struct rcu_head));
-    args[t].ca_n = per_thread;
-  }
-  atomic_store(&cb_count, 0);
-  uint64_t t0 = bench_now_ns();
-  for (int t = 0; t < threads; t++)
-    pthread_create(&th[t], NULL, cr_thread, &args[t]);
-  for (int t = 0; t < threads; t++)
-    pthread_join(th[t], NULL);
-  urcu_memb_barrier();
-  uint64_t t1 = bench_now_ns();
-  long done = atomic_load(&cb_count);
-  for (int t = 0; t < threads; t++)
-    free(args[t].ca_heads);
-  return done == threads * per_thread ? (double)done / ((double)(t1 - t0) / 1e9) : -1;
+  return bench_call_rcu_rate(&urcu_call_rcu_impl, threads, per_thread);
 }
