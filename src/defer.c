@@ -47,8 +47,8 @@
  * 4. Algorithm 1, line by line.
  *    FREE_DEFERRED (lines 34-51): read the state (one load, rcu.c §4); a latent cache under its
  *      limit takes the object (lines 39-40): into the open generation if the state matches,
- *      else the generations rotate (section 3) and the driver is asked for the new state's
- *      grace period (prd_rcu_request_gp: one load when already asked; §3.4, section 7).  If
+ *      else the generations rotate (section 3) and the driver is asked for the closing
+ *      generation's grace period (lc_request: once per state and record; §3.4).  If
  *      object cache + latent cache would overflow after the grace period (line 41) the
  *      record asks for a pre-flush (line 42, section 6).  A full latent cache flushes the
  *      object cache sized by the latent count (line 45), merges (line 46), retries (47-48),
@@ -67,6 +67,14 @@
  *    FLUSH: when a free finds the object cache full, it keeps (size - latent)/2 objects: the
  *      usual half, less the room the latent objects will need (001 §4.2 "Object cache flush").
  *
+ *    GRACE PERIODS (§3.4, PRUDENCE-NOTES §3): the built-in driver runs grace periods only when
+ *      asked, so deferrals ask, each for exactly the state it needs: a generation when it is
+ *      half full (early enough that its grace period ends about when the object cache runs
+ *      dry) and when it closes; an allocation miss that finds only unsafe latent objects asks
+ *      for the newest one's.  A record asks once per state (lc_requested), so the driver is
+ *      woken at most once per generation.  Asking several grace periods ahead kept the driver
+ *      running back to back: perf showed ~27% of `prd-bench deferred --sizes 64` in the
+ *      membarrier IPIs of those grace periods.
  * 5. Counters (001 §5.4, Figs. 7-11): hits = allocations served by the object cache without a
  *    refill (also after a merge), misses = refills; churns = min(refills, flushes); per
  *    record, written by its owner, summed by prd__defer_stats after taking each record
@@ -74,17 +82,17 @@
  *    cache_lc_dead.  The latent-slab counters live in the cache (slab.c).
  *
  * 6. Pre-flush (lines 41-43, 001 §4.2 "Latent cache pre-flush").  A record whose object cache
- *    and latent cache together exceed lc_size sets lc_want_preflush and wakes the pre-flush
- *    thread (prd-defer, SCHED_IDLE where allowed: our idle time, PRUDENCE-NOTES §4) unless it
- *    is already awake.  The thread walks the caches, tries to take each record that asked
- *    (section 8; a record in use is skipped, its owner is not idle, and looked at again a
- *    millisecond later, never spun on), merges what is safe, then moves the
- *    newest latent objects to their latent slabs until the sum fits.  Rate-adaptive from the
- *    record's allocations and deferrals since its last pre-flush: when allocation is slower
- *    than deferral, the whole excess moves at once; when faster, half of it, and the thread
- *    yields between caches (the object cache empties by itself).  It merges again after
- *    moving, so a grace period that ended meanwhile is used.  Until the magazine layer's
- *    maintenance thread is on main this thread is Prudence's own.
+ *    and latent cache together exceed lc_size sets lc_want_preflush; the first such request
+ *    since the job last ran wakes the maintenance thread (prd__maint_wake, magazine.c §9,
+ *    after the deferral has left its record): the maintenance thread is our idle-time worker
+ *    (PRUDENCE-NOTES §4).  Its job (preflush_job, prd__maint_register) walks the caches, tries
+ *    to take each record that asked (section 8; a record in use is skipped, its owner is not
+ *    idle, and looked at again at the thread's next wake-up, never spun on), merges what is
+ *    safe, then moves the newest latent objects to their latent slabs until the sum fits.
+ *    Rate-adaptive from the record's allocations and deferrals since its last pre-flush: when
+ *    allocation is slower than deferral, the whole excess moves at once; when faster, half of
+ *    it, and the job yields before the next cache (the object cache empties by itself).  It
+ *    merges again after moving, so a grace period that ended meanwhile is used.
  *
  * 7. Threads that stop.  A thread's latent objects are reachable by others (section 8):
  *    the OOM path (section 4), cache destruction and pre-flush.  At thread exit (a pthread
@@ -124,13 +132,11 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
-#include <time.h>
 
 #include "annotate.h"
 #include "internal.h"
 #include "magazine.h"
 
-#define PRD_DEFER_GP_AHEAD 4   /* grace periods asked for past a generation's own (lc_put) */
 #define PRD_LC_SLOTS 64   /* thread-local lookup table: one cache line of pointers x 8; a
                              collision only costs a walk of the thread's list */
 
@@ -143,12 +149,12 @@ bool prd__defer_broken;
 static pthread_once_t defer_once = PTHREAD_ONCE_INIT;
 
 static void defer_thread_exit(void *arg);
-static void defer_atfork_child(void);
+static void preflush_job(void *arg);
 
 static void defer_init_once(void)
 {
   (void)pthread_key_create(&defer_key, defer_thread_exit);
-  (void)pthread_atfork(NULL, NULL, defer_atfork_child);
+  (void)prd__maint_register(preflush_job, NULL);
 }
 
 static inline size_t lc_slot(const prd_cache_t *cp)
@@ -391,6 +397,16 @@ static uint32_t lc_merge(prd_lcache_t *lc)
   return merged;
 }
 
+/* Asks the driver for the grace period of state gp (section 4): once per state and record,
+ * so that a generation costs at most one wake-up of the driver. */
+static inline void lc_request(prd_lcache_t *lc, prd_gp_t gp)
+{
+  if (gp > lc->lc_requested) {
+    lc->lc_requested = gp;
+    prd_rcu_request_gp(gp);
+  }
+}
+
 /* Moves generation g (or its newest k objects) to the latent slabs. */
 static void lc_to_slabs(prd_cache_t *cp, prd_lcache_t *lc, int g, uint32_t k)
 {
@@ -424,6 +440,7 @@ static void lc_put(prd_cache_t *cp, prd_lcache_t *lc, void *buf, prd_gp_t gp)
       }
     }
     if (lc->lc_nlat[1] != 0) {
+      lc_request(lc, lc->lc_gp[1]);   /* the generation closes: its grace period (section 4) */
       void **t = lc->lc_lat[0];
       lc->lc_lat[0] = lc->lc_lat[1];
       lc->lc_lat[1] = t;
@@ -435,26 +452,15 @@ static void lc_put(prd_cache_t *cp, prd_lcache_t *lc, void *buf, prd_gp_t gp)
   if (lc->lc_nlat[1] == 0)
     lc->lc_gp[1] = gp;
   lc->lc_lat[1][lc->lc_nlat[1]++] = buf;
-  /* §3.4: ask for the grace period as latent objects accumulate, once per generation when
-   * it is a quarter full: early enough that it ends about when the object cache runs dry
-   * (PRUDENCE-NOTES §3).  The request reaches PRD_DEFER_GP_AHEAD grace periods past this
-   * generation's, so that while deferrals keep coming the driver keeps running and the next
-   * generations find their grace period already asked for (one load in rcu.c instead of a
-   * wake-up of the driver per grace period: the wake-up cost a third of the pair time). */
-  if (prd_unlikely(lc->lc_nlat[1] == lc->lc_size / 4 + 1) && gp > lc->lc_requested) {
-    lc->lc_requested = gp + 2 * PRD_DEFER_GP_AHEAD;
-    prd_rcu_request_gp(lc->lc_requested);
-  }
+  /* §3.4, section 4: the open generation asks for its own grace period when it is half full
+   * (early enough that it ends about when the object cache runs dry, PRUDENCE-NOTES §3) */
+  if (prd_unlikely(lc->lc_nlat[1] == lc->lc_size / 2 + 1))
+    lc_request(lc, lc->lc_gp[1]);
   lc_latent_publish(lc);
 }
 
-/* ---- the pre-flush thread (section 6) ------------------------------------------------------- */
-static pthread_mutex_t pf_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pf_cond = PTHREAD_COND_INITIALIZER;
-static bool pf_running;             /* pf_lock */
-static _Atomic int pf_pending;      /* a record asked since the thread last looked */
-static _Atomic int pf_retry;        /* a record that asked was busy: look again in a tick */
-#define PRD_PF_RETRY_NS 1000000     /* 1 ms: a busy owner is not idle; do not spin on it */
+/* ---- the pre-flush job of the maintenance thread (section 6) -------------------------------- */
+static _Atomic int pf_pending;      /* a record asked (or was busy) since the job last looked */
 
 static void lc_preflush(prd_cache_t *cp, prd_lcache_t *lc, bool *backoff)
 {
@@ -486,8 +492,8 @@ static void preflush_cache(void *arg, prd_cache_t *cp)
     if (!atomic_load_explicit(&lc->lc_want_preflush, memory_order_relaxed))
       continue;
     if (!lc_steal(lc, false)) {
-      /* its owner is busy with it: not idle time; look again a tick later */
-      atomic_store_explicit(&pf_retry, 1, memory_order_relaxed);
+      /* its owner is busy with it: not idle time; look again at the next wake-up */
+      atomic_store_explicit(&pf_pending, 1, memory_order_relaxed);
       continue;
     }
     lc_preflush(cp, lc, &backoff);
@@ -495,74 +501,26 @@ static void preflush_cache(void *arg, prd_cache_t *cp)
   }
   pthread_mutex_unlock(&cp->cache_defer_lock);
   if (backoff)
-    sched_yield();
+    sched_yield();   /* allocation is faster than deferral: the application goes first */
 }
 
-static void *preflush_main(void *arg)
+/* The job (prd__maint_register): runs on the maintenance thread at each of its wake-ups (or
+ * inline from a slow path with maint_thread=0), no lock held. */
+static void preflush_job(void *arg)
 {
   (void)arg;
-#ifdef SCHED_IDLE
-  struct sched_param sp = { .sched_priority = 0 };
-  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-#endif
-  for (;;) {
-    pthread_mutex_lock(&pf_lock);
-    if (atomic_exchange_explicit(&pf_retry, 0, memory_order_relaxed)) {
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += PRD_PF_RETRY_NS;
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_nsec -= 1000000000;
-        ts.tv_sec++;
-      }
-      while (!atomic_load_explicit(&pf_pending, memory_order_acquire) &&
-             pthread_cond_timedwait(&pf_cond, &pf_lock, &ts) == 0)
-        ;
-    } else {
-      while (!atomic_load_explicit(&pf_pending, memory_order_acquire))
-        pthread_cond_wait(&pf_cond, &pf_lock);
-    }
-    atomic_store_explicit(&pf_pending, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&pf_lock);
+  if (atomic_exchange_explicit(&pf_pending, 0, memory_order_acq_rel))
     prd__cache_foreach(preflush_cache, NULL);
-  }
-  return NULL;
 }
 
-/* Line 42, SCHEDULE_IDLE_PREFLUSH: one relaxed load when already asked. */
-static void preflush_schedule(prd_lcache_t *lc)
+/* Line 42, SCHEDULE_IDLE_PREFLUSH: one relaxed load when already asked.  Returns whether the
+ * maintenance thread should be woken (the caller does it after leaving the record). */
+static bool preflush_schedule(prd_lcache_t *lc)
 {
   if (atomic_load_explicit(&lc->lc_want_preflush, memory_order_relaxed))
-    return;
+    return false;
   atomic_store_explicit(&lc->lc_want_preflush, 1, memory_order_relaxed);
-  if (atomic_exchange_explicit(&pf_pending, 1, memory_order_acq_rel))
-    return;
-  pthread_mutex_lock(&pf_lock);
-  if (!pf_running) {
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, preflush_main, NULL) == 0) {
-      pf_running = true;
-#ifdef __linux__
-      (void)pthread_setname_np(t, "prd-defer");
-#endif
-    }
-    pthread_attr_destroy(&a);
-  }
-  pthread_cond_signal(&pf_cond);
-  pthread_mutex_unlock(&pf_lock);
-}
-
-static void defer_atfork_child(void)
-{
-  /* the pre-flush thread does not exist in the child; it starts again when asked */
-  pthread_mutex_init(&pf_lock, NULL);
-  pthread_cond_init(&pf_cond, NULL);
-  pf_running = false;
-  atomic_store(&pf_pending, 0);
-  atomic_store(&pf_retry, 0);
+  return !atomic_exchange_explicit(&pf_pending, 1, memory_order_acq_rel);
 }
 
 /* ---- the call_rcu path (PRD_CACHE_OBLIVIOUS, debugging caches) ------------------------------ */
@@ -619,9 +577,12 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
   lc->lc_rate_defer++;
   if (prd_likely(lc_nlat(lc) < lc->lc_size)) {                /* line 39: fast path */
     lc_put(cp, lc, buf, gp);                                  /* line 40 */
+    bool wake = false;
     if (lc->lc_nobj + lc_nlat(lc) > lc->lc_size)              /* line 41 */
-      preflush_schedule(lc);                                  /* line 42 */
+      wake = preflush_schedule(lc);                           /* line 42 */
     lc_leave(lc, locked);
+    if (prd_unlikely(wake))
+      prd__maint_wake();
     return;
   }
   lc_flush(cp, lc);                                           /* line 45 */
@@ -672,7 +633,7 @@ static PRD_NOINLINE void *lc_alloc_miss(prd_cache_t *cp, prd_lcache_t *lc, int f
   }
   uint32_t nlat = lc_nlat(lc);
   if (nlat != 0)   /* the objects that would have served this miss: their grace period */
-    prd_rcu_request_gp(lc->lc_gp[lc->lc_nlat[0] != 0 ? 0 : 1]);
+    lc_request(lc, lc->lc_gp[lc->lc_nlat[1] != 0 ? 1 : 0]);
   uint32_t want = lc->lc_size > nlat ? lc->lc_size - nlat : 1;   /* line 14 */
   if (want < lc->lc_size)
     lc->lc_cnt[PRD_LC_PARTIAL]++;

@@ -139,6 +139,10 @@ typedef void prd__maint_fn(void *arg);
 void  prd__fork_add_outer_lock(pthread_mutex_t *m);
 int   prd__maint_register(prd__maint_fn *fn, void *arg);
 void  prd__maint_tick(void);
+/* Wakes the maintenance thread now to run the registered jobs (the magazine work still waits
+ * for its interval); no lock may be held that a job takes.  Inline mode: nothing (the jobs run
+ * at the next interval). */
+void  prd__maint_wake(void);
 
 /* ---- debug.c: debugging of caches (Bonwick 1994 §6), out of the fast paths ------------- */
 void  prd__debug_cache_init(prd_cache_t *cp);

@@ -116,7 +116,9 @@
  *    and every maint_interval ms does the magazine work (prd__maint_tick does both): for
  *    every cache with magazines the working-set update (section 7), the resize check
  *    (section 8) and the reap, then the idle-thread reap (section 6), then the work other
- *    files register with prd__maint_register (stats.c's periodic snapshot is the first).  With maint_thread=0 the slow paths run the
+ *    files register with prd__maint_register (stats.c's periodic snapshot is the first, Prudence's
+ *    pre-flush the second); prd__maint_wake (maint_kick, set and signalled under maint_lock)
+ *    runs the jobs at once.  With maint_thread=0 the slow paths run the
  *    tick themselves once an interval has passed (with a try-lock: never waiting on a slow
  *    path); tests call prd__maint_tick directly to drive intervals without sleeping.  In a
  *    forked child of a TSan build the inline mode is used (TSan forbids new threads there).
@@ -204,6 +206,7 @@ static pthread_cond_t maint_cv;
 static struct { prd__maint_fn *mw_fn; void *mw_arg; } maint_work[MAINT_SLOTS];
 static int maint_nwork;
 static _Atomic bool maint_started;
+static _Atomic int maint_kick;             /* prd__maint_wake: run the jobs now */
 static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
 static bool maint_inline_child;            /* TSan: a forked child must not start threads */
 
@@ -722,8 +725,11 @@ static void *maint_main(void *arg)
       ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&maint_lock);
-    while (pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
-      ;   /* nobody signals it: only the timeout ends the wait */
+    /* only prd__maint_wake signals it (with maint_kick set under maint_lock) */
+    while (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
+           pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
+      ;
+    atomic_store_explicit(&maint_kick, 0, memory_order_relaxed);
     pthread_mutex_unlock(&maint_lock);
     if (!prd__opt(maint_thread))
       continue;
@@ -764,6 +770,19 @@ static void maint_poke(void)
     maint_tick(true);
     maint_jobs();
   }
+}
+
+void prd__maint_wake(void)
+{
+  pthread_once(&mag_once, mag_init_once);
+  maint_poke();   /* starts the thread (inline mode: runs the work if an interval passed) */
+  if (!prd__opt(maint_thread) || maint_inline_child ||
+      !atomic_load_explicit(&maint_started, memory_order_relaxed))
+    return;
+  pthread_mutex_lock(&maint_lock);
+  atomic_store_explicit(&maint_kick, 1, memory_order_relaxed);
+  pthread_cond_signal(&maint_cv);
+  pthread_mutex_unlock(&maint_lock);
 }
 
 /* ---- the slow paths (tiers 2-4, section 3) ------------------------------------------------ */

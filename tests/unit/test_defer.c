@@ -312,7 +312,7 @@ static void test_preflush(void)
   prd_gp_t s = prd_rcu_get_state();
   for (int i = 100; i < 200; i++)  /* object cache + latent cache > size: line 41 */
     prd_cache_free_deferred(cp, b[i]);
-  /* the pre-flush thread runs at idle priority: wait for it (no time limit but ctest's) */
+  /* the pre-flush job runs on the maintenance thread: wait for it (no time limit but ctest's) */
   prd_cache_stats_t st = stats_of(cp);
   while (st.preflush_moves == 0 && !prd_rcu_poll_state(s)) {
     sched_yield();
