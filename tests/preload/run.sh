@@ -62,6 +62,30 @@ print(f(ctypes.c_void_p(l.malloc(17))))')
   cxx)
     PRD_EXPECT_PRELOAD=1 pre "$bin/preload_cxx_threads"
     ;;
+  example)
+    # examples/preload.c: the same answers under glibc and under Prudence; only the
+    # preloaded run writes statistics, and they list its blocks in the malloc-N caches
+    PRUDENCE_STATS_FILE="$tmp/plain.json" "$bin/preload" > "$tmp/plain"
+    [ ! -e "$tmp/plain.json" ]
+    PRUDENCE_STATS_FILE="$tmp/snap.json" PRUDENCE_STATS=1 pre "$bin/preload" \
+      > "$tmp/pre" 2> "$tmp/table"
+    cat "$tmp/pre"
+    [ "$(grep -v usable_size "$tmp/plain")" = "$(grep -v usable_size "$tmp/pre")" ]
+    /usr/bin/python3 "$bin/prdstat" "$tmp/snap.json" --no-arenas \
+      --columns name,buf_size,mag_allocs --sort buf_size --asc > "$tmp/stat"
+    cat "$tmp/stat"
+    # usable size of 100 bytes = the smallest malloc-N class of at least 100 bytes
+    usable=$(sed -n 's/.*malloc(100)) = //p' "$tmp/pre")
+    class=$(awk '$1 ~ /^malloc-/ && $2 >= 100 { print $2; exit }' "$tmp/stat")
+    echo "usable size $usable, class $class"
+    [ -n "$class" ] && [ "$usable" = "$class" ]
+    # at least the 4 x 5000 list nodes went through the class caches' fronts
+    total=$(awk '$1 ~ /^malloc-/ { s += $3 } END { print s + 0 }' "$tmp/stat")
+    echo "malloc-N allocations: $total"
+    [ "$total" -ge 20000 ]
+    # PRUDENCE_STATS=1: the table at exit, on stderr, with that class's row
+    grep -q "^malloc-$class " "$tmp/table"
+    ;;
   *)
     echo "unknown case $what" >&2
     exit 2

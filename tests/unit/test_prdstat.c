@@ -2,7 +2,8 @@
  * prdstat's table of the file it leaves is compared with the expected rows; sorting, column
  * selection, --json pass-through, rates from a series, --watch refreshing as new snapshots
  * replace the file (bounded by --iterations, synchronized through its output, no sleeps),
- * --plot's PNG, and the errors for a bad column or a file that is not a snapshot. */
+ * --plot's PNG (both y axes from 0), and the errors for a bad column or a file that is not a
+ * snapshot. */
 // prd-test-labels: no-preload
 // (no-preload: under LD_PRELOAD of libprudence-malloc the preloaded copy of the library writes
 //  its own snapshot, with its malloc caches, to the same PRUDENCE_STATS_FILE)
@@ -161,8 +162,19 @@ static void test_series_rates_and_plot(void)
     CHECK_EQ(run("%s %s --plot %s --cache ps_series", prdstat, series, png), 0);
     CHECK_STR_CONTAINS(out, "5 snapshots");
     CHECK_STR_CONTAINS(out, "latent: latent_cache_objs, latent_slab_objs");
+    /* both y axes from 0: the memory held (0.25 to 0.75 MiB here) would otherwise be drawn
+     * on an axis starting near its smallest value */
+    double mlo = -1, mhi = -1, llo = -1, lhi = -1;
+    const char *axes = strstr(out, "y axes: ");
+    CHECK(axes != NULL && sscanf(axes, "y axes: MiB from %lf to %lf, latent from %lf to %lf",
+                                 &mlo, &mhi, &llo, &lhi) == 4);
+    CHECK(mlo == 0 && mhi > 0.7 && llo == 0 && lhi > 0);
     CHECK_EQ(run("%s %s --plot %s --cache ps_deferred", prdstat, series, png), 0);
     CHECK_STR_CONTAINS(out, "cache ps_deferred, 5 snapshots; latent:");
+    axes = strstr(out, "y axes: ");
+    CHECK(axes != NULL && sscanf(axes, "y axes: MiB from %lf to %lf, latent from %lf to %lf",
+                                 &mlo, &mhi, &llo, &lhi) == 4);
+    CHECK(mlo == 0 && mhi > 0 && llo == 0 && lhi > 0);
     f = fopen(png, "rb");
     unsigned char magic[8] = { 0 };
     CHECK(f != NULL && fread(magic, 1, 8, f) == 8);
