@@ -48,14 +48,6 @@ void prd__write_all(int fd, const char *p, size_t len);
 #define PRD_ASSERT(e) ((e) ? (void)0 : prd__assert_fail(#e, __FILE__, __LINE__))
 #else
 #define PRD_ASSERT(e) ((void)0)
-/* ---- malloc.c: the malloc family, size classes, the page map ------------------------- */
-/* The class cache that serves `size` (NULL above the largest class). */
-prd_cache_t *prd__malloc_class_cache(size_t size);
-/* The size of class i (0 past the last): tests walk the table with it. */
-size_t prd__malloc_class_size(unsigned i);
-/* The page-map entry of p's granule (0: not ours). */
-uintptr_t prd__malloc_pm_entry(const void *p);
-
 #endif
 
 /* ---- options.c ----------------------------------------------------------------------- */
@@ -111,6 +103,14 @@ void  prd__slab_fork_prepare(void);
 void  prd__slab_fork_release(void);
 /* Sets the slab hook of a cache that has no slab yet (malloc.c's page map). */
 void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
+/* Whether prd_cache_alloc/free of cp must take the slab layer's out-of-line front end
+ * (buffer debugging, or Prudence's object cache) instead of the magazine hit path; malloc.c
+ * tests it before its own inline hit path. */
+static inline bool prd__cache_slow_front(const prd_cache_t *cp)
+{
+  return (cp->cache_flags & PRD_CF_DEBUG) ||
+         (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT);
+}
 
 /* Fork (magazine.c's atfork): the reap and list locks, later every cache lock; release all. */
 void  prd__slab_fork_prepare(void);
@@ -122,6 +122,8 @@ void  prd__slab_fork_release(void);
 void  prd__mag_cache_init(prd_cache_t *cp);
 /* Before cp is torn down: every thread's and the depot's magazines back to the slabs. */
 void  prd__mag_cache_fini(prd_cache_t *cp);
+/* Magazines of cp hold at least `rounds` rounds (the next row of the table) from now on. */
+void  prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds);
 /* Destroys the depot's magazines outside its working set (all: every one). */
 void  prd__mag_depot_reap(prd_cache_t *cp, bool all);
 /* Takes back the magazines of every other thread not inside an operation (the handshake). */
@@ -210,6 +212,16 @@ size_t prd__os_page_size(void);
 void  *prd__os_map(size_t size);
 /* As prd__os_map, aligned to `align` (a power of two >= the page size). */
 void  *prd__os_map_aligned(size_t size, size_t align);
+/* Resizes the mapping [addr, addr + old_size) to new_size (page multiples), in place or, when
+ * may_move, wherever the kernel finds room (mremap): its address, or NULL + ENOMEM (the old
+ * mapping unchanged).  A shrink is always in place. */
+void  *prd__os_remap(void *addr, size_t old_size, size_t new_size, bool may_move);
+/* Moves the mapping [from, from + old_size) onto `to`, a mapping of new_size bytes the caller
+ * made with prd__os_map, growing it to new_size (mremap MREMAP_FIXED): 0, or -1 + ENOMEM with
+ * the old mapping unchanged; the placeholder at `to` may then be gone or still there (the
+ * kernel unmaps it before it moves), so the caller leaves its range alone (address space
+ * only: it was never touched). */
+int    prd__os_move(void *from, size_t old_size, void *to, size_t new_size);
 /* Reserve address space only (PROT_NONE); prd__os_commit makes part of it usable. */
 void  *prd__os_reserve(size_t size, size_t align);
 int    prd__os_commit(void *addr, size_t size);
@@ -278,5 +290,7 @@ prd_cache_t *prd__malloc_class_cache(size_t size);
 size_t prd__malloc_class_size(unsigned i);
 /* The page-map entry of p's granule (0: not ours). */
 uintptr_t prd__malloc_pm_entry(const void *p);
+/* The class cache named by p's page-map entry (NULL: not a class slab's granule). */
+prd_cache_t *prd__malloc_pm_cache(const void *p);
 
 #endif

@@ -65,6 +65,11 @@
  *    lock, no atomic read-modify-write, no fence on the path taken: the `lock orq` in the
  *    listing is the seq_cst fence of the fallback (section 6), reached only without
  *    membarrier.  The miss is a tail jump to prd__mag_alloc_miss / prd__mag_free_miss.
+ *    The free hit also compares the buffer with the loaded magazine's top round (a load from
+ *    the line the push writes, a compare and a branch): equal is a double free, reported by
+ *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the tier-1
+ *    halves (prd__mag_alloc_hit / prd__mag_free_hit) itself, so that only a miss pays its
+ *    re-entry bookkeeping.
  *
  * 6. The handshake: taking magazines from a thread that is not running this layer.  Memory
  *    parked in a thread that stopped allocating must come back (prd_reap, cache destroy, the
@@ -109,7 +114,8 @@
  *    (kmem's 3), and the chunk is below the row's maxbuf, the cache moves to the next row:
  *    new magazines are larger, so depot visits become rarer (sizes only grow).  A magazine
  *    carries its size, so old ones stay in use; empty old ones are freed when they reach the
- *    depot.
+ *    depot.  A layer above may start a cache further down the table (prd__mag_set_min_rounds:
+ *    malloc.c's size classes, whose working sets are larger than libumem's rows assume).
  *
  * 9. Maintenance.  One thread (option maint_thread; started at the first miss, and again
  *    lazily in a forked child) wakes every second (MAINT_WAKE_MS) to run the registered jobs,
@@ -874,6 +880,14 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
   return prd__slab_alloc(cp, flags);
 }
 
+/* The hit path found buf on top of the loaded magazine (magazine.h): it was freed already.
+ * Nothing is changed: the magazine keeps one copy of it. */
+void prd__mag_double_free(prd_cache_t *cp, void *buf)
+{
+  prd__error("cache %s: double free of buffer %p (it is already free: the last buffer freed "
+             "to this thread's magazine; not freed again)", cp->cache_name, buf);
+}
+
 PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 {
   uint32_t id = cp->cache_magid;
@@ -891,6 +905,12 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     /* tier 1: room in the loaded magazine (we came here for a steal request) */
     if (r < cc->cc_magsize) {
+      if (prd_unlikely(r > 0 && cc->cc_loaded->mag_round[r - 1] == buf)) {
+        /* the hit path's double-free check, for frees that come here under the tools */
+        pthread_mutex_unlock(&tc->tc_lock);
+        prd__mag_double_free(cp, buf);
+        return;
+      }
       if (prd_unlikely(prd__mag_annot))
         prd__annot_object_in(cp, buf);
       cc->cc_loaded->mag_round[r] = buf;
@@ -952,6 +972,29 @@ void prd__mag_cache_init(prd_cache_t *cp)
     mt++;
   dp->dp_magtype = mt;
   cp->cache_magid = mag_id_get(cp);   /* 0 (no magazines) if the id table cannot grow */
+}
+
+/* A layer above asks for magazines of at least `rounds` rounds from the start (malloc.c's
+ * size classes: libumem's starting rows were sized for kernel-era memory, and a general
+ * malloc's working set per class is larger; section 8).  Sizes only grow, as in
+ * depot_update; empty magazines of the old size are given back. */
+void prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds)
+{
+  if (cp->cache_magid == 0)
+    return;
+  prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *old = NULL;
+  pthread_mutex_lock(&dp->dp_lock);
+  const prd_magtype_t *mt = dp->dp_magtype;
+  while (mt->mt_magsize < rounds && mt + 1 < mag_types + MAG_NTYPES)
+    mt++;
+  if (mt != dp->dp_magtype) {
+    dp->dp_magtype = mt;
+    maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, &old, NULL);
+    dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
+  }
+  pthread_mutex_unlock(&dp->dp_lock);
+  mag_destroy_chain(cp, old, false);
 }
 
 /* Before the slab layer tears cp down: every thread's magazines of cp and the depot's go back

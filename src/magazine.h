@@ -74,8 +74,10 @@ static inline void prd__mag_busy_exit(prd_cpu_cache_t *cc)
   atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
                         memory_order_relaxed)
 
-/* Tier 1 of allocation: pop from the loaded magazine. */
-static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
+/* Tier 1 of allocation: pop from the loaded magazine; NULL when the magazine layer must take
+ * the miss (the caller calls prd__mag_alloc_miss, or, in malloc.c, marks itself re-entrant
+ * first: src/malloc.c section 5). */
+static inline void *prd__mag_alloc_hit(prd_cache_t *cp)
 {
   prd_tcache_t *tc = prd__mag_here();
   uint32_t id = cp->cache_magid;
@@ -94,11 +96,25 @@ static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
     }
     prd__mag_busy_exit(cc);
   }
+  return NULL;
+}
+
+static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
+{
+  void *buf = prd__mag_alloc_hit(cp);
+  if (prd_likely(buf != NULL))
+    return buf;
   return prd__mag_alloc_miss(cp, flags);
 }
 
-/* Tier 1 of free: push onto the loaded magazine. */
-static inline void prd__mag_free(prd_cache_t *cp, void *buf)
+/* A free of the round on top of the loaded magazine: the buffer is free already (the common
+ * free(p); free(p)).  Reported, not pushed (magazine.c). */
+PRD_NOINLINE PRD_COLD void prd__mag_double_free(prd_cache_t *cp, void *buf);
+
+/* Tier 1 of free: push onto the loaded magazine.  1: pushed; 0: the caller takes the miss
+ * (prd__mag_free_miss); -1: buf is the loaded magazine's top round, a double free, not
+ * pushed (one load and compare on the hit path, in the cache line the push writes). */
+static inline int prd__mag_free_hit(prd_cache_t *cp, void *buf)
 {
   prd_tcache_t *tc = prd__mag_here();
   uint32_t id = cp->cache_magid;
@@ -109,15 +125,31 @@ static inline void prd__mag_free(prd_cache_t *cp, void *buf)
     /* under ASan or valgrind (prd__mag_annot) every free takes the slow path, which
      * annotates the object before it enters the magazine */
     if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize && !prd__mag_annot)) {
-      cc->cc_loaded->mag_round[r] = buf;
+      prd_mag_t *mp = cc->cc_loaded;
+      if (prd_unlikely(r > 0 && mp->mag_round[r - 1] == buf)) {
+        prd__mag_busy_exit(cc);
+        return -1;
+      }
+      mp->mag_round[r] = buf;
       atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
       PRD__MAG_COUNT(cc->cc_free_hits);
       prd__mag_busy_exit(cc);
-      return;
+      return 1;
     }
     prd__mag_busy_exit(cc);
   }
-  prd__mag_free_miss(cp, buf);
+  return 0;
+}
+
+static inline void prd__mag_free(prd_cache_t *cp, void *buf)
+{
+  int r = prd__mag_free_hit(cp, buf);
+  if (prd_likely(r > 0))
+    return;
+  if (r < 0)
+    prd__mag_double_free(cp, buf);
+  else
+    prd__mag_free_miss(cp, buf);
 }
 
 #endif

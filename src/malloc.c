@@ -16,7 +16,10 @@
  *    realloc stays in place while the class does not change (a big block: while it shrinks
  *    by less than half); a big block that grows gets half as much again as it had, so that a
  *    buffer grown step by step is copied O(log n) times, not once per page (pages never
- *    written cost no memory).
+ *    written cost no memory).  A huge block that stays huge is never copied: os.c resizes
+ *    its mapping with mremap, in place when the address space above it is free, else moved
+ *    onto a placeholder mapping made first (so its page-map leaf exists before anything
+ *    moves); the kernel moves page-table entries, and pages never touched stay untouched.
  *
  * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
  *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
@@ -28,6 +31,14 @@
  *    to a page), so that memalign of a small alignment is served from a class: the request
  *    is rounded to the power-of-two class that is at least the alignment.  Size -> class is
  *    one table lookup: index (size + 7) >> 3 up to 1 KiB, (size + 127) >> 7 above.
+ *    Magazines: each class cache asks the CPU layer for magazines of MALLOC_MAG_BYTES
+ *    (16 KiB) / class size rounds from the start (the next row of libumem's table: 143 rounds
+ *    up to 112 B, 95 at 128 B, 63 at 256 B, 15 at 1 KiB, 1 at 16 KiB).  libumem's starting
+ *    rows (15 rounds below 64 B, 3 from 256 B) suit kernel objects; a program's malloc working
+ *    set per class is larger, and with them the random workload of prd-bench malloc spent a
+ *    fifth of its time in the depot's locks.  16 KiB per magazine bounds what a thread parks:
+ *    two magazines per class, 37 classes, at most about 1.2 MiB per thread, most classes far
+ *    less; 4 KiB left the depot visits, 32 KiB gained nothing measurable.
  *
  * 3. The page map (seed 003 §3.3.4, Figure 6: "a two-level scheme using a sparse array").
  *    free(ptr) has no size, so the allocator must find what owns ptr from the address alone,
@@ -38,10 +49,16 @@
  *    granule of their 1 GiB first becomes ours, never freed; the kernel backs only the
  *    pages of a leaf that are written, 8 bytes per 4 KiB granule).  Lookup is two dependent
  *    loads, no lock.  Entries exist only for granules the allocator owns:
- *      - every granule of a slab of a class cache holds the cache pointer (low 4 bits 0:
- *        caches are 64-byte aligned); the slab layer tells us through the cache's slab hook
- *        when a slab is created (before its buffers are handed out) and destroyed (before
- *        its memory goes back to the arena), so malloc keeps no slab bookkeeping of its own;
+ *      - every granule of a slab of a class cache holds PM_CLASS, the class index (bits 8..15)
+ *        and the signed offset of the slab's first buffer from the granule (bits 32..63);
+ *        the slab layer tells us through the cache's slab hook when a slab is created (before
+ *        its buffers are handed out, with the slab's color) and destroyed (before its memory
+ *        goes back to the arena), so malloc keeps no slab bookkeeping of its own.  free checks
+ *        that a pointer starts a buffer from the entry and the class table alone: offset from
+ *        the first buffer below chunks * chunk and a multiple of the chunk (one
+ *        multiplication, class_start_ok), without reading the slab's prd_slab_t, which the
+ *        first version did: on a free of another thread's block that load was a cache miss,
+ *        half of prd_free's samples in the larson workload;
  *      - the first granule of a large or huge block holds (pages << 4) | kind, kind one of
  *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c).
  *    Memory ordering.  A leaf is published with a release compare-and-swap into the root,
@@ -56,9 +73,17 @@
  * 4. Bad input (docs/api.md).  A pointer with no entry, or not at the start of a buffer of
  *    its class (checked against the slab's geometry), is reported with prd__error naming the
  *    function and the pointer and is not touched (Debug builds abort after the report unless
- *    abort_on_error=0).  A double free of a big block is seen as a missing entry; of a class
- *    buffer, by the slab layer's state (large-layout classes and every class with buffer
- *    debugging, PRUDENCE_DEBUG=verify or more).  Sizes that overflow (calloc, reallocarray,
+ *    abort_on_error=0).  A double free of a big block is seen as a missing entry.  A double
+ *    free of a class buffer, without PRUDENCE_DEBUG: (a) at once when the buffer is the top
+ *    round of the thread's loaded magazine (free(p); free(p): magazine.h compares the round
+ *    it would push onto, one load in the line the push writes); (b) when the second copy
+ *    reaches the slab layer and finds the first there: the large layout's bufctl flag, the
+ *    small layout's freelist (slab.c small_on_freelist).  Both report "cache malloc-N: double
+ *    free of buffer P" and drop the second copy, so nothing else changes.  Not seen: a
+ *    double free whose first copy is still in a magazine, not on top, when the second
+ *    arrives (the block is then handed out twice); PRUDENCE_DEBUG=verify (or more) catches
+ *    every one, at every free.  Classes that have seen prd_free_deferred use Prudence's
+ *    object cache (defer.c) until it joins the magazines, so only (b) applies to them.  Sizes that overflow (calloc, reallocarray,
  *    pvalloc, anything above PTRDIFF_MAX) fail with ENOMEM; posix_memalign with an alignment
  *    that is not a power of two multiple of sizeof(void *) returns EINVAL; aligned_alloc with
  *    a non-power-of-two alignment fails with EINVAL; memalign rounds it up, as glibc does.
@@ -80,9 +105,10 @@
  *    are parsed in place, metadata comes from caches, vmem and os.c.  But a layer below may
  *    call a C library function that allocates (pthread_create allocates the new thread's
  *    DTV with calloc): under LD_PRELOAD that call comes back here while the thread is inside
- *    a cache, perhaps holding a lock.  A per-thread depth counter (initial-exec TLS: two
- *    increments on the fast path) sends such re-entrant allocations to the boot area and
- *    holds re-entrant frees in a 16-entry per-thread list, freed when the outer call returns.
+ *    a cache, perhaps holding a lock.  A per-thread depth counter (initial-exec TLS: tested
+ *    on the hit path, moved only around misses, section 8) sends such re-entrant
+ *    allocations to the boot area and holds re-entrant frees in a 16-entry per-thread list,
+ *    freed when the outer call returns.
  *
  * 6. Fork.  The CPU layer's pthread_atfork handlers (magazine.c section 11) take every lock
  *    of the process before fork and release them after, in the parent and the child, so the
@@ -92,6 +118,13 @@
  *
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
  *    The page map has no lock.
+ *
+ * 8. The hit paths.  prd_malloc and prd_free run the CPU layer's tier 1 inline
+ *    (magazine.h prd__mag_alloc_hit / prd__mag_free_hit) when the class cache takes the
+ *    ordinary front end (prd__cache_slow_front: no debugging, no Prudence object cache), the
+ *    thread is not re-entering (malloc_depth 0) and no slab lacks its page-map entries.  A hit
+ *    calls nothing, so it needs no re-entry mark; the depth counter moves only on the misses
+ *    (malloc_class_alloc / malloc_class_free, out of line), which enter the layers below.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -99,6 +132,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "magazine.h"
 
 /* ---- size classes (section 2) ------------------------------------------------------------ */
 #define MC_NCLASSES    37
@@ -107,9 +141,12 @@
 #define MC_TAB1        (MC_SMALL_MAX / 8 + 1)
 #define MC_TAB2        (MC_MAX / 128 + 1)
 #define MC_ALIGN       16u        /* _Alignof(max_align_t) on x86-64 and aarch64 */
+#define MALLOC_MAG_BYTES 16384u   /* bytes of objects per magazine (section 2) */
 
 typedef struct prd_mclass {
   prd_cache_t *mc_cache;
+  uint64_t mc_magic;      /* UINT64_MAX / chunk + 1: divisibility by the chunk (section 3) */
+  uint32_t mc_limit;      /* chunks per slab * chunk: offsets of buffers are below it */
   uint32_t mc_size;       /* the class size: what malloc_usable_size reports */
   uint32_t mc_align;      /* the alignment every buffer of the class has */
 } prd_mclass_t;
@@ -125,7 +162,9 @@ static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < si
 #define PM_LEAF_N        ((size_t)1 << PM_LEAF_BITS)
 #define PM_ROOT_N        ((size_t)1 << PM_ROOT_BITS)
 #define PM_KIND_MASK     0xfu
-enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4 };
+enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4, PM_CLASS = 5 };
+#define PM_CLASS_SHIFT 8          /* a class entry: the class index in bits 8..15 */
+#define PM_FIRST_SHIFT 32         /* and the first buffer's offset from the granule above */
 
 typedef _Atomic uintptr_t pm_entry_t;
 static pm_entry_t *_Atomic pm_root[PM_ROOT_N];
@@ -193,10 +232,49 @@ static bool pm_set_range(uintptr_t base, size_t size, uintptr_t v)
   return ok;
 }
 
-/* The slab hook of every class cache (slab.c calls it; section 3). */
-static void malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, bool created)
+/* The entry of a granule g of a slab of class c whose first buffer is at `first`. */
+static inline uintptr_t pm_class_entry(uint32_t c, uintptr_t g, uintptr_t first)
 {
-  if (!pm_set_range((uintptr_t)base, size, created ? (uintptr_t)cp : 0)) {
+  uint32_t rel = (uint32_t)(int32_t)(intptr_t)(first - g);
+  return ((uintptr_t)rel << PM_FIRST_SHIFT) | ((uintptr_t)c << PM_CLASS_SHIFT) | PM_CLASS;
+}
+
+/* The class index of a class entry, and the address of the first buffer of its slab for an
+ * address a in its granule (the offset is signed: granules after the first lie above it). */
+static inline uint32_t pm_class_of(uintptr_t e)
+{
+  return (uint32_t)(e >> PM_CLASS_SHIFT) & 0xffu;
+}
+
+static inline uintptr_t pm_first_of(uintptr_t e, uintptr_t a)
+{
+  intptr_t rel = (int32_t)(uint32_t)(e >> PM_FIRST_SHIFT);
+  return (a & ~(((uintptr_t)1 << PM_GRANULE_SHIFT) - 1)) + (uintptr_t)rel;
+}
+
+/* The slab hook of every class cache (slab.c calls it; section 3): each granule of the slab
+ * gets the class and where the slab's first buffer is, so that free checks a pointer against
+ * the slab's geometry without reading the slab (its prd_slab_t is a cache miss on another
+ * thread's free). */
+static void malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, size_t first,
+                             bool created)
+{
+  uint32_t c = 0;
+  while (c < MC_NCLASSES && malloc_class[c].mc_cache != cp)
+    c++;
+  PRD_ASSERT(c < MC_NCLASSES);
+  bool ok = true;
+  uintptr_t b = (uintptr_t)base;
+  for (uintptr_t g = b; g < b + size; g += (uintptr_t)1 << PM_GRANULE_SHIFT) {
+    pm_entry_t *slot = pm_slot_make(g);
+    if (slot == NULL) {
+      ok = false;
+      continue;
+    }
+    atomic_store_explicit(slot, created ? pm_class_entry(c, g, b + first) : 0,
+                          memory_order_release);
+  }
+  if (!ok) {
     /* allocations check this counter and refuse buffers without an entry (malloc_class_alloc) */
     atomic_fetch_add_explicit(&pm_leaf_failures, 1, memory_order_relaxed);
   }
@@ -299,8 +377,11 @@ static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
       state = -1;
       break;
     }
-    prd__cache_set_slab_hook(cp, malloc_slab_hook);
     malloc_class[i].mc_cache = cp;
+    malloc_class[i].mc_magic = UINT64_MAX / cp->cache_chunksize + 1;
+    malloc_class[i].mc_limit = (uint32_t)(cp->cache_chunks * cp->cache_chunksize);
+    prd__cache_set_slab_hook(cp, malloc_slab_hook);
+    prd__mag_set_min_rounds(cp, MALLOC_MAG_BYTES / malloc_class[i].mc_size);
   }
   if (state < 0)
     prd__report("malloc: start-up failed (no memory for the size-class caches): every "
@@ -359,7 +440,7 @@ static PRD_NOINLINE void malloc_pending_flush(void)
   }
 }
 
-static inline void *malloc_class_alloc(uint32_t c)
+static PRD_NOINLINE void *malloc_class_alloc(uint32_t c)
 {
   if (prd_unlikely(malloc_depth != 0))
     return malloc_boot_alloc(malloc_class[c].mc_size, malloc_class[c].mc_align);
@@ -374,7 +455,7 @@ static inline void *malloc_class_alloc(uint32_t c)
   return buf;
 }
 
-static inline void malloc_class_free(prd_cache_t *cp, void *p)
+static PRD_NOINLINE void malloc_class_free(prd_cache_t *cp, void *p)
 {
   if (prd_unlikely(malloc_depth != 0)) {
     if (malloc_npending < MALLOC_PENDING)
@@ -388,6 +469,43 @@ static inline void malloc_class_free(prd_cache_t *cp, void *p)
   malloc_depth--;
   if (prd_unlikely(malloc_npending != 0))
     malloc_pending_flush();
+}
+
+/* The hit paths (section 8): the magazine layer's tier 1 inline, when this thread is not
+ * inside the caches already (a re-entrant call must not touch the CPU cache the outer call
+ * may be changing), the class cache takes the ordinary front end (no debugging, no Prudence
+ * object cache) and every slab is in the page map.  Only a hit can stay here: it calls
+ * nothing, so it needs no re-entry mark; every miss goes to the functions above, which mark
+ * the thread before entering the layers below. */
+static inline bool class_fast(const prd_cache_t *cp)
+{
+  return prd_likely(malloc_depth == 0) && prd_likely(!prd__cache_slow_front(cp)) &&
+         prd_likely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) == 0);
+}
+
+static inline void *class_alloc(uint32_t c)
+{
+  prd_cache_t *cp = malloc_class[c].mc_cache;
+  if (class_fast(cp)) {
+    void *buf = prd__mag_alloc_hit(cp);
+    if (prd_likely(buf != NULL))
+      return buf;
+  }
+  return malloc_class_alloc(c);
+}
+
+static inline void class_free(prd_cache_t *cp, void *p)
+{
+  if (class_fast(cp)) {
+    int r = prd__mag_free_hit(cp, p);
+    if (prd_likely(r > 0))
+      return;
+    if (r < 0) {
+      prd__mag_double_free(cp, p);   /* p is already the top round: reported, not pushed */
+      return;
+    }
+  }
+  malloc_class_free(cp, p);
 }
 
 /* A big block: pages from the heap arena, or its own mapping above the threshold. */
@@ -456,25 +574,26 @@ static void *malloc_aligned(size_t size, size_t align)
     need = p2;
   }
   if (need <= MC_MAX && align <= malloc_page)
-    return malloc_class_alloc(malloc_class_index(need));
+    return class_alloc(malloc_class_index(need));
   return malloc_big(need, align);
 }
 
 /* ---- free and lookups ----------------------------------------------------------------------- */
-/* The buffer of class cache cp that p must start: p itself if p starts a buffer, else NULL. */
-static bool class_buffer_start(prd_cache_t *cp, const void *p)
+/* Whether address a, in a granule whose class entry is e, starts a buffer of its slab: its
+ * offset from the slab's first buffer is below the class's limit and a multiple of the
+ * chunk.  The multiple test is Lemire, Kaser and Kurz's ("Faster remainder by direct
+ * computation", 2019): for n < 2^32, n % d == 0 iff n * (UINT64_MAX / d + 1) <= that - 1
+ * (mod 2^64): a multiplication instead of a division (offsets are below 2^32: the limit). */
+static inline bool class_start_ok(uintptr_t e, uintptr_t a)
 {
-  if (cp->cache_flags & PRD_CF_HASH)
-    return true;   /* the slab layer's hash checks it (and double frees) */
-  /* small layout (slab.c section 2): the slab is one aligned unit, its prd_slab_t at the end */
-  uintptr_t base = PRD_P2ALIGN((uintptr_t)p, cp->cache_slabsize);
-  const prd_slab_t *sp = (const prd_slab_t *)(base + cp->cache_slabsize - sizeof(prd_slab_t));
-  uintptr_t first = base + sp->slab_color;
-  uintptr_t a = (uintptr_t)p;
-  if (a < first)
-    return false;
-  size_t off = a - first;
-  return off % cp->cache_chunksize == 0 && off / cp->cache_chunksize < sp->slab_chunks;
+  const prd_mclass_t *mc = &malloc_class[pm_class_of(e)];
+  uint64_t off = (uint64_t)(a - pm_first_of(e, a));
+  return prd_likely(off < mc->mc_limit) && prd_likely(off * mc->mc_magic <= mc->mc_magic - 1);
+}
+
+static inline prd_cache_t *class_cache_of(uintptr_t e)
+{
+  return malloc_class[pm_class_of(e)].mc_cache;
 }
 
 static PRD_NOINLINE PRD_COLD void malloc_bad(const char *fn, const void *p, const char *why)
@@ -490,8 +609,8 @@ static inline uintptr_t malloc_owner(const char *fn, const void *p)
     malloc_bad(fn, p, "not allocated by prudence, or freed already");
     return 0;
   }
-  if ((e & PM_KIND_MASK) == 0) {
-    if (prd_unlikely(!class_buffer_start((prd_cache_t *)e, p))) {
+  if ((e & PM_KIND_MASK) == PM_CLASS) {
+    if (prd_unlikely(!class_start_ok(e, (uintptr_t)p))) {
       malloc_bad(fn, p, "inside a block, not at its start");
       return 0;
     }
@@ -528,8 +647,8 @@ static void big_free(const char *fn, void *p, uintptr_t e)
 
 static void free_entry(const char *fn, void *p, uintptr_t e)
 {
-  if (prd_likely((e & PM_KIND_MASK) == 0))
-    malloc_class_free((prd_cache_t *)e, p);
+  if (prd_likely((e & PM_KIND_MASK) == PM_CLASS))
+    class_free(class_cache_of(e), p);
   else if ((e & PM_KIND_MASK) != PM_BOOT)
     big_free(fn, p, e);
 }
@@ -537,8 +656,8 @@ static void free_entry(const char *fn, void *p, uintptr_t e)
 static size_t entry_usable(const void *p, uintptr_t e)
 {
   switch (e & PM_KIND_MASK) {
-  case 0:
-    return ((prd_cache_t *)e)->cache_bufsize;
+  case PM_CLASS:
+    return class_cache_of(e)->cache_bufsize;
   case PM_BOOT:
     /* bootstrap blocks: up to the end of the area (their sizes are not kept) */
     return (size_t)(malloc_boot + MALLOC_BOOT_SIZE - (const char *)p);
@@ -547,22 +666,34 @@ static size_t entry_usable(const void *p, uintptr_t e)
   }
 }
 
+/* free of anything but a class buffer, and of bad pointers (out of the hit path). */
+static PRD_NOINLINE void free_slow(void *ptr)
+{
+  uintptr_t e = malloc_owner("free", ptr);
+  if (e != 0)
+    free_entry("free", ptr, e);
+}
+
 /* ---- the public family -------------------------------------------------------------------- */
 void *prd_malloc(size_t size)
 {
+  /* size 0 looks up the 8-byte class (table 1's entry 0): a unique block, as glibc */
   if (prd_likely(size <= MC_MAX) && prd_likely(atomic_load_explicit(&malloc_state,
                                                                     memory_order_acquire) > 0))
-    return malloc_class_alloc(malloc_class_index(size == 0 ? 1 : size));
+    return class_alloc(malloc_class_index(size));
   return malloc_aligned(size, 0);
 }
 
 void prd_free(void *ptr)
 {
-  if (ptr == NULL)
+  uintptr_t a = (uintptr_t)ptr;
+  uintptr_t e = ptr != NULL ? pm_get(ptr) : 0;
+  if (prd_likely((e & PM_KIND_MASK) == PM_CLASS) && prd_likely(class_start_ok(e, a))) {
+    class_free(class_cache_of(e), ptr);
     return;
-  uintptr_t e = malloc_owner("free", ptr);
-  if (e != 0)
-    free_entry("free", ptr, e);
+  }
+  if (ptr != NULL)
+    free_slow(ptr);
 }
 
 void *prd_calloc(size_t n, size_t size)
@@ -589,6 +720,50 @@ size_t prd_malloc_usable_size(void *ptr)
   return e == 0 ? 0 : entry_usable(ptr, e);
 }
 
+/* realloc of a huge block to a size that stays huge (section 1): the kernel resizes or moves
+ * the mapping (os.c mremap), nothing is copied.  Grows in place when the address space above
+ * is free, else onto a placeholder mapping made first, so that its page-map leaf exists
+ * before anything moves.  NULL (errno ENOMEM) when it could not: the block is unchanged and
+ * the caller copies instead, unless *bad is set (the block was freed meanwhile: reported). */
+static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
+{
+  size_t old = big_bytes(e);
+  uintptr_t a = (uintptr_t)ptr;
+  pm_entry_t *slot = pm_slot(a, pm_leaf(a));
+  uintptr_t ne = ((uintptr_t)(bytes / malloc_page) << 4) | PM_HUGE;
+  if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
+    /* the compare-and-swap makes a racing free of the block (a user error) see a changed
+     * entry rather than free pages of the wrong size: it reports a double free */
+    uintptr_t want = e;
+    if (!atomic_compare_exchange_strong_explicit(slot, &want, ne, memory_order_acq_rel,
+                                                 memory_order_acquire))
+      malloc_bad("realloc", ptr, "freed while being reallocated");
+    return ptr;
+  }
+  void *to = prd__os_map(bytes);
+  if (to == NULL)
+    return NULL;
+  pm_entry_t *nslot = pm_slot_make((uintptr_t)to);
+  if (nslot == NULL) {
+    prd__os_unmap(to, bytes);
+    errno = ENOMEM;
+    return NULL;
+  }
+  /* the old entry goes first: a racing free of ptr loses (section 3) */
+  if (atomic_exchange_explicit(slot, 0, memory_order_acq_rel) != e) {
+    malloc_bad("realloc", ptr, "freed while being reallocated");
+    prd__os_unmap(to, bytes);
+    *bad = true;
+    return NULL;
+  }
+  if (prd__os_move(ptr, old, to, bytes) != 0) {
+    atomic_store_explicit(slot, e, memory_order_release);   /* still at ptr, unchanged */
+    return NULL;
+  }
+  atomic_store_explicit(nslot, ne, memory_order_release);
+  return to;
+}
+
 void *prd_realloc(void *ptr, size_t size)
 {
   if (ptr == NULL)
@@ -604,9 +779,9 @@ void *prd_realloc(void *ptr, size_t size)
   }
   size_t old = entry_usable(ptr, e);
   uint32_t kind = e & PM_KIND_MASK;
-  if (kind == 0) {
+  if (kind == PM_CLASS) {
     /* in place while the class does not change (section 1) */
-    if (size <= old && malloc_class[malloc_class_index(size)].mc_cache == (prd_cache_t *)e)
+    if (size <= old && malloc_class_index(size) == pm_class_of(e))
       return ptr;
   } else if (kind != PM_BOOT && size > MC_MAX && size <= old && size > old / 2) {
     return ptr;   /* a big block shrinking by less than half keeps its pages */
@@ -614,6 +789,13 @@ void *prd_realloc(void *ptr, size_t size)
   size_t want = size;
   if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old)
     want = old + old / 2;   /* a growing big block: room for the next steps (section 1) */
+  long huge = prd__opt(malloc_mmap_threshold);
+  if (kind == PM_HUGE && huge > 0 && size >= (size_t)huge && want <= (size_t)PTRDIFF_MAX) {
+    bool bad = false;
+    void *np = huge_resize(ptr, e, PRD_P2ROUNDUP(want, malloc_page), &bad);
+    if (np != NULL || bad)
+      return np;
+  }
   void *np = prd_malloc(want);
   if (np == NULL && want != size)
     np = prd_malloc(size);
@@ -714,10 +896,10 @@ void prd_free_deferred(void *ptr)
   if (e == 0)
     return;
   switch (e & PM_KIND_MASK) {
-  case 0:
+  case PM_CLASS:
     /* the Prudence path of the block's size class (defer.c) */
     malloc_depth++;
-    prd_cache_free_deferred((prd_cache_t *)e, ptr);
+    prd_cache_free_deferred(class_cache_of(e), ptr);
     malloc_depth--;
     if (prd_unlikely(malloc_npending != 0))
       malloc_pending_flush();
@@ -758,6 +940,12 @@ size_t prd__malloc_class_size(unsigned i)
 uintptr_t prd__malloc_pm_entry(const void *p)
 {
   return pm_get(p);
+}
+
+prd_cache_t *prd__malloc_pm_cache(const void *p)
+{
+  uintptr_t e = pm_get(p);
+  return (e & PM_KIND_MASK) == PM_CLASS ? class_cache_of(e) : NULL;
 }
 
 /* ---- fork (section 6) ---------------------------------------------------------------------- */

@@ -15,6 +15,11 @@
  *    that would create a mapping fails as if the kernel had said ENOMEM, so the tests of every
  *    layer can prove that allocation failure is handled.  The counter is one relaxed atomic.
  * 5. Accounting: bytes mapped now and failed mappings, for statistics and tests.
+ * 6. Resizing a mapping (malloc's huge blocks, realloc): mremap, in place or moved, so the
+ *    kernel moves page-table entries instead of the caller copying the bytes; a growth counts
+ *    as a mapping for fault injection.  prd__os_move moves a mapping onto one the caller made
+ *    (MREMAP_FIXED over its own placeholder), so the caller knows the destination, and can
+ *    prepare for it, before anything moves.
  */
 #include <errno.h>
 #include <sys/mman.h>
@@ -117,6 +122,43 @@ int prd__os_decommit(void *addr, size_t size)
   PRD_ASSERT(PRD_IS_P2ALIGNED(addr, prd__os_page_size()));
   if (madvise(addr, size, MADV_DONTNEED) != 0)
     return -1;
+  return 0;
+}
+
+void *prd__os_remap(void *addr, size_t old_size, size_t new_size, bool may_move)
+{
+  PRD_ASSERT(PRD_IS_P2ALIGNED(addr, prd__os_page_size()));
+  PRD_ASSERT(old_size > 0 && old_size % prd__os_page_size() == 0);
+  PRD_ASSERT(new_size > 0 && new_size % prd__os_page_size() == 0);
+  if (new_size > old_size && os_fault_now()) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = mremap(addr, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
+  if (p == MAP_FAILED) {
+    atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (new_size > old_size)
+    atomic_fetch_add_explicit(&os_mapped, new_size - old_size, memory_order_relaxed);
+  else
+    atomic_fetch_sub_explicit(&os_mapped, old_size - new_size, memory_order_relaxed);
+  return p;
+}
+
+int prd__os_move(void *from, size_t old_size, void *to, size_t new_size)
+{
+  PRD_ASSERT(PRD_IS_P2ALIGNED(from, prd__os_page_size()));
+  PRD_ASSERT(PRD_IS_P2ALIGNED(to, prd__os_page_size()));
+  void *p = mremap(from, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  if (p == MAP_FAILED) {
+    atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
+    errno = ENOMEM;
+    return -1;
+  }
+  /* the mapping at `to` (new_size, counted when it was made) was replaced; `from` is gone */
+  atomic_fetch_sub_explicit(&os_mapped, old_size, memory_order_relaxed);
   return 0;
 }
 

@@ -50,6 +50,10 @@
  *    cache has a constructor, and any whose constructor failed).  Allocation takes from
  *    slab_head first; a fresh buffer is constructed after the cache lock is dropped (a
  *    constructor may allocate).  At slab destruction the destructor runs on slab_head only.
+ *    A buffer freed to the slab layer while it is on a freelist already is a double free:
+ *    the large layout sees it in the bufctl's flags; the small layout looks at the buffer's
+ *    freelist word first (NULL or a link of the same slab, else it cannot be free) and only
+ *    then walks the slab's lists (small_on_freelist).  Reported, not linked twice.
  *
  * 5. Coloring (002 §4.3).  Each new slab starts its buffers cache_color bytes in; the color
  *    advances by the alignment and wraps after cache_maxcolor, the unused tail.  NOTOUCH and
@@ -439,7 +443,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
     prd__debug_slab_create(cp, sp);
   if (cp->cache_slab_hook != NULL)   /* before any of its buffers can be handed out */
-    cp->cache_slab_hook(cp, base, cp->cache_slabsize, true);
+    cp->cache_slab_hook(cp, base, cp->cache_slabsize, color, true);
   return sp;
 }
 
@@ -450,7 +454,7 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
   char *base = sp->slab_base;
   prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* the dtor and the source touch it */
   if (cp->cache_slab_hook != NULL)   /* while the memory is still this cache's */
-    cp->cache_slab_hook(cp, base, cp->cache_slabsize, false);
+    cp->cache_slab_hook(cp, base, cp->cache_slabsize, sp->slab_color, false);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
       cp->cache_dtor(bufctl_buf(cp, bcp), cp->cache_private);
@@ -799,6 +803,31 @@ static inline void slab_put(prd_cache_t *cp, prd_slab_t *sp, prd_bufctl_t *bcp)
   cp->cache_bufs_inuse--;
 }
 
+/* Small layout: whether the buffer of link word bcp is on a freelist of its slab already, i.e.
+ * coming back again is a double free (section 4; malloc's double frees without debugging,
+ * src/malloc.c section 4).  A free buffer's link word is NULL or the link word of another
+ * buffer of the same slab; an allocated buffer's last word is the user's data, which rarely
+ * looks like that, so the freelists are walked (at most slab_chunks steps) only then.  Lock
+ * held.  A slab with no buffer allocated has every buffer free. */
+static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
+                              const prd_bufctl_t *bcp)
+{
+  if (sp->slab_refcnt == 0)
+    return true;
+  prd_bufctl_t *w = bcp->bc_next;
+  prd__annot_defined(&w, sizeof(w));   /* user data may be undefined for memcheck */
+  if (w != NULL && small_slab(cp, w) != sp)
+    return false;
+  const prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
+  for (int h = 0; h < 2; h++) {
+    uint32_t n = 0;
+    for (const prd_bufctl_t *p = heads[h]; p != NULL && n <= sp->slab_chunks; p = p->bc_next, n++)
+      if (p == bcp)
+        return true;
+  }
+  return false;
+}
+
 /* Frees n buffers to their slabs under one hold of cache_lock (a flush of an object cache
  * above gives many back at once).  A bad free is reported with the lock dropped and skipped. */
 void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
@@ -829,6 +858,13 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
         continue;
       }
       bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
+      if (prd_unlikely(small_on_freelist(cp, sp, bcp))) {
+        pthread_mutex_unlock(&cp->cache_lock);
+        prd__error("cache %s: double free of buffer %p (it is already free in its slab; not "
+                   "freed again)", cp->cache_name, buf);
+        pthread_mutex_lock(&cp->cache_lock);
+        continue;
+      }
     }
     slab_put(cp, sp, bcp);
     if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
@@ -1138,13 +1174,9 @@ static prd_slab_t *lat_pick(prd_cache_t *cp)
 }
 
 /* ---- the public front end ------------------------------------------------------------------- */
-/* Whether the cache takes the out-of-line front end: buffer debugging (section 7), or Prudence
+/* prd__cache_slow_front (internal.h, where malloc.c's inline hit path tests it too) says
+ * whether a cache takes the out-of-line front end: buffer debugging (section 7), or Prudence
  * deferrals seen (defer.c serves it from its own per-thread object caches).  Two tests. */
-static inline bool cache_slow_front(const prd_cache_t *cp)
-{
-  return (cp->cache_flags & PRD_CF_DEBUG) ||
-         (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT);
-}
 
 /* The debug hooks run at the boundary between the user and the layers, so objects parked in
  * magazines are "free" for the checks. */
@@ -1174,7 +1206,7 @@ void *prd_cache_alloc(prd_cache_t *cp, int flags)
     errno = EINVAL;
     return NULL;
   }
-  if (prd_unlikely(cache_slow_front(cp)))
+  if (prd_unlikely(prd__cache_slow_front(cp)))
     return cache_alloc_slow(cp, flags);
   return prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
 }
@@ -1187,7 +1219,7 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
     return;
   }
-  if (prd_unlikely(cache_slow_front(cp))) {
+  if (prd_unlikely(prd__cache_slow_front(cp))) {
     cache_free_slow(cp, buf);
     return;
   }
