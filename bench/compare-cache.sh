@@ -9,8 +9,10 @@
 # so no allocator always runs first.  Each run itself takes the median of its own interleaved
 # rounds.  The script prints the median ns per pair of every allocator over the rounds and
 # the ratio (their ns per pair) / (ours): >= 1.0 means our hit pair is no slower.  An
-# allocator whose library is not installed is skipped and said so.
+# allocator whose library is not installed is skipped and said so.  On a terminal, stderr
+# shows progress (bench/progress.sh).
 set -eu
+. "$(dirname "$0")/progress.sh"
 
 ROUNDS=5
 SIZE=64
@@ -61,6 +63,8 @@ run_one() {   # name -> ns per pair on stdout
   esac | sed -n 's/.*"mode":"\(mag\|malloc\)".*"ns_per_pair":\([0-9.]*\).*/\2/p' | head -1
 }
 
+progress_init compare-cache 0
+steps=$((ROUNDS * $(echo $names | wc -w))) step=0
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
   # rotate the order by the round number
@@ -68,11 +72,14 @@ while [ "$r" -lt "$ROUNDS" ]; do
   k=0
   while [ "$k" -lt $((r % $#)) ]; do first=$1; shift; set -- "$@" "$first"; k=$((k + 1)); done
   for n in "$@"; do
+    step=$((step + 1))
+    progress "round $((r + 1)): $n" $step $steps
     v=$(run_one "$n")
     echo "$v" >> "$tmp/$n"
   done
   r=$((r + 1))
 done
+progress_done
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 ours=$(median "$tmp/prudence")

@@ -15,7 +15,9 @@
 # rounds and the ratio prudence / best external.  Summary (last line; with --json the only
 # output besides the per-run JSON lines on stderr):
 #   {"bench":"deferred-compare","summary":true,"min_ratio_vs_best_external":E}
+# On a terminal, stderr shows progress (bench/progress.sh), except with --json.
 set -eu
+. "$(dirname "$0")/progress.sh"
 
 ROUNDS=3
 PAIRS=1000000
@@ -64,6 +66,10 @@ run() {
   fi
 }
 : > "$tmp/all.json"
+progress_init compare-deferred $JSON
+present=2
+for f in "$JE" "$MI" "$TC"; do [ -z "$f" ] || present=$((present + 1)); done
+steps=$((ROUNDS * present)) step=0
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
   set -- ours glibc jemalloc mimalloc tcmalloc
@@ -72,6 +78,13 @@ while [ "$r" -lt "$ROUNDS" ]; do
     first=$1; shift; set -- "$@" "$first"; k=$((k + 1))
   done
   for a in "$@"; do
+    case "$a" in
+      jemalloc) [ -n "$JE" ] || continue ;;
+      mimalloc) [ -n "$MI" ] || continue ;;
+      tcmalloc) [ -n "$TC" ] || continue ;;
+    esac
+    step=$((step + 1))
+    progress "round $((r + 1)): $a" $step $steps
     case "$a" in
       ours) run prudence "" prudence,oblivious ;;
       glibc) run glibc "" malloc,urcu ;;
@@ -82,6 +95,7 @@ while [ "$r" -lt "$ROUNDS" ]; do
   done
   r=$((r + 1))
 done
+progress_done
 [ "$JSON" = 1 ] && grep -v '"summary"' "$tmp/all.json" >&2
 /usr/bin/python3 - "$tmp/all.json" "$JSON" <<'PY'
 import json, sys

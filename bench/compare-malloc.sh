@@ -4,24 +4,29 @@
 # allocators run in an order rotated by r, each workload in a fresh process.  Medians of the
 # rounds; ratios are libprudence-malloc over the best of the others (smaller is better).
 #
-#   bench/compare-malloc.sh [--quick] [--json] [--rounds N] [--build DIR]
+#   bench/compare-malloc.sh [--quick] [--json] [--rounds N] [--scale X] [--build DIR]
 #     --quick   under a minute: 3 rounds, workloads at their base size (default: 5 rounds,
 #               three times the base size, a few minutes)
+#     --scale X the workloads at X times their base size (tests/tools/bench_progress.sh runs
+#               them tiny)
 #     --json    one JSON line per workload and allocator, then per workload, then the summary
 #               {"bench":"malloc","summary":true,"geomean_time_vs_best":T,
 #                "geomean_rss_vs_best":R,"deferred_time_vs_best":D,...}
 #   T and R: geometric means over random, larson, prodcons, realloc; D: the deferred workload
 #   (prd_call_rcu(free) for every allocator; prd_free_deferred for ours once it exists).
-#   Allocators whose library is absent are skipped and named on stderr.
+#   Allocators whose library is absent are skipped and named on stderr.  On a terminal,
+#   stderr shows progress (bench/progress.sh), except with --json.
 set -eu
+. "$(dirname "$0")/progress.sh"
 rounds=5 scale=3 json=0 build=build
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) scale=1; rounds=3 ;;
     --json) json=1 ;;
     --rounds) rounds=$2; shift ;;
+    --scale) scale=$2; shift ;;
     --build) build=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--json] [--rounds N] [--build DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--json] [--rounds N] [--scale X] [--build DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -41,6 +46,8 @@ workloads="random larson prodcons realloc deferred"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 nalloc=$(echo $names | wc -w)
+progress_init compare-malloc $json
+steps=$((rounds * $(echo $workloads | wc -w) * nalloc)) step=0
 r=0
 while [ $r -lt "$rounds" ]; do
   for w in $workloads; do
@@ -49,8 +56,8 @@ while [ $r -lt "$rounds" ]; do
       k=$(( (i + r) % nalloc + 1 ))
       n=$(echo $names | cut -d' ' -f$k) f=$(echo $libs | cut -d' ' -f$k)
       if [ "$f" = - ]; then pre=; else pre=$f; fi
-      [ -t 2 ] && [ $json = 0 ] && printf '\r[compare-malloc] round %d/%d %-9s %-9s' \
-        $((r + 1)) "$rounds" "$w" "$n" >&2
+      step=$((step + 1))
+      progress "round $((r + 1)): $w under $n" $step $steps
       line=$(LD_PRELOAD=$pre "$bench" malloc --workload "$w" --json --scale $scale)
       vals=$(echo "$line" | sed -n 's/.*"seconds":\([0-9.]*\),"peak_rss_kb":\([0-9]*\).*/\1 \2/p')
       [ -n "$vals" ] || { echo "compare-malloc: $w under $n printed: $line" >&2; exit 1; }
@@ -60,7 +67,7 @@ while [ $r -lt "$rounds" ]; do
   done
   r=$((r + 1))
 done
-[ -t 2 ] && [ $json = 0 ] && printf '\r%60s\r' '' >&2
+progress_done
 awk -v json=$json -v names="$names" -v workloads="$workloads" '
 function median(arr, n,   i, j, t) {
   for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
