@@ -10,9 +10,9 @@
 # rounds.  The script prints the median ns per pair of every allocator over the rounds and
 # the ratio (their ns per pair) / (ours): >= 1.0 means our hit pair is no slower.  An
 # allocator whose library is not installed is skipped and said so.  On a terminal, stderr
-# shows progress (bench/progress.sh).
+# shows progress (bench/common.sh).
 set -eu
-. "$(dirname "$0")/progress.sh"
+. "$(dirname "$0")/common.sh"
 
 ROUNDS=5
 SIZE=64
@@ -27,23 +27,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--rounds R] [--size S] [--iters N] [--bench PATH]" >&2; exit 2 ;;
   esac
 done
-here=$(cd "$(dirname "$0")/.." && pwd)
-[ -n "$BENCH" ] || BENCH="$here/build/bin/prd-bench"
-if [ ! -x "$BENCH" ]; then
-  echo "compare-cache.sh: $BENCH not found (run make first)" >&2
-  exit 1
-fi
-
-libdir=/usr/lib/x86_64-linux-gnu
-find_lib() {   # first existing file among the arguments
-  for f in "$@"; do
-    if [ -e "$libdir/$f" ]; then echo "$libdir/$f"; return; fi
-  done
-  echo ""
-}
-JE=$(find_lib libjemalloc.so.2 libjemalloc.so)
-MI=$(find_lib libmimalloc.so.2 libmimalloc.so)
-TC=$(find_lib libtcmalloc_minimal.so.4 libtcmalloc.so.4)
+find_bench "$BENCH"
 
 names="prudence glibc"
 [ -n "$JE" ] && names="$names jemalloc" || echo "# jemalloc: not installed, skipped"

@@ -15,9 +15,9 @@
 # rounds and the ratio prudence / best external.  Summary (last line; with --json the only
 # output besides the per-run JSON lines on stderr):
 #   {"bench":"deferred-compare","summary":true,"min_ratio_vs_best_external":E}
-# On a terminal, stderr shows progress (bench/progress.sh), except with --json.
+# On a terminal, stderr shows progress (bench/common.sh), except with --json.
 set -eu
-. "$(dirname "$0")/progress.sh"
+. "$(dirname "$0")/common.sh"
 
 ROUNDS=3
 PAIRS=1000000
@@ -35,22 +35,7 @@ while [ $# -gt 0 ]; do
        exit 2 ;;
   esac
 done
-here=$(cd "$(dirname "$0")/.." && pwd)
-[ -n "$BENCH" ] || BENCH="$here/build/bin/prd-bench"
-if [ ! -x "$BENCH" ]; then
-  echo "compare-deferred.sh: $BENCH not found (run make first)" >&2
-  exit 1
-fi
-libdir=/usr/lib/x86_64-linux-gnu
-find_lib() {
-  for f in "$@"; do
-    if [ -e "$libdir/$f" ]; then echo "$libdir/$f"; return; fi
-  done
-  echo ""
-}
-JE=$(find_lib libjemalloc.so.2 libjemalloc.so)
-MI=$(find_lib libmimalloc.so.2 libmimalloc.so)
-TC=$(find_lib libtcmalloc_minimal.so.4 libtcmalloc.so.4 libtcmalloc.so)
+find_bench "$BENCH"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 

@@ -15,9 +15,9 @@
 #   T and R: geometric means over random, larson, prodcons, realloc; D: the deferred workload
 #   (prd_call_rcu(free) for every allocator; prd_free_deferred for ours once it exists).
 #   Allocators whose library is absent are skipped and named on stderr.  On a terminal,
-#   stderr shows progress (bench/progress.sh), except with --json.
+#   stderr shows progress (bench/common.sh), except with --json.
 set -eu
-. "$(dirname "$0")/progress.sh"
+. "$(dirname "$0")/common.sh"
 rounds=5 scale=3 json=0 build=build
 while [ $# -gt 0 ]; do
   case $1 in
@@ -33,13 +33,11 @@ done
 bench=$build/bin/prd-bench
 ours=$(cd "$build/lib" && pwd)/libprudence-malloc.so
 [ -x "$bench" ] && [ -f "$ours" ] || { echo "build first (make): $bench, $ours" >&2; exit 2; }
-lib=/usr/lib/x86_64-linux-gnu
 names="glibc" libs="-"
-for pair in jemalloc:$lib/libjemalloc.so.2 mimalloc:$lib/libmimalloc.so.2 \
-            tcmalloc:$lib/libtcmalloc_minimal.so.4; do
+for pair in jemalloc:$JE mimalloc:$MI tcmalloc:$TC; do
   n=${pair%%:*} f=${pair#*:}
-  if [ -f "$f" ]; then names="$names $n" libs="$libs $f"
-  else echo "compare-malloc: $n not installed ($f): skipped" >&2; fi
+  if [ -n "$f" ]; then names="$names $n" libs="$libs $f"
+  else echo "compare-malloc: $n not installed in $bench_libdir: skipped" >&2; fi
 done
 names="$names prudence" libs="$libs $ours"
 workloads="random larson prodcons realloc deferred"

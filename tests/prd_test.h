@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,30 @@ static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   return status;
+}
+
+/* Runs a shell command (printf format) with its stdout and stderr captured into buf
+ * (NUL-terminated, cut at len - 1 bytes).  Returns its exit status, or -1 when it could not
+ * run or did not exit normally. */
+static inline int prd_test_shell(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int prd_test_shell(char *buf, size_t len, const char *fmt, ...)
+{
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  va_end(ap);
+  strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+  fflush(stdout);
+  FILE *f = popen(cmd, "r");
+  if (f == NULL)
+    return -1;
+  size_t n = len > 0 ? fread(buf, 1, len - 1, f) : 0;
+  if (len > 0)
+    buf[n] = '\0';
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* ---- TSan and fork ------------------------------------------------------------------- */

@@ -119,22 +119,16 @@ static void test_options(void)
 static void test_env_parsing(void)
 {
   /* PRUDENCE_OPTIONS is parsed once at start; run a fresh copy of ourselves to see it */
-  char cmd[512];
   char self[256];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   CHECK(n > 0);
   if (n <= 0)
     return;
   self[n] = '\0';
-  snprintf(cmd, sizeof(cmd),
-           "PRUDENCE_OPTIONS='verbose=1,bogus=2,abort_on_error=zz,noequals' %s --print-options 2>&1",
-           self);
-  FILE *f = popen(cmd, "r");
-  CHECK(f != NULL);
   char out[4096];
-  size_t got = fread(out, 1, sizeof(out) - 1, f);
-  out[got] = '\0';
-  CHECK_EQ(pclose(f), 0);
+  CHECK_EQ(prd_test_shell(out, sizeof(out),
+                          "PRUDENCE_OPTIONS='verbose=1,bogus=2,abort_on_error=zz,noequals' %s "
+                          "--print-options", self), 0);
   CHECK_STR_CONTAINS(out, "unknown option 'bogus'");
   CHECK_STR_CONTAINS(out, "bad value 'zz' for option abort_on_error");
   CHECK_STR_CONTAINS(out, "'noequals' is not name=value");

@@ -18,24 +18,7 @@ static char dir[256];
 static char out[1 << 18];
 
 /* Runs a shell command; its stdout and stderr in out; returns the exit status. */
-static int run(const char *fmt, ...) PRD_PRINTF(1, 2);
-static int run(const char *fmt, ...)
-{
-  char cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-  fflush(stdout);
-  FILE *f = popen(cmd, "r");
-  if (f == NULL)
-    return -1;
-  size_t n = fread(out, 1, sizeof(out) - 1, f);
-  out[n] = '\0';
-  int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define run(...) prd_test_shell(out, sizeof(out), __VA_ARGS__)
 
 /* The lines of out from "caches:" on, with runs of spaces squeezed to one. */
 static void squeeze(char *dst, size_t len, const char *from)

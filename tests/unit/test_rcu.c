@@ -100,16 +100,21 @@ static void test_pacing_expedited(void)
 
 /* A reader inside its section; the grace period must not end before it leaves. */
 static atomic_int rd_phase;      /* 1: inside; 2: main has started the synchronize */
-static atomic_int rd_left;       /* set just before the reader's unlock */
+static atomic_int rd_left;       /* set just before the reader's (outermost) unlock */
 static atomic_int sync_saw_left; /* what the synchronizer saw when it returned */
 
+/* The reader, nested *arg deep (NULL: 1): the grace period must stay open until its
+ * outermost unlock. */
 static void *reader_holding(void *arg)
 {
-  (void)arg;
-  prd_rcu_read_lock();
+  int depth = arg != NULL ? *(int *)arg : 1;
+  for (int i = 0; i < depth; i++)
+    prd_rcu_read_lock();
   atomic_store(&rd_phase, 1);
   while (atomic_load(&rd_phase) != 2)
     sched_yield();
+  for (int i = 1; i < depth; i++)
+    prd_rcu_read_unlock(); /* still inside */
   for (int i = 0; i < 2000; i++) /* give a broken grace period every chance to end early */
     sched_yield();
   atomic_store(&rd_left, 1);
@@ -117,83 +122,58 @@ static void *reader_holding(void *arg)
   return NULL;
 }
 
-static void *synchronizer(void *arg)
+/* Starts the reader (nested *depth deep) and returns once it is inside its section. */
+static pthread_t reader_inside(int *depth)
 {
-  (void)arg;
+  pthread_t r;
+  atomic_store(&rd_phase, 0);
+  atomic_store(&rd_left, 0);
+  atomic_store(&sync_saw_left, 0);
+  pthread_create(&r, NULL, reader_holding, depth);
+  while (atomic_load(&rd_phase) != 1)
+    sched_yield();
+  return r;
+}
+
+/* The waiter: prd_synchronize_rcu(), or prd_rcu_wait_state(*arg) when arg is not NULL. */
+static void *waiter(void *arg)
+{
   atomic_store(&rd_phase, 2);
-  prd_synchronize_rcu();
+  if (arg != NULL)
+    prd_rcu_wait_state(*(prd_gp_t *)arg);
+  else
+    prd_synchronize_rcu();
   atomic_store(&sync_saw_left, atomic_load(&rd_left) + 1);
   return NULL;
 }
 
-static void *waiter(void *arg)
+/* A reader nested `depth` deep and a waiter started once it is inside (a synchronize, or,
+ * when s is not NULL, a wait for the state *s taken then): the wait must not return before
+ * the reader has left. */
+static void check_wait_outlasts_reader(int depth, prd_gp_t *s)
 {
-  prd_gp_t s = *(prd_gp_t *)arg;
-  atomic_store(&rd_phase, 2);
-  prd_rcu_wait_state(s);
-  atomic_store(&sync_saw_left, atomic_load(&rd_left) + 1);
-  return NULL;
+  pthread_t r = reader_inside(&depth), w;
+  if (s != NULL)
+    *s = prd_rcu_get_state();
+  pthread_create(&w, NULL, waiter, s);
+  pthread_join(w, NULL);
+  pthread_join(r, NULL);
+  CHECK_EQ(atomic_load(&sync_saw_left), 2);
 }
 
 static void test_synchronize_waits_for_reader(void)
 {
-  pthread_t r, w;
-  atomic_store(&rd_phase, 0);
-  atomic_store(&rd_left, 0);
-  atomic_store(&sync_saw_left, 0);
-  pthread_create(&r, NULL, reader_holding, NULL);
-  while (atomic_load(&rd_phase) != 1)
-    sched_yield();
-  pthread_create(&w, NULL, synchronizer, NULL);
-  pthread_join(w, NULL);
-  pthread_join(r, NULL);
-  CHECK_EQ(atomic_load(&sync_saw_left), 2);
-
+  check_wait_outlasts_reader(1, NULL);
   /* the same through the state interface and the driver */
-  atomic_store(&rd_phase, 0);
-  atomic_store(&rd_left, 0);
-  atomic_store(&sync_saw_left, 0);
-  pthread_create(&r, NULL, reader_holding, NULL);
-  while (atomic_load(&rd_phase) != 1)
-    sched_yield();
-  prd_gp_t s = prd_rcu_get_state();
-  pthread_create(&w, NULL, waiter, &s);
-  pthread_join(w, NULL);
-  pthread_join(r, NULL);
-  CHECK_EQ(atomic_load(&sync_saw_left), 2);
+  prd_gp_t s = 0;
+  check_wait_outlasts_reader(1, &s);
   CHECK(prd_rcu_poll_state(s));
 }
 
 /* A nested reader keeps the grace period open until its outermost unlock. */
-static void *nested_reader(void *arg)
-{
-  (void)arg;
-  prd_rcu_read_lock();
-  prd_rcu_read_lock();
-  atomic_store(&rd_phase, 1);
-  while (atomic_load(&rd_phase) != 2)
-    sched_yield();
-  prd_rcu_read_unlock(); /* still inside */
-  for (int i = 0; i < 2000; i++)
-    sched_yield();
-  atomic_store(&rd_left, 1);
-  prd_rcu_read_unlock();
-  return NULL;
-}
-
 static void test_nested_reader_blocks(void)
 {
-  pthread_t r, w;
-  atomic_store(&rd_phase, 0);
-  atomic_store(&rd_left, 0);
-  atomic_store(&sync_saw_left, 0);
-  pthread_create(&r, NULL, nested_reader, NULL);
-  while (atomic_load(&rd_phase) != 1)
-    sched_yield();
-  pthread_create(&w, NULL, synchronizer, NULL);
-  pthread_join(w, NULL);
-  pthread_join(r, NULL);
-  CHECK_EQ(atomic_load(&sync_saw_left), 2);
+  check_wait_outlasts_reader(2, NULL);
 }
 
 /* ---- call_rcu ------------------------------------------------------------------------- */
@@ -248,13 +228,9 @@ static void cb_flag(struct prd_rcu_head *h)
 static void test_call_rcu_waits_for_reader(void)
 {
   static struct prd_rcu_head h;
-  pthread_t r;
-  atomic_store(&rd_phase, 0);
-  atomic_store(&rd_left, 0);
+  int depth = 1;
   atomic_store(&cb_ran, 0);
-  pthread_create(&r, NULL, reader_holding, NULL);
-  while (atomic_load(&rd_phase) != 1)
-    sched_yield();
+  pthread_t r = reader_inside(&depth);
   prd_call_rcu(&h, cb_flag);
   atomic_store(&rd_phase, 2);
   pthread_join(r, NULL);

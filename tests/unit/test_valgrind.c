@@ -68,17 +68,8 @@ static char out[1 << 16];
 
 static int run_under_valgrind(const char *mode)
 {
-  char cmd[512];
-  snprintf(cmd, sizeof(cmd),
-           VG " -q --error-exitcode=99 --leak-check=no /proc/%ld/exe %s 2>&1", (long)getpid(),
-           mode);
-  FILE *f = popen(cmd, "r");
-  if (f == NULL)
-    return -1;
-  size_t n = fread(out, 1, sizeof(out) - 1, f);
-  out[n] = '\0';
-  int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return prd_test_shell(out, sizeof(out), VG " -q --error-exitcode=99 --leak-check=no "
+                        "/proc/%ld/exe %s", (long)getpid(), mode);
 }
 
 static void test_memcheck_catches_uaf(void)

@@ -1,0 +1,45 @@
+# bench/common.sh: what the bench/compare-*.sh scripts share (sourced by each).
+#
+# The allocators they compare with, through LD_PRELOAD: Debian's libjemalloc2,
+# libmimalloc2.0 and libtcmalloc-minimal4 (make deps installs them).  JE, MI, TC: the library
+# path, or empty when it is not installed (the scripts skip that allocator and say so).
+bench_libdir=/usr/lib/x86_64-linux-gnu
+find_lib() {   # the first of the file names that exists in bench_libdir, or ""
+  for f in "$@"; do
+    if [ -e "$bench_libdir/$f" ]; then echo "$bench_libdir/$f"; return; fi
+  done
+  echo ""
+}
+JE=$(find_lib libjemalloc.so.2 libjemalloc.so)
+MI=$(find_lib libmimalloc.so.2 libmimalloc.so)
+TC=$(find_lib libtcmalloc_minimal.so.4 libtcmalloc.so.4 libtcmalloc.so)
+
+# The benchmark program: BENCH set to $1 when given (--bench PATH), else to this checkout's
+# build/bin/prd-bench (make); exits when it is not there.
+find_bench() {
+  BENCH=${1:-$(cd "$(dirname "$0")/.." && pwd)/build/bin/prd-bench}
+  if [ ! -x "$BENCH" ]; then
+    echo "$(basename "$0"): $BENCH not found (run make first)" >&2
+    exit 1
+  fi
+}
+
+# The progress line: "[name] what (i/n) elapsed" on stderr, overwriting one line, the format bench_progress
+# (bench/main.c) prints for prd-bench; only when stderr is a terminal and the script is not in
+# --json mode, so that output captured in files and pipes stays clean.
+#   progress_init NAME JSON    JSON: 1 in --json mode (quiet)
+#   progress WHAT I N          step I of N (from 1) is starting
+#   progress_done              clears the line
+progress_init() {
+  progress_name=$1 progress_on=0 progress_t0=$(date +%s)
+  if [ -t 2 ] && [ "$2" = 0 ]; then progress_on=1; fi
+}
+progress() {
+  [ "$progress_on" = 1 ] || return 0
+  printf '\r[%s] %s (%d/%d) %ds   ' "$progress_name" "$1" "$2" "$3" \
+    $(( $(date +%s) - progress_t0 )) >&2
+}
+progress_done() {
+  [ "$progress_on" = 1 ] || return 0
+  printf '\r%78s\r' '' >&2
+}
