@@ -12,13 +12,15 @@
  *                                   the statistics table at exit, on stderr: malloc-N rows
  *   LD_PRELOAD=$PWD/build/lib/libprudence-malloc.so PRUDENCE_STATS_FILE=/tmp/p.json \
  *     ./build/bin/preload && ./build/bin/prdstat /tmp/p.json --sort mag_allocs
+ *   cc preload.c $(pkg-config --libs prudence-malloc) -pthread    linked in instead
  *
  * Which allocator answered shows without asking it anything: malloc_usable_size of a
  * 100-byte block is the C library's chunk arithmetic (glibc: 104) or Prudence's size class
  * for 100 bytes (112).  The program checks every byte it wrote when it reads it back, so a
  * block handed out twice or a realloc that lost data makes it exit non-zero; its output
  * (but for the usable size) is the same under either allocator.  tests/preload/run.sh
- * (case example) runs it both ways and checks the statistics of the preloaded run.
+ * (case example) runs it both ways and checks the statistics of the preloaded run;
+ * tests/install/run.sh links it with the installed libprudence-malloc.
  */
 #include <malloc.h>
 #include <pthread.h>

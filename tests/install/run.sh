@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the build into a temporary prefix, then builds and runs a consumer program and
 # every example against the installed copy: once through pkg-config, once through CMake's
-# find_package(prudence).  Examples marked "prd-test-needs: urcu" are built only with liburcu.
+# find_package(prudence).  examples/preload.c is also linked with libprudence-malloc
+# (pkg-config prudence-malloc, CMake prudence::malloc).  Examples marked
+# "prd-test-needs: urcu" are built only with liburcu.
 # usage: run.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1
@@ -38,6 +40,24 @@ for f in $programs; do
   echo "ok - $name built with pkg-config and ran"
 done
 
+# examples/preload.c linked with libprudence-malloc instead of preloading it: the
+# statistics snapshot it writes lists the malloc-N caches that served it
+check_linked() {   # NAME BINARY
+  PRUDENCE_STATS_FILE="$tmp/$1.json" LD_LIBRARY_PATH="$libdir" "$2" >"$tmp/$1.out" 2>&1 ||
+    { cat "$tmp/$1.out"; echo "FAIL: $1"; exit 1; }
+  grep -q '"name":"malloc-' "$tmp/$1.json" ||
+    { echo "FAIL: $1 ran without Prudence's malloc (no malloc-N cache in its snapshot)"; exit 1; }
+  echo "ok - $1: examples/preload.c linked with the malloc replacement ran on it"
+}
+have_malloc=0
+pkg-config --exists prudence-malloc && have_malloc=1
+if [ $have_malloc = 1 ]; then
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "$src/examples/preload.c" -o "$tmp/preload_linked" \
+     $(pkg-config --libs prudence-malloc) -pthread
+  check_linked preload_linked "$tmp/preload_linked"
+fi
+
 if command -v c++ >/dev/null 2>&1; then
   # shellcheck disable=SC2046
   c++ -std=c++17 -Wall -Wextra -Wshadow -Werror $(pkg-config --cflags prudence) \
@@ -57,10 +77,15 @@ fi
 
 echo "== find_package(prudence)"
 cmake -S "$src/tests/install" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
-      -DPRD_PROGRAMS="$(echo $programs | tr ' ' ';')" >/dev/null
+      -DPRD_PROGRAMS="$(echo $programs | tr ' ' ';')" \
+      -DPRD_MALLOC_PROGRAM="$src/examples/preload.c" >/dev/null
 cmake --build "$tmp/cm" >/dev/null
 for f in $programs; do
   name=$(basename "$f" .c)
   LD_LIBRARY_PATH="$libdir" "$tmp/cm/$name" >"$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; echo "FAIL: $name (cmake)"; exit 1; }
   echo "ok - $name built with find_package and ran"
 done
+if [ $have_malloc = 1 ]; then
+  [ -x "$tmp/cm/preload_linked" ] || { echo "FAIL: prudence::malloc is not in the package"; exit 1; }
+  check_linked preload_linked_cmake "$tmp/cm/preload_linked"
+fi
