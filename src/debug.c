@@ -56,15 +56,21 @@
 
 static _Atomic uint64_t report_count;
 
-void prd__write_all(int fd, const char *p, size_t len)
+int prd__write_all(int fd, const char *p, size_t len)
 {
   while (len > 0) {
     ssize_t w = write(fd, p, len);
-    if (w <= 0)
-      return;
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (w == 0)
+        errno = EIO;
+      return -1;
+    }
     p += w;
     len -= (size_t)w;
   }
+  return 0;
 }
 
 void prd__vwrite(int fd, const char *fmt, va_list ap)

@@ -41,8 +41,9 @@ uint64_t prd__error_count(void);
 _Noreturn void prd__assert_fail(const char *expr, const char *file, int line) PRD_COLD;
 /* Writes without allocating; used by every printer that may run inside malloc. */
 void prd__vwrite(int fd, const char *fmt, va_list ap);
-/* Writes all of [p, p+len) to fd (retrying short writes; gives up on an error). */
-void prd__write_all(int fd, const char *p, size_t len);
+/* Writes all of [p, p+len) to fd (retrying short and interrupted writes): 0, or -1 with
+ * errno on an error (the reporters ignore it; the snapshot writer of stats.c does not). */
+int prd__write_all(int fd, const char *p, size_t len);
 
 #ifdef PRD_DEBUG
 #define PRD_ASSERT(e) ((e) ? (void)0 : prd__assert_fail(#e, __FILE__, __LINE__))

@@ -64,20 +64,27 @@ static void sb_flush(int fd, struct sbuf *sb)
   prd__write_all(fd, sb->sb_buf, sb->sb_len);
 }
 
-/* JSON string: the cache name may hold any byte; escape what JSON requires. */
-static void sb_json_str(struct sbuf *sb, const char *s)
+/* A JSON string, quoted, of s (a cache or arena name, at most PRD_CACHE_NAME_MAX - 1 bytes,
+ * which may hold any byte): escapes what JSON requires, 6 bytes at most per byte.  Both
+ * writers use it: the fd writer (prd__cache_stats_write) and the stdio one (prd_stats_json). */
+#define JSON_STR_MAX (6 * PRD_CACHE_NAME_MAX + 3)
+static void json_quote(char out[JSON_STR_MAX], const char *s)
 {
-  sb_add(sb, "\"");
-  for (; *s != '\0'; s++) {
+  size_t n = 0;
+  out[n++] = '"';
+  for (; *s != '\0' && n + 6 + 2 <= JSON_STR_MAX; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      sb_add(sb, "\\%c", c);
-    else if (c < 0x20)
-      sb_add(sb, "\\u%04x", c);
-    else
-      sb_add(sb, "%c", c);
+    if (c == '"' || c == '\\') {
+      out[n++] = '\\';
+      out[n++] = (char)c;
+    } else if (c < 0x20) {
+      n += (size_t)snprintf(out + n, JSON_STR_MAX - n, "\\u%04x", c);
+    } else {
+      out[n++] = (char)c;
+    }
   }
-  sb_add(sb, "\"");
+  out[n++] = '"';
+  out[n] = '\0';
 }
 
 #define STATS_TEXT_STR(n, doc) sb_add(&sb, "  %-14s %-20s # %s\n", #n, st->n, doc);
@@ -87,8 +94,8 @@ static void sb_json_str(struct sbuf *sb, const char *s)
 #define STATS_TEXT(kind, n, doc) STATS_TEXT_##kind(n, doc)
 
 #define STATS_JSON_STR(n)                                                                       \
-  sb_add(&sb, "%s\"%s\":", sep, #n);                                                            \
-  sb_json_str(&sb, st->n);
+  json_quote(quoted, st->n);                                                                    \
+  sb_add(&sb, "%s\"%s\":%s", sep, #n, quoted);
 #define STATS_JSON_U64(n) sb_add(&sb, "%s\"%s\":%llu", sep, #n, (unsigned long long)st->n);
 #define STATS_JSON_F64(n) sb_add(&sb, "%s\"%s\":%.6g", sep, #n, st->n);
 #define STATS_JSON(kind, n, doc)                                                                \
@@ -102,6 +109,7 @@ void prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json)
   sb.sb_buf[0] = '\0';
   if (json) {
     const char *sep = "";
+    char quoted[JSON_STR_MAX];
     sb_add(&sb, "{");
     PRD_CACHE_STATS_FIELDS(STATS_JSON)
     sb_add(&sb, "}\n");
@@ -370,28 +378,15 @@ int prd_stats_print(FILE *fp, int flags)
 }
 
 /* ==== JSON ================================================================================ */
-static void json_str(FILE *fp, const char *s)
-{
-  fputc('"', fp);
-  for (; *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(fp, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(fp, "\\u%04x", c);
-    else
-      fputc(c, fp);
-  }
-  fputc('"', fp);
-}
-
 static void json_fields(FILE *fp, const struct stats_col *cols, size_t ncols, const void *row)
 {
   for (size_t c = 0; c < ncols; c++) {
     const char *p = (const char *)row + cols[c].sc_off;
     fprintf(fp, "%s\"%s\":", c == 0 ? "" : ",", cols[c].sc_name);
     if (cols[c].sc_kind == SK_STR) {
-      json_str(fp, p);
+      char quoted[JSON_STR_MAX];
+      json_quote(quoted, p);
+      fputs(quoted, fp);
     } else if (cols[c].sc_kind == SK_U64) {
       uint64_t v;
       memcpy(&v, p, sizeof(v));
@@ -443,20 +438,6 @@ int prd_stats_json(FILE *fp)
 }
 
 /* ==== snapshot files (section 4) ========================================================== */
-static int write_all(int fd, const char *p, size_t len)
-{
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return -1;
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
 /* The document in memory (stdio's memstream; no allocator lock is held by then). */
 static char *json_document(size_t *lenp)
 {
@@ -487,7 +468,7 @@ static int stats_file_write(const char *path, bool append)
     /* one write(2) of one line with O_APPEND: lines of concurrent writers never interleave */
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      rc = write_all(fd, doc, len);
+      rc = prd__write_all(fd, doc, len);
       saved = errno;
       close(fd);
     } else {
@@ -498,7 +479,7 @@ static int stats_file_write(const char *path, bool append)
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      rc = write_all(fd, doc, len);
+      rc = prd__write_all(fd, doc, len);
       saved = errno;
       if (close(fd) != 0 && rc == 0) {
         rc = -1;
