@@ -105,12 +105,11 @@ void  prd__slab_fork_release(void);
 /* Sets the slab hook of a cache that has no slab yet (malloc.c's page map). */
 void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
 /* Whether prd_cache_alloc/free of cp must take the slab layer's out-of-line front end
- * (buffer debugging, or Prudence's object cache) instead of the magazine hit path; malloc.c
- * tests it before its own inline hit path. */
+ * (buffer debugging) instead of the magazine hit path; malloc.c tests it before its own
+ * inline hit path.  Caches with Prudence deferrals stay on the hit path (defer.c section 2). */
 static inline bool prd__cache_slow_front(const prd_cache_t *cp)
 {
-  return (cp->cache_flags & PRD_CF_DEBUG) ||
-         (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT);
+  return (cp->cache_flags & PRD_CF_DEBUG) != 0;
 }
 
 /* Fork (magazine.c's atfork): the reap and list locks, later every cache lock; release all. */
@@ -193,18 +192,15 @@ int prd__option_choice(const char *name, char *buf, size_t len);
  * grace-period check, which the torture test must catch.  Set before any deferral. */
 extern bool prd__defer_broken;
 
-/* prd_cache_alloc's path for a cache that has seen deferrals: the thread's object cache. */
-void *prd__defer_alloc(prd_cache_t *cp, int flags);
-/* prd_cache_free's path for such a cache: into the thread's object cache if it has one. */
-bool  prd__defer_free(prd_cache_t *cp, void *buf);
 /* Out of memory with deferred objects waiting (Algorithm 1 lines 31-32), cache_lock not held:
- * moves latent caches to latent slabs, waits for their grace period unless flags say
+ * moves the threads' latent generations to latent slabs (try-locks), waits for their grace period unless flags say
  * PRD_NOSLEEP (or the caller is inside a read-side section), merges what is safe.  True if
  * any buffer came back. */
 bool  prd__defer_oom(prd_cache_t *cp, int flags);
-/* Before a cache is destroyed: every latent cache drained, grace periods waited for. */
+/* Before a cache is destroyed: every thread's latent generations to the latent slabs, their
+ * grace periods waited for. */
 void  prd__defer_cache_destroy(prd_cache_t *cp);
-/* Adds the latent caches' counters to a cache's statistics (cache_lock not held). */
+/* Prudence's fields of a cache's statistics, after the magazine layer's (cache_lock not held). */
 void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */

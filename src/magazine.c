@@ -18,7 +18,10 @@
  *      pages and grows (doubling) on demand, never from malloc: the malloc of a later issue
  *      sits on this layer.
  *    - prd_cpu_cache_t: cc_loaded (cc_rounds of cc_magsize held) and cc_previous (always full
- *      or empty: cc_prounds), as kmem's cpu cache; hit counters; one cache line.
+ *      or empty: cc_prounds), as kmem's cpu cache; hit counters; one cache line for the hit
+ *      path.  Its second line holds Prudence's latent cache (defer.c section 2): two latent
+ *      generations, magazines of the cache's size tagged with grace-period states, which the
+ *      same handshake (section 6) protects.
  *    - prd_depot_t per cache: a list of full and a list of empty magazines under dp_lock
  *      (seed 004 "depot"), each with its working set (section 7).
  *    - prd_magtype_t: the magazine-size table of libumem (section 8); each size has its own
@@ -37,6 +40,12 @@
  *              from the depot's empty list or else from the magazine cache (PRD_NOSLEEP: a
  *              free never waits), previous = loaded, loaded = empty, push
  *      tier 4  no empty magazine could be had: the object goes straight to the slab layer
+ *    Prudence (defer.c section 4) adds, for a cache that has seen deferrals: before tier 2 of
+ *    allocation, a safe latent generation is exchanged with the empty loaded magazine (lines
+ *    7-11 of seed 001's Algorithm 1); tier 4 of allocation refills the loaded magazine with
+ *    size - latent objects from the slab layer (line 14) instead of taking one; tier 3 of free
+ *    also sends the full loaded magazine to the depot when the thread's latent objects would
+ *    fill half a magazine (the flush sized by the latent count).
  *    Why two magazines: after a depot visit the thread holds one full and one empty
  *    magazine, so at least M allocations or M frees separate two depot visits whatever the
  *    pattern (seed 004); prd-bench cache measures depot visits per operation <= 1/M for the
@@ -53,18 +62,21 @@
  *    prd__slab_free, which annotates them as well.
  *
  * 5. The fast path, counted (objdump -d build/lib/libprudence.a, Release, gcc 12.2 -O2,
- *    x86-64).  A hit of prd_cache_alloc is 38 instructions from entry to ret: 7 are the front
- *    end's tests (NULL cache, the debug flag, the Prudence-deferral flag of slab.c), 31 the
- *    CPU layer: the TLS-offset load and %fs load of the thread's set, the id load, bounds
- *    compare and branch, the entry address (shift, add), the busy store, the membarrier-mode
+ *    x86-64).  A hit of prd_cache_alloc is 42 instructions from entry to ret: 4 are the front
+ *    end's tests (NULL cache, the debug flag of slab.c; a cache with Prudence deferrals stays
+ *    on this path), 5 the frame and the NULL test that the tier-1 half (prd__mag_alloc_hit,
+ *    which returns NULL on a miss) costs its caller, the rest the CPU layer: the TLS-offset
+ *    load and %fs load of the thread's set, the id load, bounds compare and branch, the entry
+ *    address (shift, add: prd_cpu_cache_t is 256 bytes), the busy store, the membarrier-mode
  *    load and branch, the rounds and steal loads and their two tests, the magazine load, the
  *    index (two), the round load, the rounds store, the hit counter (load, add, store), the
- *    busy store, the tool-annotation load and branch, the return value.  A hit of
- *    prd_cache_free is 39 (9 front end with its NULL-buffer test, 30 CPU layer: the
- *    annotation test comes before the push, the round is stored instead of loaded).  No
- *    lock, no atomic read-modify-write, no fence on the path taken: the `lock orq` in the
- *    listing is the seq_cst fence of the fallback (section 6), reached only without
- *    membarrier.  The miss is a tail jump to prd__mag_alloc_miss / prd__mag_free_miss.
+ *    busy store, the tool-annotation load and branch.  A hit of prd_cache_free is 38 (6 front
+ *    end with its NULL-buffer test, 32 CPU layer: the annotation test comes before the push,
+ *    the round is stored instead of loaded, the top-round test below).  No lock, no atomic
+ *    read-modify-write, no fence on the path taken: the `lock orq` in the listing is the
+ *    seq_cst fence of the fallback (section 6), reached only without membarrier.  The miss
+ *    goes to prd__mag_alloc_miss / prd__mag_free_miss.  A hit of prd_cache_free_deferred
+ *    (defer.c) is 52 instructions plus the 8 of prd_rcu_get_state.
  *    The free hit also compares the buffer with the loaded magazine's top round (a load from
  *    the line the push writes, a compare and a branch): equal is a double free, reported by
  *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the tier-1
@@ -96,7 +108,10 @@
  *    system call (Dekker with fences); under TSan (PRD_TSAN) both sides use seq_cst stores
  *    and loads, which TSan models (it does not model fences).  The slow path always holds
  *    tc_lock, so it never races a reaper; the owner's fast path needs no lock at all.
- *    The same handshake will serve the latent caches of Prudence (PRUDENCE-NOTES §1).
+ *    The same handshake serves the latent generations of Prudence (PRUDENCE-NOTES §1): the
+ *    deferral hit path (defer.c) runs it like the magazine hit path, and Prudence's visitors
+ *    (pre-flush, OOM, destroy: prd__mag_visit) run the reaper's side under mag_reap_lock, so
+ *    that a reaper never clears tc_steal while a visitor still works on that thread.
  *
  * 7. Depot working set (seed 004; libumem's umem_depot_ws_update/ws_reap).  Each depot list
  *    tracks ml_min, its fewest magazines during the current interval.  At each interval
@@ -133,8 +148,10 @@
  *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
  *    they are; the rounds of a partly filled one to the slab layer, its magazine to the empty
  *    list) and folds its counters into the depot's, so no object is lost and none leaked;
- *    prd_thread_flush does the same on demand.  After its destructor a thread's misses go
- *    straight to the slab layer.
+ *    prd_thread_flush does the same on demand.  Latent generations (Prudence) go to the latent
+ *    slabs with their grace-period states (defer.c section 7), on this path and every other
+ *    one that empties a CPU cache.  After its destructor a thread's misses go straight to the
+ *    slab layer.
  *
  * 11. fork (pthread_atfork, registered once for the library by a constructor here).  prepare
  *    takes every lock of the process in lock order: first the outer locks of layers above
@@ -157,8 +174,11 @@
  *    under them).  The slow path holds tc_lock across a depot visit and the PRD_NOSLEEP
  *    allocation of a magazine, but calls the slab layer for tier 4 after dropping it (a
  *    PRD_SLEEP allocation may reap, and a reap takes tc_lock).  Statistics take the registry
- *    and each tc_lock (also under slab_list_lock, from the snapshot of stats.c).  Outside all
- *    of these: vmem's heap_lock -> vmem_qcache_lock (making quantum caches creates caches).
+ *    and each tc_lock (also under slab_list_lock, from the snapshot of stats.c).  Prudence
+ *    (defer.c section 8): its visitors take mag_reap_lock -> mag_registry_lock -> tc_lock
+ *    (the pre-flush job and the OOM path only try them), its slow paths tc_lock -> dp_lock or
+ *    cache_lock (the latent slabs), and its refill calls the slab layer with tc_lock dropped,
+ *    as tier 4 does.  Outside all of these: vmem's heap_lock -> vmem_qcache_lock (making quantum caches creates caches).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -310,6 +330,29 @@ static void mag_destroy_chain(prd_cache_t *cp, prd_mag_t *chain, bool full)
   }
 }
 
+prd_mag_t *prd__mag_new(prd_cache_t *cp)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  pthread_mutex_lock(&dp->dp_lock);
+  const prd_magtype_t *mt = dp->dp_magtype;
+  pthread_mutex_unlock(&dp->dp_lock);
+  return mag_new(mt);
+}
+
+void prd__mag_free_empty(prd_mag_t *mp)
+{
+  prd__slab_free(mag_type_of(mp->mag_size)->mt_cache, mp);
+}
+
+uint32_t prd__mag_cur_size(prd_cache_t *cp)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  pthread_mutex_lock(&dp->dp_lock);
+  uint32_t n = dp->dp_magtype->mt_magsize;
+  pthread_mutex_unlock(&dp->dp_lock);
+  return n;
+}
+
 /* ---- the depot (dp_lock held unless said) ------------------------------------------------- */
 static void depot_lock(prd_depot_t *dp)
 {
@@ -401,6 +444,22 @@ void prd__mag_depot_reap(prd_cache_t *cp, bool all)
   mag_destroy_chain(cp, empty, false);
 }
 
+/* The next magazine size, when the chunk allows (section 8): dp_lock held; the empty
+ * magazines, now too small, go onto *old for the caller to destroy after unlocking. */
+static bool depot_grow(prd_cache_t *cp, prd_mag_t **old)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  const prd_magtype_t *mt = dp->dp_magtype;
+  if (mt + 1 >= mag_types + MAG_NTYPES || cp->cache_chunksize >= mt->mt_maxbuf)
+    return false;
+  dp->dp_magtype = mt + 1;
+  dp->dp_resizes++;
+  /* the empty magazines are now too small: give them back (full ones stay in use) */
+  maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, old, NULL);
+  dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
+  return true;
+}
+
 /* One interval's update of a depot: working set and magazine size (sections 7, 8). */
 static void depot_update(prd_cache_t *cp)
 {
@@ -413,18 +472,22 @@ static void depot_update(prd_cache_t *cp)
     lists[i]->ml_min = lists[i]->ml_total;
   }
   uint64_t cont = atomic_load_explicit(&dp->dp_contention, memory_order_relaxed);
-  const prd_magtype_t *mt = dp->dp_magtype;
-  if (cont - dp->dp_contention_prev > (uint64_t)prd__opt(depot_contention) &&
-      mt + 1 < mag_types + MAG_NTYPES && cp->cache_chunksize < mt->mt_maxbuf) {
-    dp->dp_magtype = mt + 1;
-    dp->dp_resizes++;
-    /* the empty magazines are now too small: give them back (full ones stay in use) */
-    maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, &old, NULL);
-    dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
-  }
+  if (cont - dp->dp_contention_prev > (uint64_t)prd__opt(depot_contention))
+    (void)depot_grow(cp, &old);
   dp->dp_contention_prev = cont;
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, old, false);
+}
+
+bool prd__mag_grow(prd_cache_t *cp)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *old = NULL;
+  pthread_mutex_lock(&dp->dp_lock);
+  bool grew = depot_grow(cp, &old);
+  pthread_mutex_unlock(&dp->dp_lock);
+  mag_destroy_chain(cp, old, false);
+  return grew;
 }
 
 /* ---- per-thread CPU caches ------------------------------------------------------------------ */
@@ -434,6 +497,17 @@ static void depot_update(prd_cache_t *cp)
 static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool fold)
 {
   prd_depot_t *dp = &cp->cache_depot;
+  /* Prudence: latent generations to the latent slabs with their states (defer.c section 7) */
+  if (cc->cc_lat[0] != NULL || cc->cc_lat[1] != NULL)
+    prd__defer_cc_drain(cp, cc);
+  uint64_t pc[PRD_PC_NCOUNTERS];
+  for (int i = 0; i < PRD_PC_NCOUNTERS; i++) {
+    pc[i] = atomic_load_explicit(&cc->cc_pcnt[i], memory_order_relaxed);
+    if (fold)
+      atomic_store_explicit(&cc->cc_pcnt[i], 0, memory_order_relaxed);
+  }
+  if (fold)
+    cc->cc_pf_ops = cc->cc_pf_defers = 0;
   prd_mag_t *mags[2] = { cc->cc_loaded, cc->cc_previous };
   uint32_t rounds[2] = { atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed),
                          cc->cc_prounds };
@@ -455,6 +529,8 @@ static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool f
   if (fold) {
     dp->dp_dead_alloc_hits += ah;
     dp->dp_dead_free_hits += fh;
+    for (int i = 0; i < PRD_PC_NCOUNTERS; i++)
+      dp->dp_dead_pcnt[i] += pc[i];
   }
   for (int i = 0; i < 2; i++) {
     prd_mag_t *mp = mags[i];
@@ -489,7 +565,7 @@ static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool f
 
 /* The calling thread's CPU caches, created or grown so that `id` has an entry; NULL when the
  * thread is exiting or no memory could be mapped (the caller then uses the slab layer). */
-static prd_tcache_t *tc_get(uint32_t id)
+prd_tcache_t *prd__mag_tc_get(uint32_t id)
 {
   prd_tcache_t *tc = prd__mag_tc;
   if (prd_unlikely(tc == &mag_tc_none)) {
@@ -569,6 +645,7 @@ static void mag_thread_exit(void *arg)
   pthread_mutex_unlock(&tc->tc_lock);
   tc_unregister_free(tc);
   pthread_mutex_unlock(&mag_registry_lock);
+  prd__defer_gp_requests();   /* latent objects moved under the locks (defer.c section 8) */
 }
 
 void prd_thread_flush(void)
@@ -579,6 +656,7 @@ void prd_thread_flush(void)
   pthread_mutex_lock(&tc->tc_lock);
   tc_flush(tc, false);
   pthread_mutex_unlock(&tc->tc_lock);
+  prd__defer_gp_requests();
 }
 
 /* ---- the reaper's half of the handshake (section 6) ------------------------------------------ */
@@ -637,13 +715,15 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
       if (mode == STEAL_IDLE) {
         uint64_t ops = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
                        atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed) +
-                       cc->cc_misses;
+                       cc->cc_misses +
+                       atomic_load_explicit(&cc->cc_pcnt[PRD_PC_DEFERRED], memory_order_relaxed);
         if (ops != cc->cc_idle_mark) {
           cc->cc_idle_mark = ops;
           continue;
         }
       }
-      if (cc->cc_loaded != NULL || cc->cc_previous != NULL || mode == STEAL_ONE_CACHE)
+      if (cc->cc_loaded != NULL || cc->cc_previous != NULL || cc->cc_lat[0] != NULL ||
+          cc->cc_lat[1] != NULL || mode == STEAL_ONE_CACHE)
         cc_empty(cp, cc, false, mode == STEAL_ONE_CACHE);
     }
     pthread_mutex_unlock(&tc->tc_lock);
@@ -660,6 +740,90 @@ void prd__mag_reap_threads(void)
   pthread_mutex_lock(&mag_reap_lock);
   mag_steal(STEAL_ALL, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
+  prd__defer_gp_requests();
+}
+
+/* The handshake of mag_steal for Prudence's visitors (defer.c: pre-flush, OOM, destroy).
+ * mag_reap_lock serializes them with the reapers: a reaper that cleared tc_steal while a
+ * visitor still worked on that thread's caches would let the owner in. */
+uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *arg)
+{
+  if (mode == PRD_VISIT_TRY) {
+    if (pthread_mutex_trylock(&mag_reap_lock) != 0)
+      return 1;
+    if (pthread_mutex_trylock(&mag_registry_lock) != 0) {
+      pthread_mutex_unlock(&mag_reap_lock);
+      return 1;
+    }
+  } else {
+    pthread_mutex_lock(&mag_reap_lock);
+    pthread_mutex_lock(&mag_registry_lock);
+  }
+  uint32_t skipped = 0;
+  prd_tcache_t *self = prd__mag_tc;
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
+    if (tc != self)
+      atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
+  handshake_fence();
+  uint32_t nids = mag_id_count();
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
+    bool own = tc == self;
+    if (mode == PRD_VISIT_TRY) {
+      if (pthread_mutex_trylock(&tc->tc_lock) != 0) {
+        skipped++;
+        if (!own)
+          atomic_store_explicit(&tc->tc_steal, 0, memory_order_release);
+        continue;
+      }
+    } else {
+      pthread_mutex_lock(&tc->tc_lock);
+    }
+    uint32_t n = PRD_MIN(tc->tc_ncc, nids);
+    for (uint32_t id = 1; id < n; id++) {
+      prd_cache_t *vcp = cp != NULL ? (id == cp->cache_magid ? cp : NULL) : mag_cache_of(id);
+      if (vcp == NULL)
+        continue;
+      prd_cpu_cache_t *cc = &tc->tc_cc[id];
+      while (!own && mode == PRD_VISIT_WAIT && cc_is_busy(cc)) {
+        pthread_mutex_unlock(&tc->tc_lock);
+        sched_yield();
+        pthread_mutex_lock(&tc->tc_lock);
+      }
+      if (!own && cc_is_busy(cc)) {
+        skipped++;
+        continue;
+      }
+      fn(vcp, cc, arg);
+    }
+    pthread_mutex_unlock(&tc->tc_lock);
+    if (!own)
+      atomic_store_explicit(&tc->tc_steal, 0, memory_order_release);   /* owner: acquire */
+  }
+  pthread_mutex_unlock(&mag_registry_lock);
+  pthread_mutex_unlock(&mag_reap_lock);
+  return skipped;
+}
+
+void prd__mag_pcounts(prd_cache_t *cp, uint64_t pc[PRD_PC_NCOUNTERS])
+{
+  memset(pc, 0, PRD_PC_NCOUNTERS * sizeof(uint64_t));
+  uint32_t id = cp->cache_magid;
+  if (id == 0)
+    return;
+  pthread_mutex_lock(&mag_registry_lock);
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
+    pthread_mutex_lock(&tc->tc_lock);
+    if (id < tc->tc_ncc)
+      for (int i = 0; i < PRD_PC_NCOUNTERS; i++)
+        pc[i] += atomic_load_explicit(&tc->tc_cc[id].cc_pcnt[i], memory_order_relaxed);
+    pthread_mutex_unlock(&tc->tc_lock);
+  }
+  prd_depot_t *dp = &cp->cache_depot;
+  pthread_mutex_lock(&dp->dp_lock);
+  for (int i = 0; i < PRD_PC_NCOUNTERS; i++)
+    pc[i] += dp->dp_dead_pcnt[i];
+  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(&mag_registry_lock);
 }
 
 /* ---- maintenance (section 9) --------------------------------------------------------------- */
@@ -697,6 +861,7 @@ static void maint_tick(bool trylock)
   mag_steal(STEAL_IDLE, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
   atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
+  prd__defer_gp_requests();   /* the idle steal's latent objects (defer.c section 8) */
 }
 
 /* The registered jobs (no lock held while they run). */
@@ -825,7 +990,7 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
 {
   uint32_t id = cp->cache_magid;
   prd_tcache_t *tc;
-  if (id == 0 || (tc = tc_get(id)) == NULL)
+  if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL)
     return prd__slab_alloc(cp, flags);
   maint_poke();
   prd_depot_t *dp = &cp->cache_depot;
@@ -846,6 +1011,10 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
         prd__mag_annot_out(cp, buf);
       break;
     }
+    /* Prudence, Algorithm 1 lines 7-11, before any other tier: a safe latent generation
+     * becomes the loaded magazine (pointer exchange, defer.c) */
+    if (prd__mag_latent(cc) != 0 && prd__defer_cc_merge(cp, cc))
+      continue;
     /* tier 2: loaded is empty and previous full: exchange them */
     if (cc->cc_prounds > 0) {
       cc_exchange(cc, 0);
@@ -871,11 +1040,19 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
     pthread_mutex_unlock(&dp->dp_lock);
     cc_reload(cc, fmp, 0, fmp->mag_size);
   }
+  /* tier 4 of a cache with Prudence deferrals: a refill of size - latent (line 14) */
+  uint32_t want = 0;
+  bool waiting = false;
+  if (buf == NULL &&
+      (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT))
+    want = prd__defer_refill_size(cp, cc, &waiting);
   pthread_mutex_unlock(&tc->tc_lock);
   if (give != NULL)
     mag_destroy(cp, give, 0);
   if (buf != NULL)
     return buf;
+  if (want != 0)
+    return prd__defer_refill(cp, id, flags, want, waiting);
   /* tier 4: no full magazine in the depot: the slab layer (tc_lock dropped: it may reap) */
   return prd__slab_alloc(cp, flags);
 }
@@ -892,7 +1069,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 {
   uint32_t id = cp->cache_magid;
   prd_tcache_t *tc;
-  if (id == 0 || (tc = tc_get(id)) == NULL) {
+  if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL) {
     prd__slab_free(cp, buf);
     return;
   }
@@ -948,6 +1125,22 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     }
     if (cc->cc_previous != NULL)
       depot_put_full(dp, cc->cc_previous);
+    uint32_t lat = prd__mag_latent(cc);
+    if (cc->cc_lat[1] != NULL)   /* Prudence: the object cache is flushed (Fig. 8 churns) */
+      PRD__MAG_COUNT(cc->cc_pcnt[PRD_PC_FLUSHES]);
+    if (lat != 0 && 2 * lat >= r && cc->cc_loaded != NULL && r == cc->cc_loaded->mag_size) {
+      /* Prudence, flush sized by the latent count (001 §4.2): the latent objects will be the
+       * next loaded magazine once safe, so the full loaded one goes to the depot too and the
+       * thread keeps room for them instead of a second full magazine */
+      depot_put_full(dp, cc->cc_loaded);
+      pthread_mutex_unlock(&dp->dp_lock);
+      cc->cc_previous = NULL;
+      cc->cc_prounds = 0;
+      cc->cc_loaded = emp;
+      cc->cc_magsize = emp->mag_size;
+      atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+      continue;
+    }
     pthread_mutex_unlock(&dp->dp_lock);
     cc_reload(cc, emp, r, 0);
   }
@@ -1010,6 +1203,7 @@ void prd__mag_cache_fini(prd_cache_t *cp)
   prd__mag_depot_reap(cp, true);
   mag_id_set(id, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
+  prd__defer_gp_requests();
   pthread_mutex_destroy(&cp->cache_depot.dp_lock);
   cp->cache_magid = 0;
 }
@@ -1021,7 +1215,7 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   if (id == 0)
     return;
   prd_depot_t *dp = &cp->cache_depot;
-  uint64_t ah = 0, fh = 0, objs = 0;
+  uint64_t ah = 0, fh = 0, objs = 0, ocobjs = 0, latent = 0;
   pthread_mutex_lock(&mag_registry_lock);
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
     pthread_mutex_lock(&tc->tc_lock);
@@ -1029,7 +1223,17 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
       prd_cpu_cache_t *cc = &tc->tc_cc[id];
       ah += atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed);
       fh += atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed);
-      objs += atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + cc->cc_prounds;
+      uint64_t loaded = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      /* a CPU cache with latent generations is a Prudence object cache: its loaded
+       * magazine is Algorithm 1's object cache (oc_objs), the previous one stays magazine
+       * layer (thread_cache_objs); defer.c section 5 */
+      if (cc->cc_lat[1] != NULL || cc->cc_lat[0] != NULL) {
+        ocobjs += loaded;
+        objs += cc->cc_prounds;
+      } else {
+        objs += loaded + cc->cc_prounds;
+      }
+      latent += prd__mag_latent(cc);
     }
     pthread_mutex_unlock(&tc->tc_lock);
   }
@@ -1053,6 +1257,8 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   pthread_mutex_unlock(&dp->dp_lock);
   pthread_mutex_unlock(&mag_registry_lock);
   st->thread_cache_objs = objs;
+  st->oc_objs = ocobjs;
+  st->latent_cache_objs = latent;
   uint64_t allocs = st->mag_alloc_hits + av, frees = st->mag_free_hits + fv;
   st->mag_allocs = allocs;
   st->mag_frees = frees;

@@ -25,10 +25,62 @@ extern int prd__mag_membarrier __attribute__((visibility("hidden")));
  * object parked in a magazine is caught; otherwise one load and a branch. */
 extern int prd__mag_annot __attribute__((visibility("hidden")));
 
+/* The largest magazine of the size table (magazine.c section 8): a refill's stack array. */
+#define PRD_MAG_MAX_ROUNDS 143
+
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags);
 /* The annotations of annotate.h, out of line (only when prd__mag_annot): returns buf. */
 PRD_NOINLINE void *prd__mag_annot_out(prd_cache_t *cp, void *buf);
 PRD_NOINLINE void  prd__mag_free_miss(prd_cache_t *cp, void *buf);
+
+/* For Prudence (defer.c), which keeps its latent generations in the CPU cache. */
+/* The calling thread's CPU caches with an entry for id (created or grown), or NULL (thread
+ * exiting, no memory): no lock held. */
+prd_tcache_t *prd__mag_tc_get(uint32_t id);
+/* A new empty magazine of cp's current size (PRD_NOSLEEP), NULL when none could be had; and
+ * the way back for an empty one.  Callable under tc_lock. */
+prd_mag_t *prd__mag_new(prd_cache_t *cp);
+void prd__mag_free_empty(prd_mag_t *mp);
+/* Rounds of cp's current magazine size. */
+uint32_t prd__mag_cur_size(prd_cache_t *cp);
+/* Moves cp's depot to the next magazine size (section 8) when its chunk allows: true if it
+ * grew.  No lock held but possibly the caller's tc_lock. */
+bool prd__mag_grow(prd_cache_t *cp);
+/* Calls fn(cp, cc, arg) with cc's tc_lock held on every CPU cache whose owner is not inside
+ * an operation on it (section 6's handshake), for cp or, when cp is NULL, every cache with
+ * magazines.  PRD_VISIT_WAIT takes the locks and waits for busy owners; PRD_VISIT_TRY only
+ * try-locks and skips busy owners (callers that may hold a lock of the order, idle-time
+ * work).  Returns how many CPU caches or threads were skipped. */
+enum { PRD_VISIT_WAIT, PRD_VISIT_TRY };
+typedef void prd__mag_visit_fn(prd_cache_t *cp, prd_cpu_cache_t *cc, void *arg);
+uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *arg);
+/* Sums every thread's Prudence counters of cp (and those of threads that exited). */
+void prd__mag_pcounts(prd_cache_t *cp, uint64_t pc[PRD_PC_NCOUNTERS]);
+
+/* defer.c's side, called by the magazine layer's slow paths with tc_lock held (the owner is
+ * not inside an operation on cc): */
+/* Deferred objects in cc's latent generations. */
+static inline uint32_t prd__mag_latent(const prd_cpu_cache_t *cc)
+{
+  return atomic_load_explicit(&cc->cc_lat_n[0], memory_order_relaxed) +
+         atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
+}
+/* Lines 7-11: cc's loaded magazine is empty; a safe latent generation takes its place.  True
+ * when the loaded magazine has rounds now. */
+bool prd__defer_cc_merge(prd_cache_t *cp, prd_cpu_cache_t *cc);
+/* The thread's magazines are taken: the latent generations go to the latent slabs with their
+ * states, their magazines are freed.  Their grace periods are noted for
+ * prd__defer_gp_requests, which the caller runs once it holds no lock. */
+void prd__defer_cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc);
+/* Asks the driver for the grace periods noted under locks by this thread (no lock held). */
+void prd__defer_gp_requests(void);
+/* An allocation miss found no magazine to use: the refill size (line 14, size less the latent
+ * count), asking for the latent objects' grace period; *waiting: latent objects still wait. */
+uint32_t prd__defer_refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting);
+/* Tier 4 of a Prudence cache (no lock held): refills the loaded magazine of id from the slab
+ * layer with `want` objects and returns one (lines 13-33); `waiting` (latent objects still
+ * wait for their grace period) grows the magazine size. */
+void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool waiting);
 
 /* Where is my CPU cache: the set of CPU caches this thread uses now. */
 static inline prd_tcache_t *prd__mag_here(void)

@@ -121,7 +121,7 @@
  *
  * 8. The hit paths.  prd_malloc and prd_free run the CPU layer's tier 1 inline
  *    (magazine.h prd__mag_alloc_hit / prd__mag_free_hit) when the class cache takes the
- *    ordinary front end (prd__cache_slow_front: no debugging, no Prudence object cache), the
+ *    ordinary front end (prd__cache_slow_front: no buffer debugging), the
  *    thread is not re-entering (malloc_depth 0) and no slab lacks its page-map entries.  A hit
  *    calls nothing, so it needs no re-entry mark; the depth counter moves only on the misses
  *    (malloc_class_alloc / malloc_class_free, out of line), which enter the layers below.
@@ -473,8 +473,8 @@ static PRD_NOINLINE void malloc_class_free(prd_cache_t *cp, void *p)
 
 /* The hit paths (section 8): the magazine layer's tier 1 inline, when this thread is not
  * inside the caches already (a re-entrant call must not touch the CPU cache the outer call
- * may be changing), the class cache takes the ordinary front end (no debugging, no Prudence
- * object cache) and every slab is in the page map.  Only a hit can stay here: it calls
+ * may be changing), the class cache takes the ordinary front end (no buffer debugging)
+ * and every slab is in the page map.  Only a hit can stay here: it calls
  * nothing, so it needs no re-entry mark; every miss goes to the functions above, which mark
  * the thread before entering the layers below. */
 static inline bool class_fast(const prd_cache_t *cp)

@@ -1175,26 +1175,21 @@ static prd_slab_t *lat_pick(prd_cache_t *cp)
 
 /* ---- the public front end ------------------------------------------------------------------- */
 /* prd__cache_slow_front (internal.h, where malloc.c's inline hit path tests it too) says
- * whether a cache takes the out-of-line front end: buffer debugging (section 7), or Prudence
- * deferrals seen (defer.c serves it from its own per-thread object caches).  Two tests. */
+ * whether a cache takes the out-of-line front end: buffer debugging (section 7).  A cache with
+ * Prudence deferrals stays on the magazine layer's hit path: its latent generations live in
+ * the same CPU caches (defer.c section 2). */
 
 /* The debug hooks run at the boundary between the user and the layers, so objects parked in
  * magazines are "free" for the checks. */
 static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
 {
-  /* a cache that has seen Prudence deferrals serves from the thread's object cache (defer.c) */
-  if (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT)
-    return prd__defer_alloc(cp, flags);
   void *buf = prd__mag_alloc(cp, flags);
   return buf != NULL ? prd__debug_alloc(cp, buf, flags) : NULL;
 }
 
 static PRD_NOINLINE void cache_free_slow(prd_cache_t *cp, void *buf)
 {
-  if ((cp->cache_flags & PRD_CF_DEBUG) && prd__debug_free(cp, buf) != 0)
-    return;
-  if ((atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT) &&
-      prd__defer_free(cp, buf))
+  if (prd__debug_free(cp, buf) != 0)
     return;
   prd__mag_free(cp, buf);
 }
@@ -1353,7 +1348,6 @@ static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t ali
     return -1;
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
   pthread_mutex_init(&cp->cache_lock, NULL);
-  pthread_mutex_init(&cp->cache_defer_lock, NULL);
   link_init(&cp->cache_full);
   link_init(&cp->cache_latent);
   link_init(&cp->cache_free);
@@ -1534,7 +1528,6 @@ void prd_cache_destroy(prd_cache_t *cp)
   if (cp->cache_hash != cp->cache_hash0)
     prd__os_unmap(cp->cache_hash, hash_bytes(cp->cache_hash_mask + 1));
   pthread_mutex_destroy(&cp->cache_lock);
-  pthread_mutex_destroy(&cp->cache_defer_lock);
   prd__slab_free(&slab_cache_cache, cp);
   if (live > 0)
     prd__report_done();

@@ -222,6 +222,14 @@ typedef struct prd_maglist {
   uint64_t ml_gets, ml_puts;     /* statistics */
 } prd_maglist_t;
 
+/* Counters of Prudence in one CPU cache, by index (folded into the depot's dp_dead_pcnt when
+ * the thread goes away).  Written by the owner (PRD__MAG_COUNT) or under tc_lock by a thief
+ * while the owner is out of its operations; read relaxed. */
+enum {
+  PRD_PC_DEFERRED, PRD_PC_MERGES, PRD_PC_REFILLS, PRD_PC_FLUSHES, PRD_PC_PARTIAL,
+  PRD_PC_PREFLUSH, PRD_PC_OOMWAITS, PRD_PC_CAPWAITS, PRD_PC_RESIZES, PRD_PC_NCOUNTERS
+};
+
 /* The depot of one cache: everything under dp_lock. */
 typedef struct prd_depot {
   pthread_mutex_t dp_lock;
@@ -235,13 +243,18 @@ typedef struct prd_depot {
   uint64_t dp_free_visits, dp_free_misses;     /* CPU-layer free misses; of those, no empty */
   uint64_t dp_to_slab_allocs, dp_to_slab_frees; /* objects that went on to the slab layer */
   uint64_t dp_dead_alloc_hits, dp_dead_free_hits;   /* counters of threads that exited */
+  uint64_t dp_dead_pcnt[PRD_PC_NCOUNTERS];           /* their Prudence counters */
 } prd_depot_t;
 
 /* One thread's CPU cache of one object cache (seed 004's per-CPU cache, per thread here).
  * The owner reads and writes it without a lock (cc_busy set around each lockless operation);
- * its slow path, reapers and statistics take tc_lock.  One cache line. */
+ * its slow path, reapers and statistics take tc_lock.  The first cache line is the magazine
+ * layer's hit path; the second holds Prudence's latent cache (defer.c section 2): two latent
+ * generations, each a magazine tagged with one grace-period state. */
 typedef struct prd_cpu_cache {
-  _Atomic uint32_t cc_busy;      /* owner inside a lockless operation (the handshake) */
+  /* aligned: 4 whole cache lines, so an entry never straddles a line (and the hit path
+   * indexes the array by a shift) */
+  _Alignas(64) _Atomic uint32_t cc_busy;      /* owner inside a lockless operation (the handshake) */
   _Atomic uint32_t cc_rounds;    /* rounds in cc_loaded */
   uint32_t cc_magsize;           /* capacity of cc_loaded (0: no loaded magazine) */
   uint32_t cc_prounds;           /* rounds in cc_previous (it is always full or empty) */
@@ -251,6 +264,18 @@ typedef struct prd_cpu_cache {
   _Atomic uint64_t cc_free_hits;
   uint64_t cc_misses;            /* depot visits (under tc_lock) */
   uint64_t cc_idle_mark;         /* maintenance: operations seen at the last interval */
+  /* -- Prudence (defer.c): changed by the owner's deferral hit path (busy set) or under tc_lock */
+  prd_mag_t *cc_lat[2];          /* latent generations: [0] older, [1] open (NULL: none yet) */
+  _Atomic uint32_t cc_lat_n[2];  /* deferred objects in each */
+  prd_gp_t cc_lat_gp[2];         /* each generation's grace-period state */
+  uint32_t cc_lat_stop;          /* the hit path pushes while cc_lat_n[1] < this (defer.c) */
+  uint32_t cc_lat_limit;         /* latent objects at most: the magazine capacity (line 39) */
+  prd_gp_t cc_lat_requested;     /* the latest state this CPU cache asked the driver for */
+  _Atomic uint32_t cc_want_preflush; /* lines 41-43: the maintenance job should pre-flush */
+  uint32_t cc_pad;
+  uint64_t cc_pf_ops;            /* allocation hits at the last pre-flush (rate, defer.c §6) */
+  uint64_t cc_pf_defers;         /* deferrals at the last pre-flush */
+  _Atomic uint64_t cc_pcnt[PRD_PC_NCOUNTERS];
 } prd_cpu_cache_t;
 
 /* One thread's CPU caches, indexed by cache_magid; on the thread registry. */
@@ -321,15 +346,12 @@ struct prd_cache {
   prd_gp_t cache_lat_maxgp;      /* the latest state in any latent slab (OOM waits for it) */
   size_t cache_lat_words;        /* small layout: 64-bit words per latent bitmap generation */
   size_t cache_rcu_off;          /* PRD_CF_DEFERHEAD: offset of the prd_defer_head_t */
-  /* the per-thread latent caches of this cache: under cache_defer_lock */
-  pthread_mutex_t cache_defer_lock;
-  struct prd_lcache *cache_lcaches;
   _Atomic uint32_t cache_defer_on;   /* PRD_DEFER_* bits: which deferral paths were used */
-  uint32_t cache_lc_size;            /* object-cache capacity = latent-cache limit */
+  _Atomic uint32_t cache_want_preflush;  /* a CPU cache of this cache asked for a pre-flush */
   _Atomic uint64_t cache_defer_cbs;  /* call_rcu path: callbacks run (one writer, the worker) */
+  _Atomic uint64_t cache_defer_direct;   /* deferrals that went straight to the latent slabs
+                                          * (no CPU cache: no magazines, thread exiting) */
   _Atomic uint64_t cache_oom_waits;  /* grace periods waited for by the slab layer's OOM path */
-  /* counters folded in from latent caches that went away (thread exit), cache_defer_lock */
-  uint64_t cache_lc_dead[16];
   /* magazine.c: the index of this cache in every thread's CPU caches (0: no magazines) */
   uint32_t cache_magid;
   prd_depot_t cache_depot;
@@ -342,47 +364,12 @@ typedef struct prd__cache_snap {
 } prd__cache_snap_t;
 
 /* ---- defer.c (Prudence, seed 001 §4) ------------------------------------------------------ */
-#define PRD_DEFER_LATENT 0x1   /* latent caches exist: allocation and free go through them */
+#define PRD_DEFER_LATENT 0x1   /* Prudence deferrals were made (statistics: oc_* fields) */
 #define PRD_DEFER_CALLRCU 0x2  /* call_rcu deferrals were made: destroy runs prd_rcu_barrier */
 /* The head the call_rcu path (PRD_CACHE_OBLIVIOUS, debug caches) writes after a buffer. */
 typedef struct prd_defer_head {
   struct prd_rcu_head dh_head;
   prd_cache_t *dh_cache;
 } prd_defer_head_t;
-
-/* Counters of one latent cache, by index (folded into cache_lc_dead when it goes away). */
-enum {
-  PRD_LC_HITS, PRD_LC_MISSES, PRD_LC_REFILLS, PRD_LC_FLUSHES, PRD_LC_DEFERRED, PRD_LC_MERGES,
-  PRD_LC_PARTIAL, PRD_LC_PREFLUSH, PRD_LC_OOMWAITS, PRD_LC_CAPWAITS, PRD_LC_RESIZES, PRD_LC_NCOUNTERS
-};
-
-/* One thread's object cache and latent cache for one cache (seed 001 §4.1, Fig. 4).  The owner
- * takes lc_lock for each operation (uncontended); another thread (pre-flush, destroy, OOM,
- * statistics) takes it to reach a quiet thread's objects.  Arrays have lc_size slots each. */
-typedef struct prd_lcache {
-  pthread_mutex_t lc_lock;        /* thieves against each other; an owner that saw lc_steal */
-  _Atomic uint32_t lc_busy;       /* the owner is inside an operation (defer.c section 8) */
-  _Atomic uint32_t lc_steal;      /* another thread is taking the record */
-  uint32_t lc_depth;              /* the owner's operations in progress on this record (owner
-                                   * only): > 0 when a constructor run by a refill allocates
-                                   * from its own cache (defer.c section 8) */
-  prd_cache_t *_Atomic lc_cache; /* NULL once drained for good (the owner frees the record) */
-  struct prd_lcache *lc_next, *lc_prev;  /* the cache's list (cache_defer_lock) */
-  struct prd_lcache *lc_tnext;   /* the owning thread's list */
-  bool lc_listed;                /* on the cache's list (cache_defer_lock) */
-  size_t lc_mapsize;             /* bytes mapped for the record and its arrays */
-  uint32_t lc_size;              /* object-cache capacity, also the latent-cache limit */
-  uint32_t lc_max;               /* what lc_size may grow to (the arrays' room) */
-  uint32_t lc_nobj;              /* safe objects in lc_obj */
-  void **lc_obj;                 /* the object cache */
-  uint32_t lc_nlat[2];           /* latent generation g: [0] older, [1] newer */
-  prd_gp_t lc_gp[2];
-  void **lc_lat[2];
-  _Atomic uint32_t lc_latent;    /* lc_nlat[0] + lc_nlat[1], readable without the lock */
-  _Atomic uint32_t lc_want_preflush; /* lines 41-43: the maintenance side should pre-flush */
-  prd_gp_t lc_requested;         /* the latest state this record asked the driver for */
-  uint64_t lc_rate_alloc, lc_rate_defer; /* allocations and deferrals since the last pre-flush */
-  uint64_t lc_cnt[PRD_LC_NCOUNTERS];
-} prd_lcache_t;
 
 #endif

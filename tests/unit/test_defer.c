@@ -25,8 +25,9 @@ static void wait_all(void)
 }
 
 /* The slab layer's view adds up: every buffer it has handed out is with the user, in an
- * object cache, a latent cache or a latent slab, or parked in the magazine layer (a thread's
- * magazines or the depot: frees before the cache saw its first deferral). */
+ * object cache (the loaded magazines of threads with latent magazines: oc_objs), a latent
+ * cache or a latent slab, or parked in the rest of the magazine layer (threads' other
+ * magazines, the depot). */
 static void check_counts(prd_cache_t *cp, uint64_t user_live)
 {
   prd_cache_stats_t st = stats_of(cp);
@@ -445,6 +446,91 @@ static void test_flood_bounded(void)
   prd_cache_destroy(cp);
 }
 
+/* ---- the latent cache inside the magazine layer ------------------------------------------- */
+/* A cache with deferrals keeps prd_cache_alloc/prd_cache_free on the magazine hit path. */
+static void test_hit_path_stays(void)
+{
+  prd_cache_t *cp = prd_cache_create("hitpath", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  void *p = prd_cache_alloc(cp, 0);
+  CHECK(p != NULL);
+  prd_cache_free_deferred(cp, p);
+  void *q = prd_cache_alloc(cp, 0);   /* a magazine is loaded now */
+  prd_cache_free(cp, q);
+  prd_cache_stats_t st0 = stats_of(cp);
+  for (int i = 0; i < 1000; i++) {
+    void *x = prd_cache_alloc(cp, 0);
+    CHECK(x != NULL);
+    prd_cache_free(cp, x);
+  }
+  prd_cache_stats_t st1 = stats_of(cp);
+  CHECK_EQ(st1.mag_alloc_hits - st0.mag_alloc_hits, 1000);
+  CHECK_EQ(st1.mag_free_hits - st0.mag_free_hits, 1000);
+  CHECK_EQ(st1.deferred_frees, 1);
+  check_counts(cp, 0);
+  wait_all();
+  prd_cache_destroy(cp);
+}
+
+/* prd_thread_flush and prd_reap take the thread's latent magazines: the objects move to the
+ * latent slabs with their states, none is lost, none handed out before its grace period. */
+static uint64_t latent_seen(prd_cache_t *cp)
+{
+  prd_cache_stats_t st = stats_of(cp);
+  return st.latent_cache_objs + st.latent_slab_objs + st.latent_merges;
+}
+
+static void flush_check(prd_cache_t *cp, void *const *b, int n, prd_gp_t s, bool reap,
+                        uint64_t seen0)
+{
+  prd_cache_stats_t st;
+  if (!prd_rcu_poll_state(s))
+    CHECK_EQ(latent_seen(cp) - seen0, (uint64_t)n);   /* all waiting (or merged after s) */
+  st = stats_of(cp);
+  CHECK(st.latent_cache_objs > 0 || prd_rcu_poll_state(s));   /* in this thread's magazines */
+  if (reap)
+    prd_reap();
+  else
+    prd_thread_flush();
+  st = stats_of(cp);
+  CHECK_EQ(st.latent_cache_objs, 0);
+  check_counts(cp, 0);
+  void *x[200];
+  for (int i = 0; i < 200; i++) {
+    x[i] = prd_cache_alloc(cp, 0);
+    CHECK(x[i] != NULL);
+    for (int k = 0; k < n; k++)
+      if (x[i] == b[k])
+        CHECK(prd_rcu_poll_state(s));
+  }
+  for (int i = 0; i < 200; i++)
+    prd_cache_free(cp, x[i]);
+}
+
+static void test_flush_reap_keep_states(void)
+{
+  long old_delay = prd_option_get("rcu_gp_delay_us");
+  prd_option_set("rcu_gp_delay_us", "2000000");
+  prd_cache_t *cp = prd_cache_create("tflush", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  for (int round = 0; round < 2; round++) {
+    void *b[10];
+    for (int i = 0; i < 10; i++)
+      b[i] = prd_cache_alloc(cp, 0);
+    prd_gp_t s = prd_rcu_get_state();
+    uint64_t d0 = stats_of(cp).deferred_frees, seen0 = latent_seen(cp);
+    for (int i = 0; i < 10; i++)
+      prd_cache_free_deferred(cp, b[i]);
+    CHECK_EQ(stats_of(cp).deferred_frees - d0, 10);
+    flush_check(cp, b, 10, s, round == 1, seen0);
+  }
+  char v[32];
+  snprintf(v, sizeof(v), "%ld", old_delay);
+  prd_option_set("rcu_gp_delay_us", v);
+  wait_all();
+  prd_cache_destroy(cp);
+}
+
 /* ---- destroy with objects still deferred, and bad input ----------------------------------- */
 static void destroy_child(void *arg)
 {
@@ -488,5 +574,7 @@ int main(void)
   RUN(test_oom_waits);
   RUN(test_thread_exit);
   RUN(test_flood_bounded);
+  RUN(test_hit_path_stays);
+  RUN(test_flush_reap_keep_states);
   return prd_test_done();
 }
