@@ -479,14 +479,16 @@ static PRD_NOINLINE void malloc_class_free(prd_cache_t *cp, void *p)
  * the thread before entering the layers below. */
 static inline bool class_fast(const prd_cache_t *cp)
 {
-  return prd_likely(malloc_depth == 0) && prd_likely(!prd__cache_slow_front(cp)) &&
-         prd_likely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) == 0);
+  return prd_likely(malloc_depth == 0) && prd_likely(!prd__cache_slow_front(cp));
 }
 
+/* The page-map test is for allocations only: a buffer being freed was found through its
+ * entry, but one a miss took from a slab without entries must not leave through a hit. */
 static inline void *class_alloc(uint32_t c)
 {
   prd_cache_t *cp = malloc_class[c].mc_cache;
-  if (class_fast(cp)) {
+  if (class_fast(cp) &&
+      prd_likely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) == 0)) {
     void *buf = prd__mag_alloc_hit(cp);
     if (prd_likely(buf != NULL))
       return buf;
@@ -687,10 +689,18 @@ void *prd_malloc(size_t size)
 void prd_free(void *ptr)
 {
   uintptr_t a = (uintptr_t)ptr;
-  uintptr_t e = ptr != NULL ? pm_get(ptr) : 0;
-  if (prd_likely((e & PM_KIND_MASK) == PM_CLASS) && prd_likely(class_start_ok(e, a))) {
-    class_free(class_cache_of(e), ptr);
-    return;
+  /* one test for NULL (a - 1 wraps) and for addresses beyond the map */
+  if (prd_likely(((a - 1) >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS)) == 0)) {
+    /* acquire: pairs with the release CAS in pm_slot_make (as pm_leaf) */
+    pm_entry_t *leaf = atomic_load_explicit(&pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)],
+                                            memory_order_acquire);
+    if (prd_likely(leaf != NULL)) {
+      uintptr_t e = atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
+      if (prd_likely((e & PM_KIND_MASK) == PM_CLASS) && prd_likely(class_start_ok(e, a))) {
+        class_free(class_cache_of(e), ptr);
+        return;
+      }
+    }
   }
   if (ptr != NULL)
     free_slow(ptr);
