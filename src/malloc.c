@@ -82,9 +82,8 @@
  *    free of buffer P" and drop the second copy, so nothing else changes.  Not seen: a
  *    double free whose first copy is still in a magazine, not on top, when the second
  *    arrives (the block is then handed out twice); PRUDENCE_DEBUG=verify (or more) catches
- *    every one, at every free.  Classes that have seen prd_free_deferred use Prudence's
- *    object cache (defer.c) until it joins the magazines, so only (b) applies to them.  Sizes that overflow (calloc, reallocarray,
- *    pvalloc, anything above PTRDIFF_MAX) fail with ENOMEM; posix_memalign with an alignment
+ *    every one, at every free.  Sizes that overflow (calloc, reallocarray, pvalloc, anything
+ *    above PTRDIFF_MAX) fail with ENOMEM; posix_memalign with an alignment
  *    that is not a power of two multiple of sizeof(void *) returns EINVAL; aligned_alloc with
  *    a non-power-of-two alignment fails with EINVAL; memalign rounds it up, as glibc does.
  *    malloc(0) returns a unique 8-byte block; realloc(p, 0) frees p and returns NULL (glibc).
