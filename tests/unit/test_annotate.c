@@ -1,7 +1,7 @@
 /* Object annotations for memcheck and ASan (src/annotate.h): an object freed into a cache is
  * poisoned (ASan) except the slab layer's freelist word, and usable again when handed out; a
- * use after free inside a cache is reported by ASan (a child process); caches that must not
- * be annotated (NOTOUCH, buffer debugging) are left alone.  In builds without ASan the same
+ * use after free inside a cache is reported by ASan (a child process); a deferred object is
+ * poisoned only after its grace period; caches that must not be annotated (NOTOUCH, buffer debugging) are left alone.  In builds without ASan the same
  * sequences run and must keep the objects' contents (constructed state) intact. */
 #include "internal.h"
 #include "prd_test.h"
@@ -147,6 +147,43 @@ static void test_not_annotated(void)
   prd_vmem_destroy(ids);
 }
 
+/* A deferred object stays addressable while its grace period runs (readers may still read
+ * it; the deferral writes nothing into it) and is poisoned once the grace period has ended
+ * and it is merged back: here through the OOM path, prd__defer_oom, which moves every latent
+ * object to its latent slab, waits for the grace period and merges (its try-lock can lose to
+ * the maintenance thread, hence the retries). */
+static void test_deferred_after_grace_period(void)
+{
+  prd_cache_t *c = prd_cache_create("annot_defer", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  char *p[8];
+  for (int i = 0; i < 8; i++) {
+    p[i] = prd_cache_alloc(c, PRD_SLEEP);
+    memset(p[i], i + 1, 64);
+  }
+  prd_rcu_read_lock();   /* no grace period can end while this section runs */
+  for (int i = 0; i < 8; i++)
+    prd_cache_free_deferred(c, p[i]);
+  for (int i = 0; i < 8; i++) {
+#ifdef PRD_ASAN
+    CHECK(!POISONED(p[i]) && !POISONED(p[i] + 63));
+#endif
+    CHECK(p[i][0] == i + 1 && p[i][63] == i + 1);   /* what a reader would still see */
+  }
+  prd_rcu_read_unlock();
+  int merged = 0;
+  for (int tries = 0; tries < 100 && merged < 8; tries++) {
+    (void)prd__defer_oom(c, PRD_SLEEP);
+    merged = 8;
+#ifdef PRD_ASAN
+    merged = 0;
+    for (int i = 0; i < 8; i++)
+      merged += POISONED(p[i]);
+#endif
+  }
+  CHECK_EQ(merged, 8);
+  prd_cache_destroy(c);
+}
+
 #ifdef PRD_ASAN
 static void uaf_child(void *arg)
 {
@@ -178,6 +215,7 @@ int main(void)
   RUN(test_large_layout);
   RUN(test_slab_reuse);
   RUN(test_not_annotated);
+  RUN(test_deferred_after_grace_period);
 #ifdef PRD_ASAN
   RUN(test_asan_reports_uaf);
 #endif

@@ -1,8 +1,9 @@
 /* memcheck catches a use after free inside a cache (src/annotate.h): this program runs itself
  * under valgrind, once doing a use after free (valgrind must report an invalid write, inside
- * prd's own program, and exit with the error code) and once doing only correct uses of
- * constructed, small, large and reused objects (valgrind must report nothing).  Valgrind
- * cannot run sanitizer builds.
+ * prd's own program, and exit with the error code), once writing an object after its deferred
+ * free's grace period (the same report; a read during the grace period is none), and once
+ * doing only correct uses of constructed, small, large and reused objects (valgrind must
+ * report nothing).  Valgrind cannot run sanitizer builds.
  * prd-test-labels: valgrind no-asan no-tsan
  * prd-test-timeout: 300 */
 #include <sys/stat.h>
@@ -64,6 +65,25 @@ static int use_after_free(void)
   return 0;
 }
 
+/* A deferred free: reading the object while its grace period may still run is what an RCU
+ * reader does (no report); writing it after the grace period has ended and the object is
+ * merged back (prd__defer_oom: latent objects to their slabs, wait, merge) is a use after
+ * free.  No maintenance thread, which could hold this thread's latent objects meanwhile. */
+static int use_after_deferred_free(void)
+{
+  prd_option_set("maint_thread", "0");
+  prd_cache_t *c = prd_cache_create("vg_defer", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  volatile int *p = prd_cache_alloc(c, PRD_SLEEP);
+  p[0] = 1;
+  prd_rcu_read_lock();
+  prd_cache_free_deferred(c, (void *)p);
+  int seen = p[0];
+  prd_rcu_read_unlock();
+  (void)prd__defer_oom(c, PRD_SLEEP);
+  p[3] = 2;   /* after the grace period */
+  return seen == 1 ? 0 : 1;
+}
+
 static char out[1 << 16];
 
 static int run_under_valgrind(const char *mode)
@@ -77,6 +97,14 @@ static void test_memcheck_catches_uaf(void)
   CHECK_EQ(run_under_valgrind("--uaf"), 99);
   CHECK_STR_CONTAINS(out, "Invalid write of size 4");
   CHECK_STR_CONTAINS(out, "use_after_free");
+}
+
+static void test_memcheck_catches_use_after_grace_period(void)
+{
+  CHECK_EQ(run_under_valgrind("--uaf-deferred"), 99);
+  CHECK_STR_CONTAINS(out, "Invalid write of size 4");
+  CHECK_STR_CONTAINS(out, "use_after_deferred_free");
+  CHECK(strstr(out, "Invalid read") == NULL);   /* the read inside the grace period is fine */
 }
 
 static void test_memcheck_quiet_on_correct_use(void)
@@ -93,6 +121,8 @@ int main(int argc, char **argv)
     return use_after_free();
   if (argc > 1 && strcmp(argv[1], "--correct") == 0)
     return correct_uses();
+  if (argc > 1 && strcmp(argv[1], "--uaf-deferred") == 0)
+    return use_after_deferred_free();
 #ifndef PRD_VALGRIND
   printf("# built without PRD_VALGRIND (no valgrind/memcheck.h): nothing to test\n");
   return 0;
@@ -105,6 +135,7 @@ int main(int argc, char **argv)
     return 1;
   }
   RUN(test_memcheck_catches_uaf);
+  RUN(test_memcheck_catches_use_after_grace_period);
   RUN(test_memcheck_quiet_on_correct_use);
   return prd_test_done();
 #endif
