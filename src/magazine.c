@@ -131,6 +131,13 @@
  *    carries its size, so old ones stay in use; empty old ones are freed when they reach the
  *    depot.  A layer above may start a cache further down the table (prd__mag_set_min_rounds:
  *    malloc.c's size classes, whose working sets are larger than libumem's rows assume).
+ *    Prudence grows a cache by another signal (defer.c section 2: an allocation miss that
+ *    must refill while latent objects still wait for their grace period), one row at a time
+ *    while a magazine holds at most 512 KiB of objects (MAG_LATENT_BYTES), into three rows
+ *    past libumem's (255, 511, 1023 rounds) that only this growth reaches: the latent limit is
+ *    the magazine size, so the deferrals of one grace period fit in the latent magazines and
+ *    merge back by pointer exchange instead of passing object by object through the latent
+ *    slabs (measured: `prd-bench deferred` with the growth off ran 2-6x slower per pair).
  *
  * 9. Maintenance.  One thread (option maint_thread; started at the first miss, and again
  *    lazily in a forked child) wakes every second (MAINT_WAKE_MS) to run the registered jobs,
@@ -209,8 +216,15 @@ static prd_magtype_t mag_types[] = {
   { 63, 64, 0, 1024, NULL },
   { 95, 64, 0, 512, NULL },
   { 143, 64, 0, 0, NULL },
+  /* past libumem's table: reached only by Prudence's growth (section 8) */
+  { 255, 64, 0, 0, NULL },
+  { 511, 64, 0, 0, NULL },
+  { 1023, 64, 0, 0, NULL },
 };
 #define MAG_NTYPES PRD_ARRAY_SIZE(mag_types)
+#define MAG_NUMEM 9   /* rows of libumem's table: contention and prd__mag_set_min_rounds stop there */
+#define MAG_LATENT_BYTES (512 * 1024)   /* Prudence's growth: a magazine of at most this much */
+_Static_assert(PRD_MAG_MAX_ROUNDS == 1023, "PRD_MAG_MAX_ROUNDS is the last row's size");
 
 static pthread_once_t mag_once = PTHREAD_ONCE_INIT;
 static pthread_key_t mag_key;
@@ -444,14 +458,22 @@ void prd__mag_depot_reap(prd_cache_t *cp, bool all)
   mag_destroy_chain(cp, empty, false);
 }
 
-/* The next magazine size, when the chunk allows (section 8): dp_lock held; the empty
- * magazines, now too small, go onto *old for the caller to destroy after unlocking. */
-static bool depot_grow(prd_cache_t *cp, prd_mag_t **old)
+/* The next magazine size, when the chunk allows (section 8): for depot contention, the next
+ * row of libumem's table while the chunk is below the row's maxbuf; for Prudence (`latent`),
+ * the next row of the whole table while a magazine holds at most MAG_LATENT_BYTES of objects.
+ * dp_lock held; the empty magazines, now too small, go onto *old for the caller to destroy
+ * after unlocking. */
+static bool depot_grow(prd_cache_t *cp, prd_mag_t **old, bool latent)
 {
   prd_depot_t *dp = &cp->cache_depot;
   const prd_magtype_t *mt = dp->dp_magtype;
-  if (mt + 1 >= mag_types + MAG_NTYPES || cp->cache_chunksize >= mt->mt_maxbuf)
+  if (latent) {
+    if (mt + 1 >= mag_types + MAG_NTYPES ||
+        (size_t)mt[1].mt_magsize * cp->cache_chunksize > MAG_LATENT_BYTES)
+      return false;
+  } else if (mt + 1 >= mag_types + MAG_NUMEM || cp->cache_chunksize >= mt->mt_maxbuf) {
     return false;
+  }
   dp->dp_magtype = mt + 1;
   dp->dp_resizes++;
   /* the empty magazines are now too small: give them back (full ones stay in use) */
@@ -473,7 +495,7 @@ static void depot_update(prd_cache_t *cp)
   }
   uint64_t cont = atomic_load_explicit(&dp->dp_contention, memory_order_relaxed);
   if (cont - dp->dp_contention_prev > (uint64_t)prd__opt(depot_contention))
-    (void)depot_grow(cp, &old);
+    (void)depot_grow(cp, &old, false);
   dp->dp_contention_prev = cont;
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, old, false);
@@ -484,7 +506,7 @@ bool prd__mag_grow(prd_cache_t *cp)
   prd_depot_t *dp = &cp->cache_depot;
   prd_mag_t *old = NULL;
   pthread_mutex_lock(&dp->dp_lock);
-  bool grew = depot_grow(cp, &old);
+  bool grew = depot_grow(cp, &old, true);
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, old, false);
   return grew;
@@ -1179,7 +1201,7 @@ void prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds)
   prd_mag_t *old = NULL;
   pthread_mutex_lock(&dp->dp_lock);
   const prd_magtype_t *mt = dp->dp_magtype;
-  while (mt->mt_magsize < rounds && mt + 1 < mag_types + MAG_NTYPES)
+  while (mt->mt_magsize < rounds && mt + 1 < mag_types + MAG_NUMEM)
     mt++;
   if (mt != dp->dp_magtype) {
     dp->dp_magtype = mt;

@@ -26,7 +26,7 @@ extern int prd__mag_membarrier __attribute__((visibility("hidden")));
 extern int prd__mag_annot __attribute__((visibility("hidden")));
 
 /* The largest magazine of the size table (magazine.c section 8): a refill's stack array. */
-#define PRD_MAG_MAX_ROUNDS 143
+#define PRD_MAG_MAX_ROUNDS 1023
 
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags);
 /* The annotations of annotate.h, out of line (only when prd__mag_annot): returns buf. */
@@ -43,8 +43,8 @@ prd_mag_t *prd__mag_new(prd_cache_t *cp);
 void prd__mag_free_empty(prd_mag_t *mp);
 /* Rounds of cp's current magazine size. */
 uint32_t prd__mag_cur_size(prd_cache_t *cp);
-/* Moves cp's depot to the next magazine size (section 8) when its chunk allows: true if it
- * grew.  No lock held but possibly the caller's tc_lock. */
+/* Moves cp's depot to the next magazine size for Prudence (section 8: a magazine of at most
+ * 512 KiB of objects): true if it grew.  No lock held but possibly the caller's tc_lock. */
 bool prd__mag_grow(prd_cache_t *cp);
 /* Calls fn(cp, cc, arg) with cc's tc_lock held on every CPU cache whose owner is not inside
  * an operation on it (section 6's handshake), for cp or, when cp is NULL, every cache with
