@@ -773,7 +773,7 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
   return to;
 }
 
-void *prd_realloc(void *ptr, size_t size)
+static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
 {
   if (ptr == NULL)
     return prd_malloc(size);
@@ -813,6 +813,34 @@ void *prd_realloc(void *ptr, size_t size)
   memcpy(np, ptr, PRD_MIN(old, size));
   free_entry("realloc", ptr, e);
   return np;
+}
+
+void *prd_realloc(void *ptr, size_t size)
+{
+  /* the common cases first, without the bad-input bookkeeping (section 1): a class block
+   * whose class does not change, a big block that shrinks by less than half or grows within
+   * its pages (a string grown a few bytes at a time).  One test for NULL and the map's
+   * bounds, as prd_free; anything else takes the full path below. */
+  uintptr_t a = (uintptr_t)ptr;
+  if (prd_likely(((a - 1) >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS)) == 0) &&
+      prd_likely(size != 0)) {
+    /* acquire: pairs with the release CAS in pm_slot_make (as pm_leaf) */
+    pm_entry_t *leaf = atomic_load_explicit(&pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)],
+                                            memory_order_acquire);
+    if (prd_likely(leaf != NULL)) {
+      uintptr_t e = atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
+      uint32_t kind = e & PM_KIND_MASK;
+      if (kind == PM_CLASS) {
+        if (size <= MC_MAX && class_start_ok(e, a) && malloc_class_index(size) == pm_class_of(e))
+          return ptr;
+      } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {
+        size_t old = big_bytes(e);
+        if (size > MC_MAX && size <= old && size > old / 2)
+          return ptr;
+      }
+    }
+  }
+  return realloc_slow(ptr, size);
 }
 
 void *prd_reallocarray(void *ptr, size_t n, size_t size)

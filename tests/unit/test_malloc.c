@@ -196,6 +196,22 @@ static void test_realloc(void)
   size_t u = prd_malloc_usable_size(p);
   CHECK(prd_realloc(p, u) == p);
   CHECK(prd_realloc(p, u - 3) == p);
+  /* a class change moves the block even when it shrinks (8-byte blocks come from their own
+   * class); a big block stays while it grows within its pages or shrinks by less than half */
+  char *small = prd_realloc(prd_malloc(100), 8);
+  CHECK(small != NULL && prd__malloc_pm_cache(small) == prd__malloc_class_cache(8));
+  prd_free(small);
+  char *big = prd_malloc(40000);
+  size_t bu = prd_malloc_usable_size(big);
+  CHECK(bu >= 40000 && bu % page == 0);
+  big[0] = 5;
+  CHECK(prd_realloc(big, bu) == big);
+  CHECK(prd_realloc(big, bu / 2 + 1) == big);
+  CHECK(prd_malloc_usable_size(big) == bu);
+  char *moved = prd_realloc(big, bu / 2 - 1);   /* by half or more: a smaller block */
+  CHECK(moved != NULL && moved != big && moved[0] == 5);
+  CHECK(prd_malloc_usable_size(moved) < bu);
+  prd_free(moved);
   /* realloc(NULL) is malloc, realloc(p, 0) frees */
   void *m = prd_realloc(NULL, 50);
   CHECK(m != NULL);
