@@ -721,7 +721,18 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
           vmp->vm_rotor = vsp;
           vmp->vm_rotor_addr = addr + r->vr_size;
         }
+        /* A free by another thread while the lock was dropped for the import may have made
+         * the room the fit took: then the span imported for this request is still wholly
+         * free, and goes back to the source as any wholly free imported span does. */
+        struct vrelease rel = { 0, 0 };
+        if (just != NULL && just->vs_anext->vs_type == PRD_VS_FREE &&
+            just->vs_anext->vs_start == just->vs_start && just->vs_anext->vs_end == just->vs_end) {
+          flist_remove(vmp, just->vs_anext);
+          span_remove_free(vmp, just, &rel);
+        }
         pthread_mutex_unlock(&vmp->vm_lock);
+        if (rel.vl_size != 0)
+          vmp->vm_ffunc(vmp->vm_source, (void *)rel.vl_start, rel.vl_size);
         return (void *)addr;
       }
       if (just != NULL) {
