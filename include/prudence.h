@@ -202,8 +202,8 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
     "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")     \
   X(U64, slab_bytes, "bytes of slabs the cache holds now (slabs * slab_size)")                 \
   X(U64, deferred_frees, "prd_cache_free_deferred calls (seed 001 5.4, Fig. 12)")              \
-  X(U64, oc_hits, "allocations served by a Prudence object cache without a refill (Fig. 7)")  \
-  X(U64, oc_misses, "allocations that found their Prudence object cache empty")               \
+  X(U64, oc_hits, "allocations served by the object cache (magazines) without a refill (Fig. 7)") \
+  X(U64, oc_misses, "allocations that found the object cache empty and reached the slab layer") \
   X(F64, oc_hit_pct, "oc_hits / (oc_hits + oc_misses) * 100 (seed 001 Fig. 7)")               \
   X(U64, oc_refills, "object-cache refills from the slab layer")                              \
   X(U64, oc_flushes, "object-cache flushes to the slab layer")                                \

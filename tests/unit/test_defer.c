@@ -54,7 +54,10 @@ static void test_oblivious(void)
   /* freed by the callbacks: back in the slabs or parked in the RCU thread's magazines */
   CHECK_EQ(st.bufs_inuse, st.thread_cache_objs + st.depot_rounds);
   CHECK_EQ(st.latent_cache_objs + st.latent_slab_objs, 0);
-  CHECK_EQ(st.oc_hits, 0);   /* the allocator did not see them */
+  CHECK_EQ(st.latent_merges, 0);   /* the allocator did not see them */
+  CHECK_EQ(st.oc_refills, 0);
+  /* its object cache is the magazine layer, as for Prudence: the same hit count */
+  CHECK_EQ(st.oc_hits, st.mag_allocs - st.mag_slab_allocs);
   prd_cache_destroy(cp);
   errno = 0;
   CHECK(prd_cache_create("x", 64, 0, NULL, NULL, NULL, NULL, NULL,
