@@ -28,7 +28,7 @@
  *      what the cache holds, so the deferrals of one grace period would spill into the latent
  *      slabs (seed 004's resizing, by the grace-period latency instead of depot contention).
  *      It grows while a magazine holds at most 512 KiB of objects, into rows past libumem's
- *      table (255, 511, 1023 rounds) that only this growth reaches.  Measured with
+ *      table (255 to 4095 rounds) that only this growth reaches.  Measured with
  *      `prd-bench deferred --pairs 1000000 --threads 2` on the shared 2-core machine: without
  *      the growth 2-6x slower per pair; with libumem's rows only (143 at most) hits fell to
  *      94-99% and small sizes ran at about half the speed of the rows past them.
@@ -153,6 +153,8 @@
 #include "annotate.h"
 #include "internal.h"
 #include "magazine.h"
+
+#define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer: its stack array (8 KiB) */
 
 bool prd__defer_broken;
 static pthread_once_t defer_once = PTHREAD_ONCE_INIT;
@@ -374,7 +376,7 @@ uint32_t prd__defer_refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *wait
   uint32_t want = size > lat ? size - lat : 1;   /* line 14 */
   if (want < size)
     cc_count(cc, PRD_PC_PARTIAL, 1);
-  return PRD_MIN(want, (uint32_t)PRD_MAG_MAX_ROUNDS);
+  return PRD_MIN(want, (uint32_t)PRD_DEFER_REFILL_MAX);
 }
 
 static bool in_read_section(void)
@@ -418,7 +420,7 @@ void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, 
       cc_count(&tc->tc_cc[id], PRD_PC_CAPWAITS, 1);
     }
   }
-  void *objs[PRD_MAG_MAX_ROUNDS];
+  void *objs[PRD_DEFER_REFILL_MAX];
   size_t got = prd__slab_alloc_bulk(cp, objs, want, flags | PRD_NOSLEEP);
   if (got == 0 && !(flags & PRD_NOSLEEP) && !in_read_section()) {
     /* lines 31-32 for this thread's own latent objects: wait for the older generation */

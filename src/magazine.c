@@ -133,11 +133,15 @@
  *    malloc.c's size classes, whose working sets are larger than libumem's rows assume).
  *    Prudence grows a cache by another signal (defer.c section 2: an allocation miss that
  *    must refill while latent objects still wait for their grace period), one row at a time
- *    while a magazine holds at most 512 KiB of objects (MAG_LATENT_BYTES), into three rows
- *    past libumem's (255, 511, 1023 rounds) that only this growth reaches: the latent limit is
+ *    while a magazine holds at most 512 KiB of objects (MAG_LATENT_BYTES), into five rows
+ *    past libumem's (255 to 4095 rounds) that only this growth reaches: the latent limit is
  *    the magazine size, so the deferrals of one grace period fit in the latent magazines and
  *    merge back by pointer exchange instead of passing object by object through the latent
- *    slabs (measured: `prd-bench deferred` with the growth off ran 2-6x slower per pair).
+ *    slabs (measured: `prd-bench deferred` with the growth off ran 2-6x slower per pair; with
+ *    1023 rounds as the last row, 8-64 B objects ran at about half the speed, since on 2
+ *    cores a grace period outlasted what 1023 rounds held).  The byte limit bounds the memory
+ *    a thread's three magazines of one cache hold (1.5 MiB); 2 MiB would double the speed at
+ *    512 B, for four times the memory.
  *
  * 9. Maintenance.  One thread (option maint_thread; started at the first miss, and again
  *    lazily in a forked child) wakes every second (MAINT_WAKE_MS) to run the registered jobs,
@@ -220,11 +224,13 @@ static prd_magtype_t mag_types[] = {
   { 255, 64, 0, 0, NULL },
   { 511, 64, 0, 0, NULL },
   { 1023, 64, 0, 0, NULL },
+  { 2047, 64, 0, 0, NULL },
+  { 4095, 64, 0, 0, NULL },
 };
 #define MAG_NTYPES PRD_ARRAY_SIZE(mag_types)
 #define MAG_NUMEM 9   /* rows of libumem's table: contention and prd__mag_set_min_rounds stop there */
 #define MAG_LATENT_BYTES (512 * 1024)   /* Prudence's growth: a magazine of at most this much */
-_Static_assert(PRD_MAG_MAX_ROUNDS == 1023, "PRD_MAG_MAX_ROUNDS is the last row's size");
+_Static_assert(PRD_MAG_MAX_ROUNDS == 4095, "PRD_MAG_MAX_ROUNDS is the last row's size");
 
 static pthread_once_t mag_once = PTHREAD_ONCE_INIT;
 static pthread_key_t mag_key;

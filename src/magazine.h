@@ -25,8 +25,8 @@ extern int prd__mag_membarrier __attribute__((visibility("hidden")));
  * object parked in a magazine is caught; otherwise one load and a branch. */
 extern int prd__mag_annot __attribute__((visibility("hidden")));
 
-/* The largest magazine of the size table (magazine.c section 8): a refill's stack array. */
-#define PRD_MAG_MAX_ROUNDS 1023
+/* The largest magazine of the size table (magazine.c section 8). */
+#define PRD_MAG_MAX_ROUNDS 4095
 
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags);
 /* The annotations of annotate.h, out of line (only when prd__mag_annot): returns buf. */
