@@ -62,27 +62,33 @@
  *    prd__slab_free, which annotates them as well.
  *
  * 5. The fast path, counted (objdump -d build/lib/libprudence.a, Release, gcc 12.2 -O2,
- *    x86-64).  A hit of prd_cache_alloc is 42 instructions from entry to ret: 4 are the front
+ *    x86-64).  A hit of prd_cache_alloc is 40 instructions from entry to ret: 4 are the front
  *    end's tests (NULL cache, the debug flag of slab.c; a cache with Prudence deferrals stays
- *    on this path), 5 the frame and the NULL test that the tier-1 half (prd__mag_alloc_hit,
+ *    on this path), 6 the frame and the NULL test that the tier-1 half (prd__mag_alloc_hit,
  *    which returns NULL on a miss) costs its caller, the rest the CPU layer: the TLS-offset
- *    load and %fs load of the thread's set, the id load, bounds compare and branch, the entry
- *    address (shift, add: prd_cpu_cache_t is 256 bytes), the busy store, the membarrier-mode
- *    load and branch, the rounds and steal loads and their two tests, the magazine load, the
- *    index (two), the round load, the rounds store, the hit counter (load, add, store), the
- *    busy store, the tool-annotation load and branch.  A hit of prd_cache_free is 38 (6 front
- *    end with its NULL-buffer test, 32 CPU layer: the annotation test comes before the push,
- *    the round is stored instead of loaded, the top-round test below).  No lock, no atomic
- *    read-modify-write, no fence on the path taken: the `lock orq` in the listing is the
- *    seq_cst fence of the fallback (section 6), reached only without membarrier.  The miss
- *    goes to prd__mag_alloc_miss / prd__mag_free_miss.  A hit of prd_cache_free_deferred
- *    (defer.c) is 52 instructions plus the 8 of prd_rcu_get_state.
+ *    load of the thread's hit block (magazine.h prd__mag_tls: the set, a copy of its array
+ *    and its bound, all %fs-relative, so the array is not reached through the set), the id
+ *    load, the compare with the bound and branch, the entry address (shift, add of the array),
+ *    the set's load (for tc_steal), the busy store, the membarrier-mode load and branch, the
+ *    rounds and steal loads and their two tests, the magazine load, the index (two), the
+ *    round load, the rounds store, the hit counter (one addq: PRD__MAG_COUNT), the busy
+ *    store, the tool-annotation load and branch.  A hit of prd_cache_free is 36 (6 front end
+ *    with its NULL-buffer test, 30 CPU layer: the annotation test comes before the push, the
+ *    round is stored instead of loaded), and 3 more for the top-round test below when the
+ *    magazine holds a round.  No lock, no atomic read-modify-write, no fence on the path
+ *    taken: the `lock orq` in the listing is the seq_cst fence of the fallback (section 6),
+ *    reached only without membarrier.  The miss goes to prd__mag_alloc_miss /
+ *    prd__mag_free_miss.  A hit of prd_cache_free_deferred (defer.c) is 49 instructions plus
+ *    the 8 of prd_rcu_get_state.  (Before the hit block and the one-instruction counter,
+ *    commit 766f05f: 42, 38 and 52.)
  *    The free hit also compares the buffer with the loaded magazine's top round (a load from
  *    the line the push writes, a compare and a branch): equal is a double free, reported by
- *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the tier-1
- *    halves (prd__mag_alloc_hit / prd__mag_free_hit) itself, so that only a miss pays its
- *    re-entry bookkeeping.
- *
+ *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the plain
+ *    tier-1 halves (prd__mag_alloc_plain / prd__mag_free_plain) itself, on a magazine id it
+ *    enables only when prd__mag_plain is set (membarrier registered, no tool annotating), so
+ *    that its hits test neither mode and only a miss pays its re-entry bookkeeping; its
+ *    re-entry guard is the layer's hold (prd__mag_hold: the thread's bound is 0 meanwhile,
+ *    so every hit path of the thread misses and the misses serve it under tc_lock).
  * 6. The handshake: taking magazines from a thread that is not running this layer.  Memory
  *    parked in a thread that stopped allocating must come back (prd_reap, cache destroy, the
  *    maintenance thread for caches idle a whole interval).  The owner runs the fast path
@@ -204,9 +210,12 @@
 
 /* ---- globals ------------------------------------------------------------------------------ */
 static prd_tcache_t mag_tc_none;   /* tc_ncc 0: every lookup misses */
-_Thread_local prd_tcache_t *prd__mag_tc __attribute__((tls_model("initial-exec"))) = &mag_tc_none;
+_Thread_local prd__mag_tls_t prd__mag_tls __attribute__((tls_model("initial-exec"))) = {
+  .mt_tc = &mag_tc_none,
+};
 int prd__mag_membarrier;
 int prd__mag_annot;
+int prd__mag_plain;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
 
 /* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}. */
@@ -595,7 +604,7 @@ static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool f
  * thread is exiting or no memory could be mapped (the caller then uses the slab layer). */
 prd_tcache_t *prd__mag_tc_get(uint32_t id)
 {
-  prd_tcache_t *tc = prd__mag_tc;
+  prd_tcache_t *tc = prd__mag_tls.mt_tc;
   if (prd_unlikely(tc == &mag_tc_none)) {
     if (mag_exiting)
       return NULL;
@@ -612,7 +621,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     mag_threads = tc;
     pthread_mutex_unlock(&mag_registry_lock);
     pthread_setspecific(mag_key, tc);
-    prd__mag_tc = tc;
+    prd__mag_tls.mt_tc = tc;
   }
   if (prd_unlikely(id >= tc->tc_ncc)) {
     size_t page = prd__os_page_size();
@@ -633,6 +642,10 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     if (old != NULL)
       prd__os_unmap(old, old_bytes);
   }
+  /* the hit paths' copies (magazine.h): only this thread changes tc_cc and tc_ncc */
+  prd__mag_tls.mt_cc = tc->tc_cc;
+  if (prd__mag_tls.mt_hold == 0)
+    prd__mag_tls.mt_lim = tc->tc_ncc;
   return tc;
 }
 
@@ -666,7 +679,9 @@ static void mag_thread_exit(void *arg)
 {
   prd_tcache_t *tc = arg;
   mag_exiting = true;
-  prd__mag_tc = &mag_tc_none;
+  prd__mag_tls.mt_lim = 0;
+  prd__mag_tls.mt_cc = NULL;
+  prd__mag_tls.mt_tc = &mag_tc_none;
   pthread_mutex_lock(&mag_registry_lock);
   pthread_mutex_lock(&tc->tc_lock);
   tc_flush(tc, true);
@@ -678,7 +693,7 @@ static void mag_thread_exit(void *arg)
 
 void prd_thread_flush(void)
 {
-  prd_tcache_t *tc = prd__mag_tc;
+  prd_tcache_t *tc = prd__mag_tls.mt_tc;
   if (tc == &mag_tc_none)
     return;
   pthread_mutex_lock(&tc->tc_lock);
@@ -715,7 +730,7 @@ enum steal_mode { STEAL_ALL, STEAL_IDLE, STEAL_ONE_CACHE };
 static void mag_steal(enum steal_mode mode, prd_cache_t *only)
 {
   pthread_mutex_lock(&mag_registry_lock);
-  prd_tcache_t *self = prd__mag_tc;
+  prd_tcache_t *self = prd__mag_tls.mt_tc;
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
     if (tc != self)
       atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
@@ -788,7 +803,7 @@ uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *
     pthread_mutex_lock(&mag_registry_lock);
   }
   uint32_t skipped = 0;
-  prd_tcache_t *self = prd__mag_tc;
+  prd_tcache_t *self = prd__mag_tls.mt_tc;
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
     if (tc != self)
       atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
@@ -1391,7 +1406,7 @@ static void mag_fork_child(void)
   maint_inline_child = true;   /* TSan does not support threads started after fork() */
 #endif
   /* the other threads are gone: take over their CPU caches as their exit would have */
-  prd_tcache_t *self = prd__mag_tc;
+  prd_tcache_t *self = prd__mag_tls.mt_tc;
   pthread_mutex_lock(&mag_registry_lock);
   prd_tcache_t *tc = mag_threads;
   while (tc != NULL) {
@@ -1459,5 +1474,8 @@ static void mag_init_once(void)
   if (q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
       syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
     prd__mag_membarrier = 1;
+  prd__mag_plain = prd__mag_membarrier && !prd__mag_annot;
+#else
+  prd__mag_plain = !prd__mag_annot;   /* the hit paths use seq_cst accesses (section 6) */
 #endif
 }

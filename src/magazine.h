@@ -13,9 +13,19 @@
 
 #include "internal.h"
 
-/* This thread's CPU caches.  Until the thread's first miss it points at a shared empty set
- * (tc_ncc 0), so the fast path needs no NULL test.  initial-exec: one %fs-relative load. */
-extern _Thread_local prd_tcache_t *prd__mag_tc
+/* This thread's CPU caches, as the hit paths read them: one thread-local block, so that a
+ * hit finds its prd_cpu_cache_t from the thread pointer with no load through mt_tc (section 5
+ * of magazine.c: the bounds, the entry's address and the steal flag's owner come from one
+ * initial-exec TLS offset).  Only the owner writes it (prd__mag_tc_get, the thread's exit,
+ * prd__mag_hold/release), so it needs no atomics.  Until the thread's first miss mt_tc points
+ * at a shared empty set and mt_lim is 0, so the hit paths need no NULL test. */
+typedef struct prd__mag_tls {
+  prd_tcache_t *mt_tc;       /* the thread's set (the registry's, for tc_steal and tc_lock) */
+  prd_cpu_cache_t *mt_cc;    /* mt_tc->tc_cc, copied: the array the hit paths index */
+  uint32_t mt_lim;           /* hit paths use ids below this: mt_tc->tc_ncc, 0 while held */
+  uint32_t mt_hold;          /* prd__mag_hold depth (malloc.c's re-entry guard) */
+} prd__mag_tls_t;
+extern _Thread_local prd__mag_tls_t prd__mag_tls
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
 /* Nonzero when the process registered for membarrier(PRIVATE_EXPEDITED): the owner then
  * needs only a compiler barrier in the handshake; 0: a full fence (theory section 6). */
@@ -24,6 +34,12 @@ extern int prd__mag_membarrier __attribute__((visibility("hidden")));
  * made inaccessible and leaving it accessible again (annotate.h), so a use after free of an
  * object parked in a magazine is caught; otherwise one load and a branch. */
 extern int prd__mag_annot __attribute__((visibility("hidden")));
+/* Nonzero when neither of the two above asks for more than the plain hit path: membarrier is
+ * registered (under TSan: always) and no tool annotates.  Set once, in the layer's
+ * pthread_once, before any thread has CPU caches (so every thread whose mt_lim is above 0
+ * reads its final value).  malloc.c enables its own hit path only when it is set, and that
+ * path then needs neither test (prd__mag_alloc_plain / prd__mag_free_plain). */
+extern int prd__mag_plain __attribute__((visibility("hidden")));
 
 /* The largest magazine of the size table (magazine.c section 8). */
 #define PRD_MAG_MAX_ROUNDS 4095
@@ -85,24 +101,49 @@ void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, 
 /* Where is my CPU cache: the set of CPU caches this thread uses now. */
 static inline prd_tcache_t *prd__mag_here(void)
 {
-  return prd__mag_tc;
+  return prd__mag_tls.mt_tc;
+}
+
+/* The re-entry guard of a layer above (malloc.c section 5): until the matching release every
+ * hit path of this thread misses (mt_lim 0), so a call that comes back into the allocator
+ * from the C library while this thread is inside a miss (holding tc_lock, changing a CPU
+ * cache) never touches a CPU cache on the lockless path.  The misses themselves take tc_lock
+ * and serve tier 1 there, so the held thread's own operations stay correct. */
+static inline void prd__mag_hold(void)
+{
+  prd__mag_tls.mt_hold++;
+  prd__mag_tls.mt_lim = 0;
+}
+
+static inline void prd__mag_release(void)
+{
+  if (--prd__mag_tls.mt_hold == 0)
+    prd__mag_tls.mt_lim = prd__mag_tls.mt_tc->tc_ncc;
 }
 
 /* The owner's half of the handshake (theory section 6).  enter: cc_busy = 1, then a barrier
  * that pairs with the reaper's membarrier() (or, without it, with the reaper's seq_cst fence),
  * then the caller reads tc_steal.  Under TSan both sides use seq_cst accesses instead, which
- * TSan understands (it does not model fences). */
-static inline void prd__mag_busy_enter(prd_cpu_cache_t *cc)
+ * TSan understands (it does not model fences).  `plain`: the caller knows prd__mag_plain is
+ * set (membarrier registered), so the compiler barrier is the whole barrier; a constant after
+ * inlining. */
+static inline void prd__mag_busy_enter_mode(prd_cpu_cache_t *cc, bool plain)
 {
 #ifdef PRD_TSAN
+  (void)plain;
   atomic_store_explicit(&cc->cc_busy, 1, memory_order_seq_cst);
 #else
   atomic_store_explicit(&cc->cc_busy, 1, memory_order_relaxed);
-  if (prd_likely(prd__mag_membarrier))
+  if (plain || prd_likely(prd__mag_membarrier))
     atomic_signal_fence(memory_order_seq_cst);   /* pairs with the reaper's membarrier() */
   else
     atomic_thread_fence(memory_order_seq_cst);   /* pairs with the reaper's seq_cst fence */
 #endif
+}
+
+static inline void prd__mag_busy_enter(prd_cpu_cache_t *cc)
+{
+  prd__mag_busy_enter_mode(cc, false);
 }
 
 static inline bool prd__mag_steal_pending(prd_tcache_t *tc)
@@ -121,34 +162,60 @@ static inline void prd__mag_busy_exit(prd_cpu_cache_t *cc)
   atomic_store_explicit(&cc->cc_busy, 0, memory_order_release);
 }
 
-/* A per-thread counter: only its owner writes it, so load + store (no RMW); readers relaxed. */
+/* A per-thread counter: only its owner writes it, so no atomic read-modify-write; readers
+ * load it relaxed.  On x86-64 one `addq $1` to memory (the C11 load + store of an atomic is
+ * three instructions: compilers do not fuse atomic accesses): an aligned 8-byte store is
+ * single-copy atomic there, so a reader sees the old or the new value, as with the load +
+ * store.  TSan builds keep the C11 form, which TSan sees. */
+#if defined(__x86_64__) && !defined(PRD_TSAN)
+#define PRD__MAG_COUNT(c) __asm__("addq $1, %0" : "+m"(*(uint64_t *)&(c)))
+#else
 #define PRD__MAG_COUNT(c) \
   atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
                         memory_order_relaxed)
+#endif
 
-/* Tier 1 of allocation: pop from the loaded magazine; NULL when the magazine layer must take
- * the miss (the caller calls prd__mag_alloc_miss, or, in malloc.c, marks itself re-entrant
- * first: src/malloc.c section 5). */
-static inline void *prd__mag_alloc_hit(prd_cache_t *cp)
+/* Tier 1 of allocation on the CPU cache of magazine id `id`: pop from the loaded magazine
+ * into *bufp; false when the magazine layer must take the miss.  `plain` (a constant after
+ * inlining): the caller knows prd__mag_plain is set, so neither the membarrier mode nor the
+ * tools are tested (cp is then not used, and may be NULL). */
+static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool plain,
+                                           void **bufp)
 {
-  prd_tcache_t *tc = prd__mag_here();
-  uint32_t id = cp->cache_magid;
-  if (prd_likely(id < tc->tc_ncc)) {
-    prd_cpu_cache_t *cc = &tc->tc_cc[id];
-    prd__mag_busy_enter(cc);
+  if (prd_likely(id < prd__mag_tls.mt_lim)) {
+    prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
+    prd_tcache_t *tc = prd__mag_tls.mt_tc;
+    prd__mag_busy_enter_mode(cc, plain);
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     if (prd_likely(!prd__mag_steal_pending(tc) && r > 0)) {
       void *buf = cc->cc_loaded->mag_round[r - 1];
       atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
       PRD__MAG_COUNT(cc->cc_alloc_hits);
       prd__mag_busy_exit(cc);
-      if (prd_unlikely(prd__mag_annot))
-        return prd__mag_annot_out(cp, buf);
-      return buf;
+      if (!plain && prd_unlikely(prd__mag_annot))
+        buf = prd__mag_annot_out(cp, buf);
+      *bufp = buf;
+      return true;
     }
     prd__mag_busy_exit(cc);
   }
-  return NULL;
+  return false;
+}
+
+/* Tier 1 of prd_cache_alloc; NULL when the caller calls prd__mag_alloc_miss. */
+static inline void *prd__mag_alloc_hit(prd_cache_t *cp)
+{
+  void *buf;
+  return prd__mag_alloc_hit_mode(cp, cp->cache_magid, false, &buf) ? buf : NULL;
+}
+
+/* Tier 1 for a caller that has seen prd__mag_plain set (malloc.c's classes: their hit ids
+ * are enabled only then, section 8 there); false: the caller takes its miss, marking itself
+ * re-entrant first (src/malloc.c section 5).  The result is a flag, not a NULL test of the
+ * round, so the caller's hit returns without a second test. */
+static inline bool prd__mag_alloc_plain(uint32_t id, void **bufp)
+{
+  return prd__mag_alloc_hit_mode(NULL, id, true, bufp);
 }
 
 static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
@@ -163,20 +230,21 @@ static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
  * free(p); free(p)).  Reported, not pushed (magazine.c). */
 PRD_NOINLINE PRD_COLD void prd__mag_double_free(prd_cache_t *cp, void *buf);
 
-/* Tier 1 of free: push onto the loaded magazine.  1: pushed; 0: the caller takes the miss
- * (prd__mag_free_miss); -1: buf is the loaded magazine's top round, a double free, not
- * pushed (one load and compare on the hit path, in the cache line the push writes). */
-static inline int prd__mag_free_hit(prd_cache_t *cp, void *buf)
+/* Tier 1 of free: push onto the loaded magazine of magazine id `id`.  1: pushed; 0: the
+ * caller takes the miss (prd__mag_free_miss); -1: buf is the loaded magazine's top round, a
+ * double free, not pushed (one load and compare on the hit path, in the cache line the push
+ * writes).  `plain` as for allocation. */
+static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain)
 {
-  prd_tcache_t *tc = prd__mag_here();
-  uint32_t id = cp->cache_magid;
-  if (prd_likely(id < tc->tc_ncc)) {
-    prd_cpu_cache_t *cc = &tc->tc_cc[id];
-    prd__mag_busy_enter(cc);
+  if (prd_likely(id < prd__mag_tls.mt_lim)) {
+    prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
+    prd_tcache_t *tc = prd__mag_tls.mt_tc;
+    prd__mag_busy_enter_mode(cc, plain);
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     /* under ASan or valgrind (prd__mag_annot) every free takes the slow path, which
      * annotates the object before it enters the magazine */
-    if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize && !prd__mag_annot)) {
+    if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize &&
+                   (plain || !prd__mag_annot))) {
       prd_mag_t *mp = cc->cc_loaded;
       if (prd_unlikely(r > 0 && mp->mag_round[r - 1] == buf)) {
         prd__mag_busy_exit(cc);
@@ -191,6 +259,17 @@ static inline int prd__mag_free_hit(prd_cache_t *cp, void *buf)
     prd__mag_busy_exit(cc);
   }
   return 0;
+}
+
+static inline int prd__mag_free_hit(prd_cache_t *cp, void *buf)
+{
+  return prd__mag_free_hit_mode(cp->cache_magid, buf, false);
+}
+
+/* Tier 1 of free for a caller that has seen prd__mag_plain set (as prd__mag_alloc_plain). */
+static inline int prd__mag_free_plain(uint32_t id, void *buf)
+{
+  return prd__mag_free_hit_mode(id, buf, true);
 }
 
 static inline void prd__mag_free(prd_cache_t *cp, void *buf)

@@ -49,8 +49,10 @@
  *    granule of their 1 GiB first becomes ours, never freed; the kernel backs only the
  *    pages of a leaf that are written, 8 bytes per 4 KiB granule).  Lookup is two dependent
  *    loads, no lock.  Entries exist only for granules the allocator owns:
- *      - every granule of a slab of a class cache holds PM_CLASS, the class index (bits 8..15)
- *        and the signed offset of the slab's first buffer from the granule (bits 32..63);
+ *      - every granule of a slab of a class cache holds PM_CLASS, the class index + 1 (bits
+ *        8..15; every other entry has 0 there, which names a sentinel class of limit 0, so
+ *        free's start test below rejects them without testing the kind first) and the signed
+ *        offset of the slab's first buffer from the granule (bits 32..63);
  *        the slab layer tells us through the cache's slab hook when a slab is created (before
  *        its buffers are handed out, with the slab's color) and destroyed (before its memory
  *        goes back to the arena), so malloc keeps no slab bookkeeping of its own.  free checks
@@ -59,7 +61,7 @@
  *        multiplication, class_start_ok), without reading the slab's prd_slab_t, which the
  *        first version did: on a free of another thread's block that load was a cache miss,
  *        half of prd_free's samples in the larson workload;
- *      - the first granule of a large or huge block holds (pages << 4) | kind, kind one of
+ *      - the first granule of a large or huge block holds (pages << 16) | kind, kind one of
  *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c).
  *    Memory ordering.  A leaf is published with a release compare-and-swap into the root,
  *    which pairs with the acquire load of every lookup, so a reader that sees the leaf
@@ -104,10 +106,12 @@
  *    are parsed in place, metadata comes from caches, vmem and os.c.  But a layer below may
  *    call a C library function that allocates (pthread_create allocates the new thread's
  *    DTV with calloc): under LD_PRELOAD that call comes back here while the thread is inside
- *    a cache, perhaps holding a lock.  A per-thread depth counter (initial-exec TLS: tested
- *    on the hit path, moved only around misses, section 8) sends such re-entrant
- *    allocations to the boot area and holds re-entrant frees in a 16-entry per-thread list,
- *    freed when the outer call returns.
+ *    a cache, perhaps holding a lock.  A per-thread depth counter (initial-exec TLS, moved
+ *    only around misses) sends such re-entrant allocations to the boot area and holds
+ *    re-entrant frees in a 16-entry per-thread list, freed when the outer call returns.  The
+ *    hit paths do not test it: around the same calls the magazine layer's hold
+ *    (prd__mag_hold, magazine.h) makes this thread's hit paths miss, so a re-entrant call
+ *    reaches the miss functions, which test the depth (section 8).
  *
  * 6. Fork.  The CPU layer's pthread_atfork handlers (magazine.c section 11) take every lock
  *    of the process before fork and release them after, in the parent and the child, so the
@@ -118,12 +122,24 @@
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
  *    The page map has no lock.
  *
- * 8. The hit paths.  prd_malloc and prd_free run the CPU layer's tier 1 inline
- *    (magazine.h prd__mag_alloc_hit / prd__mag_free_hit) when the class cache takes the
- *    ordinary front end (prd__cache_slow_front: no buffer debugging), the
- *    thread is not re-entering (malloc_depth 0) and no slab lacks its page-map entries.  A hit
- *    calls nothing, so it needs no re-entry mark; the depth counter moves only on the misses
- *    (malloc_class_alloc / malloc_class_free, out of line), which enter the layers below.
+ * 8. The hit paths.  prd_malloc and prd_free run the CPU layer's tier 1 inline, in its plain
+ *    form (magazine.h prd__mag_alloc_plain / prd__mag_free_plain: no membarrier-mode or tool
+ *    test), on the magazine id the class keeps in its own entry (mc_hitid), so that a hit
+ *    reads neither the class cache nor a re-entry or page-map-failure flag: mc_hitid is
+ *    MC_NOHIT, above every thread's bound, until the class's first miss finds the inline
+ *    path allowed (class_enable: the layer's plain mode, no buffer debugging, magazines, no
+ *    page-map leaf failure; a later leaf failure sets MC_NOHIT again for good), and the
+ *    thread's bound is 0 while it is inside the layers below (section 5).  Every other case
+ *    takes the miss functions (malloc_class_alloc / malloc_class_free, out of line), which
+ *    mark the thread and go through prd_cache_alloc / prd_cache_free.
+ *    Counted (objdump -d build/lib/libprudence-malloc.so, Release, gcc 12.2 -O2, x86-64): a
+ *    hit of prd_malloc of a size up to 1 KiB is 37 instructions from entry to ret (size
+ *    tests and the start-up state 7, the class lookup 4, the hit id 5, the thread's bound,
+ *    array and set 6, the CPU layer's pop with its handshake 15); a hit of prd_free is 56
+ *    when the magazine holds a round (53 when it is empty: the top-round compare is 3): NULL
+ *    and range 3, the page map 10, the class and start test 15, the hit id 2, the CPU
+ *    layer's push with its handshake 26.  Before this form (commit 766f05f) they were 60 and
+ *    77.  The wrappers of override.c add a jmp each.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -142,15 +158,24 @@
 #define MC_ALIGN       16u        /* _Alignof(max_align_t) on x86-64 and aarch64 */
 #define MALLOC_MAG_BYTES 16384u   /* bytes of objects per magazine (section 2) */
 
+/* 32 bytes, the array 64-aligned: what a hit reads of its class (mc_hitid, and for a free
+ * mc_magic and mc_limit) is in one cache line, and the class cache itself is not read. */
 typedef struct prd_mclass {
-  prd_cache_t *mc_cache;
   uint64_t mc_magic;      /* UINT64_MAX / chunk + 1: divisibility by the chunk (section 3) */
   uint32_t mc_limit;      /* chunks per slab * chunk: offsets of buffers are below it */
+  _Atomic uint32_t mc_hitid;   /* the cache's magazine id while the inline hit path may be
+                                * taken (section 8), else MC_NOHIT */
+  prd_cache_t *mc_cache;
   uint32_t mc_size;       /* the class size: what malloc_usable_size reports */
   uint32_t mc_align;      /* the alignment every buffer of the class has */
 } prd_mclass_t;
+#define MC_NOHIT UINT32_MAX   /* above every thread's mt_lim: the hit path always misses */
 
-static prd_mclass_t malloc_class[MC_NCLASSES];
+/* Entry 0 is a sentinel (mc_limit 0: no offset is below it), the classes follow: a page-map
+ * entry names its class by index + 1 and every other entry by 0, so free's start test
+ * (class_start_ok) also rejects entries that are not a class's (section 3). */
+static _Alignas(64) prd_mclass_t malloc_cls[MC_NCLASSES + 1];
+static prd_mclass_t *const malloc_class = malloc_cls + 1;
 static uint8_t malloc_tab1[MC_TAB1];   /* (size + 7) >> 3 -> class, size <= 1 KiB */
 static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < size <= 16 KiB */
 
@@ -162,8 +187,10 @@ static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < si
 #define PM_ROOT_N        ((size_t)1 << PM_ROOT_BITS)
 #define PM_KIND_MASK     0xfu
 enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4, PM_CLASS = 5 };
-#define PM_CLASS_SHIFT 8          /* a class entry: the class index in bits 8..15 */
+#define PM_CLASS_SHIFT 8          /* a class entry: the class index + 1 in bits 8..15 (0 in any
+                                   * other entry) */
 #define PM_FIRST_SHIFT 32         /* and the first buffer's offset from the granule above */
+#define PM_BIG_SHIFT   16         /* a big block's entry: its pages from bit 16 up */
 
 typedef _Atomic uintptr_t pm_entry_t;
 static pm_entry_t *_Atomic pm_root[PM_ROOT_N];
@@ -235,14 +262,20 @@ static bool pm_set_range(uintptr_t base, size_t size, uintptr_t v)
 static inline uintptr_t pm_class_entry(uint32_t c, uintptr_t g, uintptr_t first)
 {
   uint32_t rel = (uint32_t)(int32_t)(intptr_t)(first - g);
-  return ((uintptr_t)rel << PM_FIRST_SHIFT) | ((uintptr_t)c << PM_CLASS_SHIFT) | PM_CLASS;
+  return ((uintptr_t)rel << PM_FIRST_SHIFT) | ((uintptr_t)(c + 1) << PM_CLASS_SHIFT) | PM_CLASS;
 }
 
 /* The class index of a class entry, and the address of the first buffer of its slab for an
  * address a in its granule (the offset is signed: granules after the first lie above it). */
 static inline uint32_t pm_class_of(uintptr_t e)
 {
-  return (uint32_t)(e >> PM_CLASS_SHIFT) & 0xffu;
+  return ((uint32_t)(e >> PM_CLASS_SHIFT) & 0xffu) - 1;
+}
+
+/* The class of any entry: the sentinel malloc_cls[0] for entries that are not a class's. */
+static inline const prd_mclass_t *pm_mclass(uintptr_t e)
+{
+  return &malloc_cls[(e >> PM_CLASS_SHIFT) & 0xffu];
 }
 
 static inline uintptr_t pm_first_of(uintptr_t e, uintptr_t a)
@@ -274,8 +307,12 @@ static void malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, size_t fi
                           memory_order_release);
   }
   if (!ok) {
-    /* allocations check this counter and refuse buffers without an entry (malloc_class_alloc) */
-    atomic_fetch_add_explicit(&pm_leaf_failures, 1, memory_order_relaxed);
+    /* allocations check this counter and refuse buffers without an entry (malloc_class_alloc);
+     * no class takes the inline hit path from now on (section 8: class_enable's seq_cst
+     * pairs with these) */
+    atomic_fetch_add_explicit(&pm_leaf_failures, 1, memory_order_seq_cst);
+    for (uint32_t k = 0; k < MC_NCLASSES; k++)
+      atomic_store_explicit(&malloc_class[k].mc_hitid, MC_NOHIT, memory_order_seq_cst);
   }
 }
 
@@ -377,6 +414,7 @@ static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
       break;
     }
     malloc_class[i].mc_cache = cp;
+    atomic_store_explicit(&malloc_class[i].mc_hitid, MC_NOHIT, memory_order_relaxed);
     malloc_class[i].mc_magic = UINT64_MAX / cp->cache_chunksize + 1;
     malloc_class[i].mc_limit = (uint32_t)(cp->cache_chunks * cp->cache_chunksize);
     prd__cache_set_slab_hook(cp, malloc_slab_hook);
@@ -403,7 +441,7 @@ static inline bool malloc_ready(void)
 /* ---- tiers ----------------------------------------------------------------------------------- */
 static inline uint32_t malloc_class_index(size_t size)
 {
-  if (size <= MC_SMALL_MAX)
+  if (prd_likely(size <= MC_SMALL_MAX))
     return malloc_tab1[(size + 7) >> 3];
   return malloc_tab2[(size + 127) >> 7];
 }
@@ -439,22 +477,64 @@ static PRD_NOINLINE void malloc_pending_flush(void)
   }
 }
 
+/* Around every call into the layers below: the depth for this file's miss paths, and the
+ * magazine layer's hold, which makes this thread's inline hit paths miss meanwhile (so a
+ * re-entrant call reaches the tests of depth above). */
+static inline void malloc_enter(void)
+{
+  malloc_depth++;
+  prd__mag_hold();
+}
+
+static inline void malloc_leave(void)
+{
+  prd__mag_release();
+  malloc_depth--;
+  if (prd_unlikely(malloc_npending != 0))
+    malloc_pending_flush();
+}
+
+/* The inline hit path of class c is enabled (section 8) at the class's first miss after the
+ * magazine layer has started (so prd__mag_plain has its final value): when the layer's plain
+ * hit path applies (membarrier, no tools), the cache takes the ordinary front end (no buffer
+ * debugging: fixed at creation), it has magazines, and every slab is in the page map.  A
+ * failed page-map leaf disables every class for good (malloc_slab_hook): its increment of
+ * pm_leaf_failures and stores of MC_NOHIT, and the store and load here, are seq_cst, so
+ * either this load sees the failure (and disables again) or the hook's stores come after
+ * this store and win. */
+static PRD_NOINLINE void class_enable(uint32_t c)
+{
+  prd_cache_t *cp = malloc_class[c].mc_cache;
+  if (prd__cache_slow_front(cp) || cp->cache_magid == 0 || !prd__mag_plain ||
+      atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) != 0)
+    return;
+  atomic_store_explicit(&malloc_class[c].mc_hitid, cp->cache_magid, memory_order_seq_cst);
+  if (atomic_load_explicit(&pm_leaf_failures, memory_order_seq_cst) != 0)
+    atomic_store_explicit(&malloc_class[c].mc_hitid, MC_NOHIT, memory_order_seq_cst);
+}
+
+static inline void class_maybe_enable(uint32_t c)
+{
+  if (prd_unlikely(atomic_load_explicit(&malloc_class[c].mc_hitid, memory_order_relaxed) ==
+                   MC_NOHIT))
+    class_enable(c);
+}
+
 static PRD_NOINLINE void *malloc_class_alloc(uint32_t c)
 {
   if (prd_unlikely(malloc_depth != 0))
     return malloc_boot_alloc(malloc_class[c].mc_size, malloc_class[c].mc_align);
   prd_cache_t *cp = malloc_class[c].mc_cache;
-  malloc_depth++;
+  malloc_enter();
   void *buf = prd_cache_alloc(cp, PRD_SLEEP);
-  malloc_depth--;
-  if (prd_unlikely(malloc_npending != 0))
-    malloc_pending_flush();
+  malloc_leave();
+  class_maybe_enable(c);
   if (prd_unlikely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) != 0))
     return malloc_class_check(cp, buf);
   return buf;
 }
 
-static PRD_NOINLINE void malloc_class_free(prd_cache_t *cp, void *p)
+static PRD_NOINLINE void malloc_class_free(uint32_t c, void *p)
 {
   if (prd_unlikely(malloc_depth != 0)) {
     if (malloc_npending < MALLOC_PENDING)
@@ -463,50 +543,37 @@ static PRD_NOINLINE void malloc_class_free(prd_cache_t *cp, void *p)
       atomic_fetch_add_explicit(&malloc_reentry_leaks, 1, memory_order_relaxed);
     return;
   }
-  malloc_depth++;
-  prd_cache_free(cp, p);
-  malloc_depth--;
-  if (prd_unlikely(malloc_npending != 0))
-    malloc_pending_flush();
+  malloc_enter();
+  prd_cache_free(malloc_class[c].mc_cache, p);
+  malloc_leave();
+  class_maybe_enable(c);
 }
 
-/* The hit paths (section 8): the magazine layer's tier 1 inline, when this thread is not
- * inside the caches already (a re-entrant call must not touch the CPU cache the outer call
- * may be changing), the class cache takes the ordinary front end (no buffer debugging)
- * and every slab is in the page map.  Only a hit can stay here: it calls
+/* The hit paths (section 8): the magazine layer's plain tier 1 inline on the class's hit id,
+ * which is MC_NOHIT (so the hit misses) unless class_enable allowed it, and which misses
+ * while this thread is inside the layers below (prd__mag_hold: a re-entrant call must not
+ * touch the CPU cache the outer call may be changing).  Only a hit can stay here: it calls
  * nothing, so it needs no re-entry mark; every miss goes to the functions above, which mark
  * the thread before entering the layers below. */
-static inline bool class_fast(const prd_cache_t *cp)
-{
-  return prd_likely(malloc_depth == 0) && prd_likely(!prd__cache_slow_front(cp));
-}
-
-/* The page-map test is for allocations only: a buffer being freed was found through its
- * entry, but one a miss took from a slab without entries must not leave through a hit. */
 static inline void *class_alloc(uint32_t c)
 {
-  prd_cache_t *cp = malloc_class[c].mc_cache;
-  if (class_fast(cp) &&
-      prd_likely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) == 0)) {
-    void *buf = prd__mag_alloc_hit(cp);
-    if (prd_likely(buf != NULL))
-      return buf;
-  }
+  uint32_t id = atomic_load_explicit(&malloc_class[c].mc_hitid, memory_order_relaxed);
+  void *buf;
+  if (prd_likely(prd__mag_alloc_plain(id, &buf)))
+    return buf;
   return malloc_class_alloc(c);
 }
 
-static inline void class_free(prd_cache_t *cp, void *p)
+static inline void class_free(const prd_mclass_t *mc, void *p)
 {
-  if (class_fast(cp)) {
-    int r = prd__mag_free_hit(cp, p);
-    if (prd_likely(r > 0))
-      return;
-    if (r < 0) {
-      prd__mag_double_free(cp, p);   /* p is already the top round: reported, not pushed */
-      return;
-    }
-  }
-  malloc_class_free(cp, p);
+  uint32_t id = atomic_load_explicit(&mc->mc_hitid, memory_order_relaxed);
+  int r = prd__mag_free_plain(id, p);
+  if (prd_likely(r > 0))
+    return;
+  if (r < 0)
+    prd__mag_double_free(mc->mc_cache, p);   /* already the top round: reported */
+  else
+    malloc_class_free((uint32_t)(mc - malloc_class), p);
 }
 
 /* A big block: pages from the heap arena, or its own mapping above the threshold. */
@@ -546,13 +613,13 @@ static PRD_NOINLINE void *malloc_big(size_t size, size_t align)
     errno = ENOMEM;
     return NULL;
   }
-  atomic_store_explicit(slot, ((uintptr_t)npages << 4) | kind, memory_order_release);
+  atomic_store_explicit(slot, ((uintptr_t)npages << PM_BIG_SHIFT) | kind, memory_order_release);
   return p;
 }
 
 static inline size_t big_bytes(uintptr_t e)
 {
-  return (size_t)(e >> 4) * malloc_page;
+  return (size_t)(e >> PM_BIG_SHIFT) * malloc_page;
 }
 
 /* Allocation of `size` bytes aligned to `align` (a power of two; 0 for the default). */
@@ -584,12 +651,18 @@ static void *malloc_aligned(size_t size, size_t align)
  * offset from the slab's first buffer is below the class's limit and a multiple of the
  * chunk.  The multiple test is Lemire, Kaser and Kurz's ("Faster remainder by direct
  * computation", 2019): for n < 2^32, n % d == 0 iff n * (UINT64_MAX / d + 1) <= that - 1
- * (mod 2^64): a multiplication instead of a division (offsets are below 2^32: the limit). */
+ * (mod 2^64), i.e. n * c < c: a multiplication instead of a division (offsets are below
+ * 2^32: the limit).  Any entry may be passed: one that is not a class's names the sentinel,
+ * whose limit 0 fails the first test. */
+static inline bool mclass_start_ok(const prd_mclass_t *mc, uintptr_t e, uintptr_t a)
+{
+  uint64_t off = (uint64_t)(a - pm_first_of(e, a));
+  return prd_likely(off < mc->mc_limit) && prd_likely(off * mc->mc_magic < mc->mc_magic);
+}
+
 static inline bool class_start_ok(uintptr_t e, uintptr_t a)
 {
-  const prd_mclass_t *mc = &malloc_class[pm_class_of(e)];
-  uint64_t off = (uint64_t)(a - pm_first_of(e, a));
-  return prd_likely(off < mc->mc_limit) && prd_likely(off * mc->mc_magic <= mc->mc_magic - 1);
+  return mclass_start_ok(pm_mclass(e), e, a);
 }
 
 static inline prd_cache_t *class_cache_of(uintptr_t e)
@@ -649,7 +722,7 @@ static void big_free(const char *fn, void *p, uintptr_t e)
 static void free_entry(const char *fn, void *p, uintptr_t e)
 {
   if (prd_likely((e & PM_KIND_MASK) == PM_CLASS))
-    class_free(class_cache_of(e), p);
+    class_free(pm_mclass(e), p);
   else if ((e & PM_KIND_MASK) != PM_BOOT)
     big_free(fn, p, e);
 }
@@ -695,8 +768,11 @@ void prd_free(void *ptr)
                                             memory_order_acquire);
     if (prd_likely(leaf != NULL)) {
       uintptr_t e = atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
-      if (prd_likely((e & PM_KIND_MASK) == PM_CLASS) && prd_likely(class_start_ok(e, a))) {
-        class_free(class_cache_of(e), ptr);
+      /* a class entry whose slab starts a buffer at ptr (the sentinel's limit fails every
+       * other entry, section 3) */
+      const prd_mclass_t *mc = pm_mclass(e);
+      if (prd_likely(mclass_start_ok(mc, e, a))) {
+        class_free(mc, ptr);
         return;
       }
     }
@@ -739,7 +815,7 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
   size_t old = big_bytes(e);
   uintptr_t a = (uintptr_t)ptr;
   pm_entry_t *slot = pm_slot(a, pm_leaf(a));
-  uintptr_t ne = ((uintptr_t)(bytes / malloc_page) << 4) | PM_HUGE;
+  uintptr_t ne = ((uintptr_t)(bytes / malloc_page) << PM_BIG_SHIFT) | PM_HUGE;
   if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
     /* the compare-and-swap makes a racing free of the block (a user error) see a changed
      * entry rather than free pages of the wrong size: it reports a double free */
@@ -935,11 +1011,9 @@ void prd_free_deferred(void *ptr)
   switch (e & PM_KIND_MASK) {
   case PM_CLASS:
     /* the Prudence path of the block's size class (defer.c) */
-    malloc_depth++;
+    malloc_enter();
     prd_cache_free_deferred(class_cache_of(e), ptr);
-    malloc_depth--;
-    if (prd_unlikely(malloc_npending != 0))
-      malloc_pending_flush();
+    malloc_leave();
     return;
   case PM_BOOT:
     return;

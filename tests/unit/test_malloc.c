@@ -295,7 +295,7 @@ static void test_pagemap(void)
   void *big = prd_malloc(100000);
   uintptr_t e = prd__malloc_pm_entry(big);
   CHECK(e != 0 && (e & 0xf) != 0);
-  CHECK_EQ((e >> 4) * page, PRD_P2ROUNDUP((size_t)100000, page));
+  CHECK_EQ((e >> 16) * page, PRD_P2ROUNDUP((size_t)100000, page));   /* pages from bit 16 */
   prd_free(big);
   void *huge = prd_malloc(8 << 20);
   e = prd__malloc_pm_entry(huge);
@@ -460,7 +460,7 @@ static void test_realloc_huge(void)
     CHECK(q[off] == (char)(off / mib + 1) && q[off + page - 1] == (char)(off / mib + 1));
   uintptr_t e = prd__malloc_pm_entry(q);
   CHECK_EQ(e & 0xf, 3);
-  CHECK((e >> 4) * page >= 128 * mib);
+  CHECK((e >> 16) * page >= 128 * mib);
   if (q != p)
     CHECK_EQ(prd__malloc_pm_entry(p), 0);   /* the old address is no longer ours */
   memset(q + 128 * mib - page, 9, page);   /* the new end is usable */
@@ -468,7 +468,7 @@ static void test_realloc_huge(void)
   /* shrunk by more than half, still huge: in place, the tail given back */
   char *r = prd_realloc(q, 5 * mib);
   CHECK(r == q);
-  CHECK_EQ((prd__malloc_pm_entry(r) >> 4) * page, 5 * mib);
+  CHECK_EQ((prd__malloc_pm_entry(r) >> 16) * page, 5 * mib);
   CHECK(r[0] == 1 && r[page - 1] == 1);
   /* shrunk below the threshold: copied into a block of the heap arena */
   char *t = prd_realloc(r, 100000);
