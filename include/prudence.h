@@ -212,6 +212,8 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, oc_resizes, "object/latent cache growths: a grace period outlasted what they held")  \
   X(U64, latent_cache_objs, "deferred objects in latent caches now")                          \
   X(U64, latent_slab_objs, "deferred objects in latent slabs now")                            \
+  X(U64, latent_depot_objs, "deferred objects in latent magazines parked in the depot now")   \
+  X(U64, latent_depot_moves, "deferred objects handed to the depot in whole latent magazines") \
   X(U64, latent_merges, "deferred objects merged back after their grace period (cache and slab)") \
   X(U64, partial_refills, "refills that took fewer than a full object cache (line 14)")      \
   X(U64, preflush_moves, "latent objects pre-flushed to latent slabs (lines 41-43)")          \

@@ -215,18 +215,15 @@ static inline void cc_request(prd_cpu_cache_t *cc, prd_gp_t gp)
 }
 
 /* Recomputes where the deferral hit path stops (section 4): the room under the limit in the
- * open generation, or half the limit while its grace period has not been asked for. */
+ * open generation. */
 static void cc_restop(prd_cpu_cache_t *cc)
 {
   uint32_t stop = 0;
   prd_mag_t *mp = cc->cc_lat[1];
   if (mp != NULL) {
-    uint32_t n0 = lat_n(cc, 0), n1 = lat_n(cc, 1);
+    uint32_t n0 = lat_n(cc, 0);
     uint32_t room = cc->cc_lat_limit > n0 ? cc->cc_lat_limit - n0 : 0;
     stop = PRD_MIN(room, mp->mag_size);
-    uint32_t half = (cc->cc_lat_limit + 1) / 2;
-    if (cc->cc_lat_requested < cc->cc_lat_gp[1] && n1 < half)
-      stop = PRD_MIN(stop, half);
   }
   cc->cc_lat_stop = stop;
 }
@@ -298,6 +295,31 @@ static void cc_to_slabs(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, uint32_t k)
   lat_set(cc, g, n - k);
 }
 
+/* Hands generation g whole to the depot's latent list with its state (magazine.c section 13):
+ * O(1) where the latent slabs take object by object.  True when the depot took it; the
+ * generation then holds an empty magazine from the depot (if `refill` and one was there) or
+ * none, and its grace period is asked for once the caller holds no lock. */
+static bool cc_to_depot(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, bool refill)
+{
+  uint32_t n = lat_n(cc, g);
+  prd_mag_t *empty = NULL;
+  if (n == 0 ||
+      !prd__mag_lat_put(cp, cc->cc_lat[g], n, cc->cc_lat_gp[g], refill ? &empty : NULL))
+    return false;
+  req_later(cc->cc_lat_gp[g]);
+  cc->cc_lat[g] = empty;
+  lat_set(cc, g, 0);
+  cc_count(cc, PRD_PC_TODEPOT, n);
+  return true;
+}
+
+void prd__defer_mag_to_slabs(prd_cache_t *cp, prd_mag_t *mp)
+{
+  req_later(mp->mag_gp);
+  (void)prd__slab_defer_bulk(cp, mp->mag_round, mp->mag_nlat, mp->mag_gp);
+  prd__mag_free_empty(mp);
+}
+
 /* A deferral brings a new state while the open generation holds objects (section 3): the
  * open generation closes (its grace period is asked for), the older one, safe by section 3,
  * merges, and the generations rotate.  The new open generation gets a magazine of the
@@ -351,6 +373,8 @@ static void cc_latent_out(prd_cache_t *cp, prd_cpu_cache_t *cc, void *arg)
 
 void prd__defer_cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
+  for (int g = 0; g < 2; g++)   /* whole generations to the depot while it has room */
+    (void)cc_to_depot(cp, cc, g, false);
   cc_latent_out(cp, cc, NULL);
   for (int g = 0; g < 2; g++)
     if (cc->cc_lat[g] != NULL) {
@@ -603,9 +627,12 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf, prd_gp_t gp)
     cc_rotate(cp, cc);                                        /* section 3 */
   if (cc_full(cc)) {                                          /* line 39 fails */
     cc_merge_safe(cp, cc);                                    /* line 46 */
-    if (cc_full(cc) && lat_n(cc, 0) != 0 && !cc_open_full(cc))   /* lines 49-51 */
+    /* lines 49-51: a whole generation to the depot's latent list while it has room, else
+     * to the latent slabs (section 4) */
+    if (cc_full(cc) && lat_n(cc, 0) != 0 && !cc_open_full(cc) &&
+        !cc_to_depot(cp, cc, 0, true))
       cc_to_slabs(cp, cc, 0, lat_n(cc, 0));
-    if (cc_full(cc))
+    if (cc_full(cc) && !cc_to_depot(cp, cc, 1, true))
       cc_to_slabs(cp, cc, 1, lat_n(cc, 1));
   }
   if (cc->cc_lat[1] == NULL) {   /* first deferral, or the magazine went in a merge */
@@ -626,8 +653,6 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf, prd_gp_t gp)
   cc->cc_lat[1]->mag_round[n1] = buf;                         /* line 40 */
   lat_set(cc, 1, n1 + 1);
   cc_count(cc, PRD_PC_DEFERRED, 1);
-  if (n1 + 1 >= (cc->cc_lat_limit + 1) / 2)   /* half full: its grace period (section 4) */
-    cc_request(cc, gp);
   bool ask = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + prd__mag_latent(cc) >
                  cc->cc_lat_limit &&                          /* line 41 */
              !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed);
@@ -683,6 +708,7 @@ bool prd__defer_oom(prd_cache_t *cp, int flags)
   /* every CPU cache's latent generations to the latent slabs, where this path can reach
    * them; the caller may hold locks of the order: try-locks only (section 8) */
   (void)prd__mag_visit(cp, PRD_VISIT_TRY, cc_latent_out, NULL);
+  prd__mag_lat_out(cp);   /* and the depot's latent magazines */
   prd__defer_gp_requests();
   if (prd__slab_lat_merge_all(cp) != 0)
     return true;
@@ -702,6 +728,7 @@ void prd__defer_cache_destroy(prd_cache_t *cp)
     prd_rcu_barrier();   /* every callback that names cp has run */
   if ((on & PRD_DEFER_LATENT) && cp->cache_magid != 0)
     (void)prd__mag_visit(cp, PRD_VISIT_WAIT, cc_latent_out, NULL);
+  prd__mag_lat_out(cp);
   prd__defer_gp_requests();
   prd_gp_t maxgp;
   if (prd__slab_lat_pending(cp, &maxgp)) {
@@ -737,6 +764,7 @@ void prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->latent_merges += c[PRD_PC_MERGES];
   st->partial_refills = c[PRD_PC_PARTIAL];
   st->preflush_moves = c[PRD_PC_PREFLUSH];
+  st->latent_depot_moves = c[PRD_PC_TODEPOT];
   st->latent_cap_waits = c[PRD_PC_CAPWAITS];
   st->oom_gp_waits = c[PRD_PC_OOMWAITS] +
                     atomic_load_explicit(&cp->cache_oom_waits, memory_order_relaxed);

@@ -451,8 +451,116 @@ static void maglist_take(prd_maglist_t *ml, uint64_t n, prd_mag_t **chain, uint6
   }
 }
 
+/* ---- Prudence's latent magazines in the depot (section 13; dp_lock held unless said) ---- */
+#define MAG_LAT_SCAN 4   /* latent magazines an allocation miss looks at: states of several
+                            threads interleave on the list, so the oldest may not be first */
+
+bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
+                      prd_mag_t **empty)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  uint64_t cap = (uint64_t)prd__opt(defer_depot_kb) * 1024;
+  if (empty != NULL)
+    *empty = NULL;
+  if (cp->cache_magid == 0)
+    return false;
+  depot_lock(dp);
+  if ((dp->dp_lat_rounds + n) * cp->cache_chunksize > cap) {
+    pthread_mutex_unlock(&dp->dp_lock);
+    return false;
+  }
+  mp->mag_nlat = n;
+  mp->mag_gp = gp;
+  mp->mag_next = NULL;
+  if (dp->dp_lat_tail != NULL)
+    dp->dp_lat_tail->mag_next = mp;
+  else
+    dp->dp_lat_head = mp;
+  dp->dp_lat_tail = mp;
+  dp->dp_lat_mags++;
+  dp->dp_lat_rounds += n;
+  dp->dp_lat_puts++;
+  if (empty != NULL)   /* the empty list holds magazines of the current size only */
+    *empty = maglist_get(&dp->dp_empty);
+  pthread_mutex_unlock(&dp->dp_lock);
+  return true;
+}
+
+/* Unlinks mp, which follows prev (NULL: the head), from the latent list. */
+static void depot_lat_unlink(prd_depot_t *dp, prd_mag_t *prev, prd_mag_t *mp)
+{
+  if (prev != NULL)
+    prev->mag_next = mp->mag_next;
+  else
+    dp->dp_lat_head = mp->mag_next;
+  if (dp->dp_lat_tail == mp)
+    dp->dp_lat_tail = prev;
+  dp->dp_lat_mags--;
+  dp->dp_lat_rounds -= mp->mag_nlat;
+  mp->mag_next = NULL;
+}
+
+/* An allocation miss takes a safe latent magazine (its grace period over: prd__defer_safe is
+ * the acquire load that pairs with the release ending the grace period, rcu.c §4), or NULL. */
+static prd_mag_t *depot_lat_get(prd_depot_t *dp)
+{
+  prd_mag_t *prev = NULL, *mp = dp->dp_lat_head;
+  for (int i = 0; i < MAG_LAT_SCAN && mp != NULL; i++, prev = mp, mp = mp->mag_next)
+    if (prd__defer_safe(mp->mag_gp)) {
+      depot_lat_unlink(dp, prev, mp);
+      dp->dp_lat_gets++;
+      return mp;
+    }
+  return NULL;
+}
+
+/* Unlinks the safe latent magazines (every one when `all`) onto a chain for lat_chain_out. */
+static prd_mag_t *depot_lat_take(prd_depot_t *dp, bool all)
+{
+  prd_mag_t *chain = NULL, *prev = NULL, *mp = dp->dp_lat_head;
+  while (mp != NULL) {
+    prd_mag_t *next = mp->mag_next;
+    if (all || prd__defer_safe(mp->mag_gp)) {
+      depot_lat_unlink(dp, prev, mp);
+      mp->mag_next = chain;
+      chain = mp;
+    } else {
+      prev = mp;
+    }
+    mp = next;
+  }
+  return chain;
+}
+
+/* No lock held: a safe latent magazine's objects go back to the slab layer, an unsafe one's to
+ * the latent slabs with its state (defer.c), whose grace period the caller asks for through
+ * prd__defer_gp_requests once it holds no lock. */
+static void lat_chain_out(prd_cache_t *cp, prd_mag_t *chain)
+{
+  while (chain != NULL) {
+    prd_mag_t *next = chain->mag_next;
+    if (prd__defer_safe(chain->mag_gp))
+      mag_destroy(cp, chain, chain->mag_nlat);
+    else
+      prd__defer_mag_to_slabs(cp, chain);
+    chain = next;
+  }
+}
+
+void prd__mag_lat_out(prd_cache_t *cp)
+{
+  if (cp->cache_magid == 0)
+    return;
+  prd_depot_t *dp = &cp->cache_depot;
+  pthread_mutex_lock(&dp->dp_lock);
+  prd_mag_t *chain = depot_lat_take(dp, true);
+  pthread_mutex_unlock(&dp->dp_lock);
+  lat_chain_out(cp, chain);
+}
+
 /* Reaps the depot of cp (no lock held): the magazines outside the working set, or every one
- * when `all` (section 7). */
+ * when `all` (section 7); Prudence's latent magazines that are safe, or every one when `all`
+ * (the unsafe ones to the latent slabs, section 13). */
 void prd__mag_depot_reap(prd_cache_t *cp, bool all)
 {
   if (cp->cache_magid == 0)
@@ -468,9 +576,11 @@ void prd__mag_depot_reap(prd_cache_t *cp, bool all)
     ml->ml_reaplimit -= PRD_MIN(n, ml->ml_reaplimit);
     maglist_take(ml, n, chains[i], i == 0 ? &dp->dp_rounds : NULL);
   }
+  prd_mag_t *lat = depot_lat_take(dp, all);
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, full, true);
   mag_destroy_chain(cp, empty, false);
+  lat_chain_out(cp, lat);
 }
 
 /* The next magazine size, when the chunk allows (section 8): for depot contention, the next
@@ -1070,18 +1180,34 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
     cc->cc_misses++;
     depot_lock(dp);
     dp->dp_alloc_visits++;
-    prd_mag_t *fmp = maglist_get(&dp->dp_full);
-    if (fmp == NULL) {
+    /* Prudence (section 13): a safe latent magazine first, then a full one */
+    prd_mag_t *fmp = dp->dp_lat_head != NULL ? depot_lat_get(dp) : NULL;
+    uint32_t frounds = 0;
+    bool from_lat = fmp != NULL;
+    if (from_lat) {
+      frounds = fmp->mag_nlat;
+    } else if ((fmp = maglist_get(&dp->dp_full)) != NULL) {
+      frounds = fmp->mag_size;
+      dp->dp_rounds -= frounds;
+    } else {
       dp->dp_alloc_misses++;
       dp->dp_to_slab_allocs++;
       pthread_mutex_unlock(&dp->dp_lock);
       break;
     }
-    dp->dp_rounds -= fmp->mag_size;
     if (cc->cc_previous != NULL)
       give = depot_put_empty(dp, cc->cc_previous);
     pthread_mutex_unlock(&dp->dp_lock);
-    cc_reload(cc, fmp, 0, fmp->mag_size);
+    if (from_lat) {   /* merged back (lines 7-11): free objects in a magazine now (section 4) */
+      if (prd_unlikely(prd__mag_annot))
+        for (uint32_t i = 0; i < frounds; i++)
+          prd__annot_object_in(cp, fmp->mag_round[i]);
+      atomic_store_explicit(&cc->cc_pcnt[PRD_PC_MERGES],
+                            atomic_load_explicit(&cc->cc_pcnt[PRD_PC_MERGES],
+                                                 memory_order_relaxed) + frounds,
+                            memory_order_relaxed);
+    }
+    cc_reload(cc, fmp, 0, frounds);
   }
   /* tier 4 of a cache with Prudence deferrals: a refill of size - latent (line 14) */
   uint32_t want = 0;
@@ -1293,6 +1419,7 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->depot_full_mags = dp->dp_full.ml_total;
   st->depot_empty_mags = dp->dp_empty.ml_total;
   st->depot_rounds = dp->dp_rounds;
+  st->latent_depot_objs = dp->dp_lat_rounds;
   st->mag_slab_allocs = dp->dp_to_slab_allocs;
   st->mag_slab_frees = dp->dp_to_slab_frees;
   uint64_t av = dp->dp_alloc_visits, am = dp->dp_alloc_misses;

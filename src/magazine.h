@@ -70,6 +70,14 @@ bool prd__mag_grow(prd_cache_t *cp);
 enum { PRD_VISIT_WAIT, PRD_VISIT_TRY };
 typedef void prd__mag_visit_fn(prd_cache_t *cp, prd_cpu_cache_t *cc, void *arg);
 uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *arg);
+/* Prudence's latent magazines in the depot (magazine.c section 13).  lat_put hands over mp
+ * holding n deferred objects of state gp (tc_lock may be held): false when the depot's list
+ * is at its bound (option defer_depot_kb); *empty (if not NULL) gets an empty magazine of the
+ * current size from the depot, or NULL.  lat_out (no lock held) sends every latent magazine
+ * out: the safe ones' objects to the slab layer, the others to the latent slabs. */
+bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
+                      prd_mag_t **empty);
+void prd__mag_lat_out(prd_cache_t *cp);
 /* Sums every thread's Prudence counters of cp (and those of threads that exited). */
 void prd__mag_pcounts(prd_cache_t *cp, uint64_t pc[PRD_PC_NCOUNTERS]);
 
@@ -88,6 +96,10 @@ bool prd__defer_cc_merge(prd_cache_t *cp, prd_cpu_cache_t *cc);
  * states, their magazines are freed.  Their grace periods are noted for
  * prd__defer_gp_requests, which the caller runs once it holds no lock. */
 void prd__defer_cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc);
+/* A latent magazine of the depot whose grace period has not ended: its objects to the latent
+ * slabs with its state (noted for prd__defer_gp_requests), the magazine freed.  No lock held
+ * but possibly tc_lock. */
+void prd__defer_mag_to_slabs(prd_cache_t *cp, prd_mag_t *mp);
 /* Asks the driver for the grace periods noted under locks by this thread (no lock held). */
 void prd__defer_gp_requests(void);
 /* An allocation miss found no magazine to use: the refill size (line 14, size less the latent

@@ -58,6 +58,10 @@
   X(LONG, defer_latent_max_kb, 16384,                                                          \
     "Prudence: KiB of deferred objects a cache's latent slabs may hold before a refill waits " \
     "for their grace period instead of growing the cache (seed 001 3.4; 0 = no limit)")        \
+  X(LONG, defer_depot_kb, 8192,                                                                \
+    "Prudence: KiB of deferred objects a cache's depot may hold in whole latent magazines "    \
+    "(tagged with their grace period) before full latent caches spill into the latent slabs "  \
+    "(0 = never: Algorithm 1's latent slabs only)")                                            \
   X(BOOL, stats, 0, "print the statistics table on stderr at exit (also PRUDENCE_STATS=1)")    \
   X(MS, stats_interval_ms, 1000,                                                                \
     "ms between the JSON snapshots written to PRUDENCE_STATS_FILE (0: only at exit)")          \

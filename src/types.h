@@ -199,7 +199,8 @@ typedef struct prd_mag prd_mag_t;
 struct prd_mag {
   prd_mag_t *mag_next;           /* depot list linkage */
   uint32_t mag_size;             /* capacity M */
-  uint32_t mag_pad;
+  uint32_t mag_nlat;             /* on the depot's latent list: its deferred rounds */
+  prd_gp_t mag_gp;               /* on the depot's latent list: their grace-period state */
   void *mag_round[];             /* mag_round[0 .. rounds-1] are held */
 };
 
@@ -227,7 +228,8 @@ typedef struct prd_maglist {
  * while the owner is out of its operations; read relaxed. */
 enum {
   PRD_PC_DEFERRED, PRD_PC_MERGES, PRD_PC_REFILLS, PRD_PC_FLUSHES, PRD_PC_PARTIAL,
-  PRD_PC_PREFLUSH, PRD_PC_OOMWAITS, PRD_PC_CAPWAITS, PRD_PC_RESIZES, PRD_PC_NCOUNTERS
+  PRD_PC_PREFLUSH, PRD_PC_OOMWAITS, PRD_PC_CAPWAITS, PRD_PC_RESIZES, PRD_PC_TODEPOT,
+  PRD_PC_NCOUNTERS
 };
 
 /* The depot of one cache: everything under dp_lock. */
@@ -244,6 +246,13 @@ typedef struct prd_depot {
   uint64_t dp_to_slab_allocs, dp_to_slab_frees; /* objects that went on to the slab layer */
   uint64_t dp_dead_alloc_hits, dp_dead_free_hits;   /* counters of threads that exited */
   uint64_t dp_dead_pcnt[PRD_PC_NCOUNTERS];           /* their Prudence counters */
+  /* Prudence's latent magazines parked in the depot (magazine.c section 11, defer.c section
+   * 4): latent generations that a full latent cache handed over whole, each tagged with its
+   * grace-period state (mag_gp) and count (mag_nlat); oldest first, taken by an allocation
+   * miss once safe */
+  prd_mag_t *dp_lat_head, *dp_lat_tail;
+  uint64_t dp_lat_mags, dp_lat_rounds;   /* on the list now */
+  uint64_t dp_lat_puts, dp_lat_gets;     /* handed over; taken back as loaded magazines */
 } prd_depot_t;
 
 /* One thread's CPU cache of one object cache (seed 004's per-CPU cache, per thread here).

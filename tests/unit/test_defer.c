@@ -26,13 +26,13 @@ static void wait_all(void)
 
 /* The slab layer's view adds up: every buffer it has handed out is with the user, in an
  * object cache (the loaded magazines of threads with latent magazines: oc_objs), a latent
- * cache or a latent slab, or parked in the rest of the magazine layer (threads' other
+ * cache, a latent slab or a latent magazine in the depot, or parked in the rest of the magazine layer (threads' other
  * magazines, the depot). */
 static void check_counts(prd_cache_t *cp, uint64_t user_live)
 {
   prd_cache_stats_t st = stats_of(cp);
   CHECK_EQ(st.bufs_inuse, user_live + st.oc_objs + st.latent_cache_objs + st.latent_slab_objs +
-                              st.thread_cache_objs + st.depot_rounds);
+                              st.latent_depot_objs + st.thread_cache_objs + st.depot_rounds);
   CHECK_EQ(prd__cache_check(cp), 0);
 }
 
@@ -199,7 +199,9 @@ static void test_bound_latent_cache(void)
 static void test_latent_slab_overflow_premove(void)
 {
   long old_delay = prd_option_get("rcu_gp_delay_us");
+  long old_depot = prd_option_get("defer_depot_kb");
   prd_option_set("rcu_gp_delay_us", "2000000");   /* the grace period stays pending */
+  prd_option_set("defer_depot_kb", "0");   /* Algorithm 1's overflow: the latent slabs only */
   prd_cache_t *cp = prd_cache_create("lslab", 512, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   enum { N = 200 };
@@ -220,6 +222,8 @@ static void test_latent_slab_overflow_premove(void)
   char v[32];
   snprintf(v, sizeof(v), "%ld", old_delay);
   prd_option_set("rcu_gp_delay_us", v);
+  snprintf(v, sizeof(v), "%ld", old_depot);
+  prd_option_set("defer_depot_kb", v);
   prd_rcu_wait_state(s);
   /* a refill now merges the safe latent slabs (line 17: slab choice merges on the way) */
   uint64_t merges0 = stats_of(cp).latent_merges;
@@ -231,6 +235,81 @@ static void test_latent_slab_overflow_premove(void)
   check_counts(cp, N);
   for (int i = 0; i < N; i++)
     prd_cache_free(cp, b[i]);
+  prd_cache_destroy(cp);
+}
+
+/* ---- the depot's latent magazines (magazine.c section 13) ---------------------------------- */
+struct alloc_one_arg { prd_cache_t *ao_cp; void *ao_buf; };
+
+static void *alloc_one_thread(void *arg)
+{
+  struct alloc_one_arg *ao = arg;
+  ao->ao_buf = prd_cache_alloc(ao->ao_cp, 0);
+  return NULL;
+}
+
+static void test_depot_latent(void)
+{
+  long old_delay = prd_option_get("rcu_gp_delay_us");
+  long old_depot = prd_option_get("defer_depot_kb");
+  prd_option_set("rcu_gp_delay_us", "2000000");   /* the grace period stays pending */
+  prd_option_set("defer_depot_kb", "48");   /* 96 objects of 512 B */
+  prd_cache_t *cp = prd_cache_create("dlat", 512, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  enum { N = 400 };
+  static void *b[N], *c[N];
+  for (int i = 0; i < N; i++)
+    b[i] = prd_cache_alloc(cp, 0);
+  prd_gp_t s = prd_rcu_get_state();
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, b[i]);
+  prd_cache_stats_t st = stats_of(cp);
+  bool pending = !prd_rcu_poll_state(s);
+  if (pending) {
+    CHECK(st.latent_cache_objs <= 31);          /* the limit: the object-cache size */
+    CHECK(st.latent_depot_objs > 0);            /* whole generations handed to the depot */
+    CHECK(st.latent_depot_objs <= 96);          /* ... within defer_depot_kb */
+    CHECK(st.latent_depot_moves >= st.latent_depot_objs);
+    CHECK(st.latent_slab_objs > 0);             /* the rest: Algorithm 1's latent slabs */
+    /* nothing comes back before its grace period, from the depot or anywhere */
+    for (int i = 0; i < N; i++) {
+      c[i] = prd_cache_alloc(cp, 0);
+      for (int k = 0; k < N; k++)
+        if (c[i] == b[k])
+          CHECK(prd_rcu_poll_state(s));
+    }
+    CHECK(stats_of(cp).latent_depot_objs > 0 || prd_rcu_poll_state(s));
+    for (int i = 0; i < N; i++)
+      prd_cache_free(cp, c[i]);
+  }
+  check_counts(cp, 0);
+  char v[32];
+  snprintf(v, sizeof(v), "%ld", old_delay);
+  prd_option_set("rcu_gp_delay_us", v);
+  prd_rcu_wait_state(s);
+  /* after the grace period a new thread's first allocation misses to the depot, which hands
+   * it a safe latent magazine whole before any full one */
+  st = stats_of(cp);
+  uint64_t merges0 = st.latent_merges, lat0 = st.latent_depot_objs;
+  CHECK(lat0 > 0 || !pending);   /* (a grace period that ended early merged them) */
+  struct alloc_one_arg ao = { cp, NULL };
+  pthread_t t;
+  pthread_create(&t, NULL, alloc_one_thread, &ao);
+  pthread_join(t, NULL);
+  CHECK(ao.ao_buf != NULL);
+  st = stats_of(cp);
+  if (lat0 > 0) {
+    CHECK(st.latent_depot_objs < lat0);
+    CHECK(st.latent_merges > merges0);
+  }
+  check_counts(cp, 1);
+  prd_cache_free(cp, ao.ao_buf);
+  /* a reap gives safe latent magazines' objects back to the slab layer */
+  prd_cache_reap(cp);
+  CHECK_EQ(stats_of(cp).latent_depot_objs, 0);
+  check_counts(cp, 0);
+  snprintf(v, sizeof(v), "%ld", old_depot);
+  prd_option_set("defer_depot_kb", v);
   prd_cache_destroy(cp);
 }
 
@@ -403,7 +482,9 @@ static void test_thread_exit(void)
   prd_cache_stats_t st = stats_of(cp);
   CHECK_EQ(st.latent_cache_objs, 0);   /* the record went away with the thread */
   CHECK_EQ(st.deferred_frees, 100);
-  CHECK_EQ(st.bufs_inuse, st.latent_slab_objs);   /* nothing lost */
+  /* nothing lost: whole generations went to the depot's latent list with their states */
+  CHECK_EQ(st.bufs_inuse, st.latent_depot_objs + st.latent_slab_objs);
+  CHECK(st.latent_depot_objs > 0 || prd_rcu_poll_state(ea.ea_gp));
   /* nothing reused early: allocations here never return them before their grace period */
   void *x[300];
   for (int i = 0; i < 300; i++) {
@@ -424,7 +505,9 @@ static void test_thread_exit(void)
 static void test_flood_bounded(void)
 {
   long old_cap = prd_option_get("defer_latent_max_kb");
+  long old_depot = prd_option_get("defer_depot_kb");
   prd_option_set("defer_latent_max_kb", "1024");
+  prd_option_set("defer_depot_kb", "512");
   prd_cache_t *cp = prd_cache_create("flood", 256, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
 #if defined(PRD_TSAN) || defined(PRD_ASAN)
@@ -439,12 +522,16 @@ static void test_flood_bounded(void)
   }
   prd_cache_stats_t st = stats_of(cp);
   /* a steady state however slowly grace periods come: the latent slabs stay under
-   * defer_latent_max_kb (1 MiB here): within twice that, against N * 256 B = 51 MB */
-  CHECK(st.slabs_peak * st.slab_size <= 2 * 1024 * 1024);
+   * defer_latent_max_kb (1 MiB here) and the depot's latent magazines under defer_depot_kb
+   * (512 KiB): within twice their sum, against N * 256 B = 512 MB */
+  CHECK(st.slabs_peak * st.slab_size <= 2 * (1024 + 512) * 1024);
+  CHECK(st.latent_depot_objs * 256 <= 512 * 1024);
   CHECK(st.oc_hit_pct > 50.0);
   char v[32];
   snprintf(v, sizeof(v), "%ld", old_cap);
   prd_option_set("defer_latent_max_kb", v);
+  snprintf(v, sizeof(v), "%ld", old_depot);
+  prd_option_set("defer_depot_kb", v);
   wait_all();
   prd_cache_destroy(cp);
 }
@@ -571,6 +658,7 @@ int main(void)
   RUN(test_bound_latent_slab);
   RUN(test_bound_latent_cache);
   RUN(test_latent_slab_overflow_premove);
+  RUN(test_depot_latent);
   RUN(test_refill_choice);
   RUN(test_partial_refill);
   RUN(test_preflush);

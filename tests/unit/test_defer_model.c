@@ -7,7 +7,9 @@
  *     (the state recorded before the call is at most the one the deferral took, so "ended"
  *     for the recorded state is necessary for the real one);
  *   - the counts add up across the layers: bufs_inuse (the slab layer's view) = the user's
- *     buffers + object caches + latent caches + latent slabs + threads' magazines + depot;
+ *     buffers + object caches + latent caches + latent slabs + the depot's latent magazines
+ *     + threads' magazines + depot (the depot's latent list is switched off, small or at its
+ *     default every 500 steps);
  *   - latent objects are never more than the deferred buffers not handed out again, and the
  *     deferral counter matches the model;
  *   - prd__cache_check: slab list membership, counts and latent bitmaps are consistent;
@@ -216,15 +218,15 @@ static void check_model(struct model *m)
   for (int attempt = 0; attempt < 200; attempt++) {
     st = (prd_cache_stats_t)PRD_CACHE_STATS_INIT;
     CHECK(prd_cache_stats(m->m_cp, &st) == 0);
-    parked = st.oc_objs + st.latent_cache_objs + st.latent_slab_objs + st.thread_cache_objs +
-             st.depot_rounds;
+    parked = st.oc_objs + st.latent_cache_objs + st.latent_slab_objs + st.latent_depot_objs +
+             st.thread_cache_objs + st.depot_rounds;
     if (st.bufs_inuse == (uint64_t)m->m_nlive + parked &&
-        st.latent_cache_objs + st.latent_slab_objs <= m->m_pending)
+        st.latent_cache_objs + st.latent_slab_objs + st.latent_depot_objs <= m->m_pending)
       break;
     sched_yield();
   }
   CHECK_EQ(st.bufs_inuse, (uint64_t)m->m_nlive + parked);
-  CHECK(st.latent_cache_objs + st.latent_slab_objs <= m->m_pending);
+  CHECK(st.latent_cache_objs + st.latent_slab_objs + st.latent_depot_objs <= m->m_pending);
   CHECK_EQ(st.deferred_frees, m->m_deferred);
   CHECK_EQ(prd__cache_check(m->m_cp), 0);
   CHECK_EQ(model_early, 0);
@@ -262,8 +264,12 @@ static void run_model(int steps, const char *seedname)
   }
   prd_rng_t rng = prd_rng_seeded(seedname);
   uint64_t ops[8] = { 0 };
+  static const char *const depot_kb[] = { "0", "8", "8192" };
   for (int i = 0; i < steps; i++) {
     struct model *m = &models[prd_rng_below(&rng, NCACHES)];
+    /* the depot's latent list (magazine.c section 13): off, a few magazines, the default */
+    if (i % 500 == 0)
+      prd_option_set("defer_depot_kb", depot_kb[prd_rng_below(&rng, 3)]);
     uint64_t op = prd_rng_below(&rng, 1000);
     if (op < 940) {
       step_user(m, &rng);
