@@ -32,6 +32,9 @@
  *      `prd-bench deferred --pairs 1000000 --threads 2` on the shared 2-core machine: without
  *      the growth 2-6x slower per pair; with libumem's rows only (143 at most) hits fell to
  *      94-99% and small sizes ran at about half the speed of the rows past them.
+ *    - Per cache, the depot's latent list (magazine.c section 13, our addition after FreeBSD
+ *      UMA's SMR buckets, ANCHORS.md): whole latent generations, magazine and state, that a
+ *      full latent cache or an exiting thread handed over, up to defer_depot_kb of objects.
  *    - Per slab, the latent slab (slab.c section 10): deferred buffers in two generations
  *      tagged with their states, recorded outside the buffers (readers may still read them).
  *    - A cache without magazines (PRD_CACHE_NOMAGAZINE, option magazines=0) or a thread past
@@ -53,19 +56,25 @@
  *    FREE_DEFERRED (lines 34-51): read the state (one load, rcu.c §4).  The hit path (in
  *      prd_cache_free_deferred, the handshake of magazine.h around it): when the open
  *      generation's tag is the state and it is below cc_lat_stop, the object is pushed
- *      (lines 39-40); cc_lat_stop is the room left under the limit, or half the limit while
- *      the generation has not asked for its grace period yet.  If loaded + latent would
+ *      (lines 39-40); cc_lat_stop is the room left under the limit.  If loaded + latent would
  *      overflow the limit after the grace period (line 41) a pre-flush is asked for (line 42,
  *      section 6).  Everything else is the slow path under tc_lock (defer_slow): a new state
  *      rotates the generations (section 3); a latent cache at its limit merges what is safe
- *      (line 46) and otherwise moves a whole generation to the latent slabs under one hold of
- *      the slab lock (lines 49-51, a batch rather than one object: same place, 1/limit of the
- *      lock traffic), where the slabs are pre-moved (lines 52-57, slab.c section 10).  Line
+ *      (line 46) and otherwise hands a whole generation to the depot's latent list (one lock,
+ *      one pointer: cc_to_depot), or, past defer_depot_kb, moves it to the latent slabs under
+ *      one hold of the slab lock (lines 49-51, a batch rather than one object: same place,
+ *      1/limit of the lock traffic), where the slabs are pre-moved (lines 52-57, slab.c
+ *      section 10).  Why the depot first: on the 2-core machine a grace period outlasts a
+ *      magazine of deferrals at every size, and the latent slabs then took half (8 B) to all
+ *      (4 KiB) of the objects of `prd-bench deferred`, object by object both ways (a third of
+ *      the time under perf); a tagged magazine goes and comes back whole (2-4x per pair at
+ *      64 B-4 KiB).  Line
  *      45's flush before the merge is not needed: a merge takes no room in the loaded
  *      magazine (it replaces an empty one, or goes to the previous one or the slabs).
  *    MALLOC (lines 1-12): the magazine layer's hit path pops the loaded magazine; its miss
  *      (prd__mag_alloc_miss) first exchanges a safe latent generation with the empty loaded
- *      magazine (lines 7-11, prd__defer_cc_merge), then the previous magazine, the depot.
+ *      magazine (lines 7-11, prd__defer_cc_merge), then the previous magazine, the depot (a
+ *      safe latent magazine of its latent list before a full magazine).
  *    REFILL (lines 13-30): with the depot empty, a cache that has seen deferrals refills the
  *      loaded magazine from the slab layer with size - latent objects (line 14; at least 1,
  *      prd__defer_refill_size): the latent objects will fill the rest when their grace period
@@ -83,24 +92,29 @@
  *      would fill half a magazine: they will be the next loaded magazine once safe, so the
  *      thread keeps room for them instead of a second full magazine.
  *    GRACE PERIODS (§3.4, PRUDENCE-NOTES §3): the built-in driver runs grace periods only when
- *      asked, so deferrals ask, each for exactly the state it needs: a generation when it is
- *      half full (early enough that its grace period ends about when the loaded magazine runs
- *      dry) and when it closes; an allocation miss that finds only unsafe latent objects asks
- *      for the newest one's.  A CPU cache asks once per state (cc_lat_requested), so the
- *      driver is woken at most once per generation.  Asking several grace periods ahead kept
- *      the driver running back to back: perf showed ~27% of `prd-bench deferred --sizes 64`
- *      in the membarrier IPIs of those grace periods.
+ *      asked, so deferrals ask, each for exactly the state it needs: a generation when it
+ *      closes or leaves the CPU cache (to the depot or the latent slabs); an allocation miss
+ *      that finds only unsafe latent objects asks for the newest one's.  A CPU cache asks once
+ *      per state (cc_lat_requested), so the driver is woken at most once per generation.
+ *      Asking several grace periods ahead kept the driver running back to back: perf showed
+ *      ~27% of `prd-bench deferred --sizes 64` in the membarrier IPIs of those grace periods.
+ *      Asking at half full as well (so that the grace period ended about when the loaded
+ *      magazine ran dry) paid while the alternative was the latent slabs, and cost 30% at
+ *      512 B once the depot took whole generations (35 against 49 Mpairs/s, medians of 4
+ *      interleaved runs).
  *
  * 5. Counters (001 §5.4, Figs. 7-11), per CPU cache in cc_pcnt (PRD_PC_*: deferrals, merges,
- *    refills, flushes, partial refills, pre-flush moves, waits, resizes), folded into the
+ *    refills, flushes, partial refills, pre-flush moves, waits, resizes, objects handed to
+ *    the depot whole), folded into the
  *    depot when the thread goes (dp_dead_pcnt) and summed by prd__mag_pcounts.  The object
  *    cache being the magazine layer, its hits are the magazine layer's, for every cache (the
  *    call_rcu baseline's too, as Fig. 7 sets SLUB's beside Prudence's): oc_misses =
  *    allocations that reached the slab layer (mag_slab_allocs), oc_hits = mag_allocs -
  *    oc_misses; churns = min(refills, flushes) of Prudence's refills and flushes.  Objects: oc_objs =
  *    the loaded magazines of CPU caches with latent generations, thread_cache_objs = every
- *    other magazine round of the threads, latent_cache_objs = the latent generations, so
- *    bufs_inuse = user + oc_objs + latent_cache_objs + latent_slab_objs + thread_cache_objs +
+ *    other magazine round of the threads, latent_cache_objs = the latent generations,
+ *    latent_depot_objs = the depot's latent magazines, so bufs_inuse = user + oc_objs +
+ *    latent_cache_objs + latent_slab_objs + latent_depot_objs + thread_cache_objs +
  *    depot_rounds (test_defer check_counts).  The latent-slab counters live in the cache.
  *
  * 6. Pre-flush (lines 41-43, 001 §4.2 "Latent cache pre-flush").  A CPU cache whose loaded
@@ -119,10 +133,13 @@
  *
  * 7. Taking a thread's magazines.  Every path of the magazine layer that empties a CPU cache
  *    (cc_empty: reap and idle steal, thread exit, prd_thread_flush, cache destroy, the fork
- *    child taking over dead threads) calls prd__defer_cc_drain, which moves the latent
- *    generations with their states to the latent slabs and frees their magazines; the OOM
- *    path and destroy move them through prd__mag_visit.  Nothing is reused early (a latent
- *    slab merges a generation only when its state is safe), nothing is lost.
+ *    child taking over dead threads) calls prd__defer_cc_drain, which hands the latent
+ *    generations whole to the depot's latent list (issue #6 item 9's depot list of tagged
+ *    magazines), or past its bound moves them with their states to the latent slabs and
+ *    frees their magazines; the OOM path and destroy move them to the latent slabs through
+ *    prd__mag_visit, and the depot's latent magazines with them (prd__mag_lat_out).  Nothing
+ *    is reused early (a latent magazine or latent slab generation is merged only when its
+ *    state is safe), nothing is lost.
  *
  * 8. Locking and memory ordering.  One handshake for magazines and latent generations
  *    (magazine.c section 6): the deferral hit path stores cc_busy, runs the barrier that

@@ -45,7 +45,8 @@
  *    7-11 of seed 001's Algorithm 1); tier 4 of allocation refills the loaded magazine with
  *    size - latent objects from the slab layer (line 14) instead of taking one; tier 3 of free
  *    also sends the full loaded magazine to the depot when the thread's latent objects would
- *    fill half a magazine (the flush sized by the latent count).
+ *    fill half a magazine (the flush sized by the latent count); tier 3 of allocation takes a
+ *    safe latent magazine of the depot (section 13) before a full one.
  *    Why two magazines: after a depot visit the thread holds one full and one empty
  *    magazine, so at least M allocations or M frees separate two depot visits whatever the
  *    pattern (seed 004); prd-bench cache measures depot visits per operation <= 1/M for the
@@ -196,6 +197,27 @@
  *    (the pre-flush job and the OOM path only try them), its slow paths tc_lock -> dp_lock or
  *    cache_lock (the latent slabs), and its refill calls the slab layer with tc_lock dropped,
  *    as tier 4 does.  Outside all of these: vmem's heap_lock -> vmem_qcache_lock (making quantum caches creates caches).
+ *
+ * 13. Prudence's latent magazines in the depot (defer.c sections 2 and 4; after FreeBSD
+ *    UMA's SMR buckets, ANCHORS.md).  A thread whose latent cache is full and unsafe hands a
+ *    whole generation, magazine and grace-period state (mag_gp, mag_nlat), to its cache's
+ *    depot (prd__mag_lat_put, tc_lock -> dp_lock), taking an empty magazine back in the same
+ *    lock hold; thread exit and flush hand theirs over the same way.  The list is a FIFO
+ *    (dp_lat_head/tail), bounded by the option defer_depot_kb of objects (8 MiB: what the
+ *    2-core machine's grace-period latency needs at 4 KiB objects and two threads, about the
+ *    16 MiB latent-slab bound of defer_latent_max_kb halved); past it the generation goes to
+ *    the latent slabs object by object (Algorithm 1 lines 49-51).  Tier 3 of allocation
+ *    looks at the first MAG_LAT_SCAN (4) magazines, the list being only roughly ordered by
+ *    state (several threads push), and takes the first safe one as its loaded magazine
+ *    (mag_nlat rounds, possibly fewer than its size) before any full magazine: the deferred
+ *    objects are reused first.  Safety is prd__defer_safe(mag_gp), an acquire load pairing
+ *    with the release store that ends the grace period (rcu.c §4), read under dp_lock; the
+ *    objects are not touched before it.  The working-set reap gives safe latent magazines'
+ *    objects back to the slab layer (they are not counted in the working set: a flood that
+ *    goes on refills them at once); a reap of everything (prd_reap, destroy) and the OOM path
+ *    (prd__mag_lat_out) send the unsafe ones to the latent slabs with their states, where
+ *    lines 31-32 wait for them.  Under dp_lock only list operations and the state loads; the
+ *    slab layer is called after unlocking.
  */
 #include <errno.h>
 #include <linux/membarrier.h>
