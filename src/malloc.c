@@ -124,22 +124,25 @@
  *
  * 8. The hit paths.  prd_malloc and prd_free run the CPU layer's tier 1 inline, in its plain
  *    form (magazine.h prd__mag_alloc_plain / prd__mag_free_plain: no membarrier-mode or tool
- *    test), on the magazine id the class keeps in its own entry (mc_hitid), so that a hit
- *    reads neither the class cache nor a re-entry or page-map-failure flag: mc_hitid is
- *    MC_NOHIT, above every thread's bound, until the class's first miss finds the inline
- *    path allowed (class_enable: the layer's plain mode, no buffer debugging, magazines, no
+ *    test), on a magazine id that malloc keeps itself: per class (mc_hitid, for free, which
+ *    finds the class through the page map) and per size slot of the class tables
+ *    (malloc_hit1/2, for prd_malloc, which goes from the size to the id in one load).  So a
+ *    hit reads neither the class cache nor a start-up, re-entry or page-map-failure flag.
+ *    The id is MC_NOHIT (magazine id 0, whose CPU-cache entry is always empty, so both halves
+ *    miss on it) before start-up and until the class's first miss finds the inline path
+ *    allowed (class_enable: the layer's plain mode, no buffer debugging, magazines, no
  *    page-map leaf failure; a later leaf failure sets MC_NOHIT again for good), and the
  *    thread's bound is 0 while it is inside the layers below (section 5).  Every other case
- *    takes the miss functions (malloc_class_alloc / malloc_class_free, out of line), which
- *    mark the thread and go through prd_cache_alloc / prd_cache_free.
+ *    takes the miss functions (malloc_small_miss, which starts the allocator if needed;
+ *    malloc_class_alloc / malloc_class_free, out of line), which mark the thread and go
+ *    through prd_cache_alloc / prd_cache_free.
  *    Counted (objdump -d build/lib/libprudence-malloc.so, Release, gcc 12.2 -O2, x86-64): a
- *    hit of prd_malloc of a size up to 1 KiB is 37 instructions from entry to ret (size
- *    tests and the start-up state 7, the class lookup 4, the hit id 5, the thread's bound,
- *    array and set 6, the CPU layer's pop with its handshake 15); a hit of prd_free is 56
- *    when the magazine holds a round (53 when it is empty: the top-round compare is 3): NULL
- *    and range 3, the page map 10, the class and start test 15, the hit id 2, the CPU
- *    layer's push with its handshake 26.  Before this form (commit 766f05f) they were 60 and
- *    77.  The wrappers of override.c add a jmp each.
+ *    hit of prd_malloc of a size up to 1 KiB is 27 instructions from entry to ret (the size
+ *    test 2, the hit id 4, the thread's bound, array and set 6, the CPU layer's pop with its
+ *    handshake 15); a hit of prd_free is 56 when the magazine holds a round (53 when it is
+ *    empty: the top-round compare is 3): NULL and range 3, the page map 10, the class and
+ *    start test 15, the hit id 2, the CPU layer's push with its handshake 26.  Before this
+ *    form (commit 766f05f) they were 60 and 77.  The wrappers of override.c add a jmp each.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -169,7 +172,10 @@ typedef struct prd_mclass {
   uint32_t mc_size;       /* the class size: what malloc_usable_size reports */
   uint32_t mc_align;      /* the alignment every buffer of the class has */
 } prd_mclass_t;
-#define MC_NOHIT UINT32_MAX   /* above every thread's mt_lim: the hit path always misses */
+/* No hit path: magazine id 0, which no cache has; its CPU-cache entry stays empty (rounds and
+ * capacity 0: magazine.c section 2), so both hit halves miss on it.  0, so that the zeroed
+ * tables say "no hit path" before start-up. */
+#define MC_NOHIT 0u
 
 /* Entry 0 is a sentinel (mc_limit 0: no offset is below it), the classes follow: a page-map
  * entry names its class by index + 1 and every other entry by 0, so free's start test
@@ -178,6 +184,11 @@ static _Alignas(64) prd_mclass_t malloc_cls[MC_NCLASSES + 1];
 static prd_mclass_t *const malloc_class = malloc_cls + 1;
 static uint8_t malloc_tab1[MC_TAB1];   /* (size + 7) >> 3 -> class, size <= 1 KiB */
 static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < size <= 16 KiB */
+/* The same slots -> the hit id of their class (mc_hitid, kept equal by class_set_hitid), so
+ * that prd_malloc's hit goes from the size to the magazine id in one load (section 8); all
+ * MC_NOHIT until start-up and each class's first miss. */
+static _Atomic uint32_t malloc_hit1[MC_TAB1];
+static _Atomic uint32_t malloc_hit2[MC_TAB2];
 
 /* ---- the page map (section 3) ------------------------------------------------------------ */
 #define PM_GRANULE_SHIFT 12
@@ -284,6 +295,19 @@ static inline uintptr_t pm_first_of(uintptr_t e, uintptr_t a)
   return (a & ~(((uintptr_t)1 << PM_GRANULE_SHIFT) - 1)) + (uintptr_t)rel;
 }
 
+/* Sets the hit id of class c in its entry and in every size slot of the tables that names
+ * it (seq_cst: class_enable's argument, section 8). */
+static void class_set_hitid(uint32_t c, uint32_t id)
+{
+  atomic_store_explicit(&malloc_class[c].mc_hitid, id, memory_order_seq_cst);
+  for (uint32_t i = 0; i < MC_TAB1; i++)
+    if (malloc_tab1[i] == c)
+      atomic_store_explicit(&malloc_hit1[i], id, memory_order_seq_cst);
+  for (uint32_t i = 0; i < MC_TAB2; i++)
+    if (malloc_tab2[i] == c)
+      atomic_store_explicit(&malloc_hit2[i], id, memory_order_seq_cst);
+}
+
 /* The slab hook of every class cache (slab.c calls it; section 3): each granule of the slab
  * gets the class and where the slab's first buffer is, so that free checks a pointer against
  * the slab's geometry without reading the slab (its prd_slab_t is a cache miss on another
@@ -312,7 +336,7 @@ static void malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, size_t fi
      * pairs with these) */
     atomic_fetch_add_explicit(&pm_leaf_failures, 1, memory_order_seq_cst);
     for (uint32_t k = 0; k < MC_NCLASSES; k++)
-      atomic_store_explicit(&malloc_class[k].mc_hitid, MC_NOHIT, memory_order_seq_cst);
+      class_set_hitid(k, MC_NOHIT);
   }
 }
 
@@ -414,7 +438,6 @@ static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
       break;
     }
     malloc_class[i].mc_cache = cp;
-    atomic_store_explicit(&malloc_class[i].mc_hitid, MC_NOHIT, memory_order_relaxed);
     malloc_class[i].mc_magic = UINT64_MAX / cp->cache_chunksize + 1;
     malloc_class[i].mc_limit = (uint32_t)(cp->cache_chunks * cp->cache_chunksize);
     prd__cache_set_slab_hook(cp, malloc_slab_hook);
@@ -508,9 +531,9 @@ static PRD_NOINLINE void class_enable(uint32_t c)
   if (prd__cache_slow_front(cp) || cp->cache_magid == 0 || !prd__mag_plain ||
       atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) != 0)
     return;
-  atomic_store_explicit(&malloc_class[c].mc_hitid, cp->cache_magid, memory_order_seq_cst);
+  class_set_hitid(c, cp->cache_magid);
   if (atomic_load_explicit(&pm_leaf_failures, memory_order_seq_cst) != 0)
-    atomic_store_explicit(&malloc_class[c].mc_hitid, MC_NOHIT, memory_order_seq_cst);
+    class_set_hitid(c, MC_NOHIT);
 }
 
 static inline void class_maybe_enable(uint32_t c)
@@ -749,13 +772,29 @@ static PRD_NOINLINE void free_slow(void *ptr)
 }
 
 /* ---- the public family -------------------------------------------------------------------- */
+/* prd_malloc's miss of a class size, and every class size before start-up (the hit ids are
+ * MC_NOHIT until then, so no state test is needed on the hit). */
+static PRD_NOINLINE void *malloc_small_miss(size_t size)
+{
+  if (prd_unlikely(atomic_load_explicit(&malloc_state, memory_order_acquire) <= 0))
+    return malloc_aligned(size, 0);
+  return malloc_class_alloc(malloc_class_index(size));
+}
+
 void *prd_malloc(size_t size)
 {
   /* size 0 looks up the 8-byte class (table 1's entry 0): a unique block, as glibc */
-  if (prd_likely(size <= MC_MAX) && prd_likely(atomic_load_explicit(&malloc_state,
-                                                                    memory_order_acquire) > 0))
-    return class_alloc(malloc_class_index(size));
-  return malloc_aligned(size, 0);
+  uint32_t id;
+  if (prd_likely(size <= MC_SMALL_MAX))
+    id = atomic_load_explicit(&malloc_hit1[(size + 7) >> 3], memory_order_relaxed);
+  else if (size <= MC_MAX)
+    id = atomic_load_explicit(&malloc_hit2[(size + 127) >> 7], memory_order_relaxed);
+  else
+    return malloc_aligned(size, 0);
+  void *buf;
+  if (prd_likely(prd__mag_alloc_plain(id, &buf)))
+    return buf;
+  return malloc_small_miss(size);
 }
 
 void prd_free(void *ptr)
