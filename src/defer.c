@@ -692,12 +692,14 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
     defer_call_rcu(cp, buf);
     return;
   }
-  prd_gp_t gp = prd_rcu_get_state();                          /* line 35 */
-  /* the hit path (section 4): the handshake of magazine.h around one push */
-  prd_tcache_t *tc = prd__mag_here();
+  prd_gp_t gp = prd__rcu_get_state();                         /* line 35 */
+  /* the hit path (section 4): the handshake of magazine.h around one push, on the CPU cache
+   * the magazine hit paths use (mt_lim is 0 while a layer above holds this thread's magazine
+   * layer, so a re-entrant deferral takes the slow path as they do) */
   uint32_t id = cp->cache_magid;
-  if (prd_likely(id < tc->tc_ncc)) {
-    prd_cpu_cache_t *cc = &tc->tc_cc[id];
+  if (prd_likely(id < prd__mag_tls.mt_lim)) {
+    prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
+    prd_tcache_t *tc = prd__mag_tls.mt_tc;
     prd__mag_busy_enter(cc);
     uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
     if (prd_likely(!prd__mag_steal_pending(tc) && gp == cc->cc_lat_gp[1] &&

@@ -267,6 +267,15 @@ static inline bool prd__rcu_poll(prd_gp_t s)
 {
   return atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) >= s;
 }
+/* prd_rcu_get_state inline, for the deferral hit path (rcu.c §4): the reader barrier (R1
+ * kind: the caller's unlink before the load, paired with (W1)), then the end of the next
+ * grace period that starts after the call. */
+static inline prd_gp_t prd__rcu_get_state(void)
+{
+  prd__rcu_reader_barrier();
+  return (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) + 3) &
+         ~(uint64_t)1;
+}
 /* A full barrier on every thread (membarrier), paired with prd__rcu_reader_barrier on the
  * threads' side: the heavy half of an asymmetric handshake (defer.c's record stealing). */
 void prd__rcu_heavy_barrier(void);

@@ -79,9 +79,9 @@
  *    magazine holds a round.  No lock, no atomic read-modify-write, no fence on the path
  *    taken: the `lock orq` in the listing is the seq_cst fence of the fallback (section 6),
  *    reached only without membarrier.  The miss goes to prd__mag_alloc_miss /
- *    prd__mag_free_miss.  A hit of prd_cache_free_deferred (defer.c) is 49 instructions plus
- *    the 8 of prd_rcu_get_state.  (Before the hit block and the one-instruction counter,
- *    commit 766f05f: 42, 38 and 52.)
+ *    prd__mag_free_miss.  A hit of prd_cache_free_deferred (defer.c) is 49 instructions with
+ *    the state read inline (prd__rcu_get_state: no call, no stack frame).  (Before the hit
+ *    block and the one-instruction counter, commit 766f05f: 42, 38 and 52 plus a call of 8.)
  *    The free hit also compares the buffer with the loaded magazine's top round (a load from
  *    the line the push writes, a compare and a branch): equal is a double free, reported by
  *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the plain

@@ -545,16 +545,9 @@ const struct prd_rcu_source *prd_rcu_get_source(void)
 }
 
 /* ---- §4 state -------------------------------------------------------------------------- */
-static uint64_t seq_load(void)
-{
-  /* acquire: pairs with the release store that ends a grace period (gp_run) */
-  return atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire);
-}
-
 prd_gp_t prd_rcu_get_state(void)
 {
-  prd__rcu_reader_barrier(); /* the caller's unlink before the load: pairs with (W1), §4 */
-  return (seq_load() + 3) & ~(uint64_t)1;
+  return prd__rcu_get_state(); /* the reader barrier pairs with (W1), §4 */
 }
 
 bool prd_rcu_poll_state(prd_gp_t s)
