@@ -75,7 +75,11 @@
  *      (prd__mag_alloc_miss) first exchanges a safe latent generation with the empty loaded
  *      magazine (lines 7-11, prd__defer_cc_merge), then the previous magazine, the depot (a
  *      safe latent magazine of its latent list before a full magazine).
- *    REFILL (lines 13-30): with the depot empty, a cache that has seen deferrals refills the
+ *    REFILL (lines 13-30): a miss that finds the depot's latent magazines unsafe, holding
+ *      half of defer_depot_kb or more, first runs the oldest one's grace period on the
+ *      allocating thread (prd__defer_depot_wait; magazine.c section 13: §3.4's bound paid
+ *      as a wait rather than as growth, without the driver's wake-up).  With the depot
+ *      empty, a cache that has seen deferrals refills the
  *      loaded magazine from the slab layer with size - latent objects (line 14; at least 1,
  *      prd__defer_refill_size): the latent objects will fill the rest when their grace period
  *      ends.  The slab layer picks slabs with the deferred counts (lines 17-21, Fig. 5,
@@ -424,6 +428,18 @@ static bool in_read_section(void)
 {
   const struct prd_rcu_source *src = prd_rcu_get_source();
   return src->rs_read_ongoing != NULL && src->rs_read_ongoing() != 0;
+}
+
+bool prd__defer_depot_wait(uint32_t id, prd_gp_t gp, int flags)
+{
+  if ((flags & PRD_NOSLEEP) || in_read_section())
+    return false;
+  prd__rcu_sync_state(gp);
+  prd_tcache_t *tc = prd__mag_here();
+  pthread_mutex_lock(&tc->tc_lock);   /* the counters of cc: the owner under tc_lock (§5) */
+  cc_count(&tc->tc_cc[id], PRD_PC_CAPWAITS, 1);
+  pthread_mutex_unlock(&tc->tc_lock);
+  return true;
 }
 
 /* Pops the loaded magazine after a merge (tc_lock held), NULL when it is empty. */

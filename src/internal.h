@@ -284,6 +284,10 @@ static inline bool prd__defer_safe(prd_gp_t s)
 {
   return prd__rcu_poll(s) || prd_unlikely(prd__defer_broken);
 }
+/* Runs grace periods on the calling thread until state s is reached, as prd_synchronize_rcu
+ * runs its own (no hand-off to the driver thread, whose wake-up waits for a CPU on a loaded
+ * machine).  Inside a read-side section: reported, returns at once. */
+void prd__rcu_sync_state(prd_gp_t s);
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */

@@ -748,6 +748,25 @@ void prd_synchronize_rcu(void)
   pthread_mutex_unlock(&drv_lock);
 }
 
+void prd__rcu_sync_state(prd_gp_t s)
+{
+  if (prd_rcu_poll_state(s))
+    return;
+  const struct prd_rcu_source *src = rcu_source();
+  if (in_read_section(src, "a refill's grace-period wait"))
+    return;
+  int token = src->rs_block_begin ? src->rs_block_begin() : 0;
+  pthread_mutex_lock(&gp_lock);
+  while (!prd_rcu_poll_state(s)) /* at most two: s is at most the next one's end (§4) */
+    gp_run(src);
+  pthread_mutex_unlock(&gp_lock);
+  if (src->rs_block_end)
+    src->rs_block_end(token);
+  pthread_mutex_lock(&drv_lock); /* the waiters whose state these grace periods reached */
+  pthread_cond_broadcast(&drv_done_cond);
+  pthread_mutex_unlock(&drv_lock);
+}
+
 /* ---- thread functions, forwarded to the source ------------------------------------------ */
 void prd_rcu_register_thread(void)
 {

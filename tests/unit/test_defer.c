@@ -252,7 +252,7 @@ static void test_depot_latent(void)
 {
   long old_delay = prd_option_get("rcu_gp_delay_us");
   long old_depot = prd_option_get("defer_depot_kb");
-  prd_option_set("rcu_gp_delay_us", "2000000");   /* the grace period stays pending */
+  prd_option_set("rcu_gp_delay_us", "2000000");   /* the driver leaves the grace period pending */
   prd_option_set("defer_depot_kb", "48");   /* 96 objects of 512 B */
   prd_cache_t *cp = prd_cache_create("dlat", 512, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
@@ -271,39 +271,47 @@ static void test_depot_latent(void)
     CHECK(st.latent_depot_objs <= 96);          /* ... within defer_depot_kb */
     CHECK(st.latent_depot_moves >= st.latent_depot_objs);
     CHECK(st.latent_slab_objs > 0);             /* the rest: Algorithm 1's latent slabs */
-    /* nothing comes back before its grace period, from the depot or anywhere */
-    for (int i = 0; i < N; i++) {
-      c[i] = prd_cache_alloc(cp, 0);
-      for (int k = 0; k < N; k++)
-        if (c[i] == b[k])
-          CHECK(prd_rcu_poll_state(s));
-    }
-    CHECK(stats_of(cp).latent_depot_objs > 0 || prd_rcu_poll_state(s));
-    for (int i = 0; i < N; i++)
-      prd_cache_free(cp, c[i]);
   }
+  /* nothing comes back before its grace period, from the depot or anywhere; PRD_NOSLEEP
+   * allocations never wait for it */
+  for (int i = 0; i < N; i++) {
+    c[i] = prd_cache_alloc(cp, PRD_NOSLEEP);
+    CHECK(c[i] != NULL);
+    for (int k = 0; k < N; k++)
+      if (c[i] == b[k])
+        CHECK(prd_rcu_poll_state(s));
+  }
+  for (int i = 0; i < N; i++)
+    prd_cache_free(cp, c[i]);
   check_counts(cp, 0);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
-  prd_rcu_wait_state(s);
-  /* after the grace period a new thread's first allocation misses to the depot, which hands
-   * it a safe latent magazine whole before any full one */
+  /* a sleeping allocation that misses while the depot's latent magazines hold half their
+   * bound, none safe, runs their grace period itself (the driver would wait 2 s) and takes
+   * one back whole, before any full magazine: a new thread, whose first allocation misses */
   st = stats_of(cp);
   uint64_t merges0 = st.latent_merges, lat0 = st.latent_depot_objs;
-  CHECK(lat0 > 0 || !pending);   /* (a grace period that ended early merged them) */
+  uint64_t waits0 = st.latent_cap_waits;
+  pending = !prd_rcu_poll_state(s);
+  CHECK(!pending || 2 * lat0 * 512 >= 48 * 1024);
   struct alloc_one_arg ao = { cp, NULL };
   pthread_t t;
   pthread_create(&t, NULL, alloc_one_thread, &ao);
   pthread_join(t, NULL);
   CHECK(ao.ao_buf != NULL);
   st = stats_of(cp);
+  if (pending) {
+    CHECK(st.latent_cap_waits > waits0);
+    CHECK(prd_rcu_poll_state(s));
+  }
   if (lat0 > 0) {
     CHECK(st.latent_depot_objs < lat0);
     CHECK(st.latent_merges > merges0);
   }
   check_counts(cp, 1);
   prd_cache_free(cp, ao.ao_buf);
+  char v[32];
+  snprintf(v, sizeof(v), "%ld", old_delay);
+  prd_option_set("rcu_gp_delay_us", v);
+  prd_rcu_wait_state(s);
   /* a reap gives safe latent magazines' objects back to the slab layer */
   prd_cache_reap(cp);
   CHECK_EQ(stats_of(cp).latent_depot_objs, 0);
