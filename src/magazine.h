@@ -263,7 +263,7 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain)
     if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize &&
                    (plain || !prd__mag_annot))) {
       prd_mag_t *mp = cc->cc_loaded;
-      if (prd_unlikely(r > 0 && mp->mag_round[r - 1] == buf)) {
+      if (r > 0 && prd_unlikely(mp->mag_round[r - 1] == buf)) {
         prd__mag_busy_exit(cc);
         return -1;
       }

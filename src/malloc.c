@@ -57,10 +57,10 @@
  *        its buffers are handed out, with the slab's color) and destroyed (before its memory
  *        goes back to the arena), so malloc keeps no slab bookkeeping of its own.  free checks
  *        that a pointer starts a buffer from the entry and the class table alone: offset from
- *        the first buffer below chunks * chunk and a multiple of the chunk (one
- *        multiplication, class_start_ok), without reading the slab's prd_slab_t, which the
- *        first version did: on a free of another thread's block that load was a cache miss,
- *        half of prd_free's samples in the larson workload;
+ *        the first buffer below chunks * chunk and a multiple of the chunk (a multiplication,
+ *        a rotation and one compare, class_start_ok), without reading the slab's prd_slab_t,
+ *        which the first version did: on a free of another thread's block that load was a
+ *        cache miss, half of prd_free's samples in the larson workload;
  *      - the first granule of a large or huge block holds (pages << 16) | kind, kind one of
  *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c).
  *    Memory ordering.  A leaf is published with a release compare-and-swap into the root,
@@ -139,10 +139,11 @@
  *    Counted (objdump -d build/lib/libprudence-malloc.so, Release, gcc 12.2 -O2, x86-64): a
  *    hit of prd_malloc of a size up to 1 KiB is 27 instructions from entry to ret (the size
  *    test 2, the hit id 4, the thread's bound, array and set 6, the CPU layer's pop with its
- *    handshake 15); a hit of prd_free is 56 when the magazine holds a round (53 when it is
+ *    handshake 15); a hit of prd_free is 54 when the magazine holds a round (51 when it is
  *    empty: the top-round compare is 3): NULL and range 3, the page map 10, the class and
- *    start test 15, the hit id 2, the CPU layer's push with its handshake 26.  Before this
- *    form (commit 766f05f) they were 60 and 77.  The wrappers of override.c add a jmp each.
+ *    start test 13 (section 3), the hit id 2, the CPU layer's push with its handshake 26.
+ *    Before this form (commit 766f05f) they were 60 and 77.  The wrappers of override.c add
+ *    a jmp each.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -162,10 +163,12 @@
 #define MALLOC_MAG_BYTES 16384u   /* bytes of objects per magazine (section 2) */
 
 /* 32 bytes, the array 64-aligned: what a hit reads of its class (mc_hitid, and for a free
- * mc_magic and mc_limit) is in one cache line, and the class cache itself is not read. */
+ * the start test's mc_inv, mc_shift and mc_chunks) is in one cache line, and the class cache
+ * itself is not read. */
 typedef struct prd_mclass {
-  uint64_t mc_magic;      /* UINT64_MAX / chunk + 1: divisibility by the chunk (section 3) */
-  uint32_t mc_limit;      /* chunks per slab * chunk: offsets of buffers are below it */
+  uint32_t mc_inv;        /* the chunk is m << mc_shift, m odd: m's inverse mod 2^32 */
+  uint32_t mc_shift;
+  uint32_t mc_chunks;     /* buffers per slab (0 in the sentinel) */
   _Atomic uint32_t mc_hitid;   /* the cache's magazine id while the inline hit path may be
                                 * taken (section 8), else MC_NOHIT */
   prd_cache_t *mc_cache;
@@ -177,7 +180,7 @@ typedef struct prd_mclass {
  * tables say "no hit path" before start-up. */
 #define MC_NOHIT 0u
 
-/* Entry 0 is a sentinel (mc_limit 0: no offset is below it), the classes follow: a page-map
+/* Entry 0 is a sentinel (mc_chunks 0: no buffer index is below it), the classes follow: a page-map
  * entry names its class by index + 1 and every other entry by 0, so free's start test
  * (class_start_ok) also rejects entries that are not a class's (section 3). */
 static _Alignas(64) prd_mclass_t malloc_cls[MC_NCLASSES + 1];
@@ -438,8 +441,14 @@ static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
       break;
     }
     malloc_class[i].mc_cache = cp;
-    malloc_class[i].mc_magic = UINT64_MAX / cp->cache_chunksize + 1;
-    malloc_class[i].mc_limit = (uint32_t)(cp->cache_chunks * cp->cache_chunksize);
+    uint32_t d = (uint32_t)cp->cache_chunksize, j = (uint32_t)__builtin_ctz(d), m = d >> j;
+    uint32_t inv = m;   /* Newton's iteration doubles the correct low bits: 3, 6, ... 48 */
+    for (int k = 0; k < 4; k++)
+      inv *= 2u - m * inv;
+    PRD_ASSERT(m * inv == 1u && cp->cache_chunks * cp->cache_chunksize < ((size_t)1 << 31));
+    malloc_class[i].mc_inv = inv;
+    malloc_class[i].mc_shift = j;
+    malloc_class[i].mc_chunks = (uint32_t)cp->cache_chunks;
     prd__cache_set_slab_hook(cp, malloc_slab_hook);
     prd__mag_set_min_rounds(cp, MALLOC_MAG_BYTES / malloc_class[i].mc_size);
   }
@@ -671,16 +680,20 @@ static void *malloc_aligned(size_t size, size_t align)
 
 /* ---- free and lookups ----------------------------------------------------------------------- */
 /* Whether address a, in a granule whose class entry is e, starts a buffer of its slab: its
- * offset from the slab's first buffer is below the class's limit and a multiple of the
- * chunk.  The multiple test is Lemire, Kaser and Kurz's ("Faster remainder by direct
- * computation", 2019): for n < 2^32, n % d == 0 iff n * (UINT64_MAX / d + 1) <= that - 1
- * (mod 2^64), i.e. n * c < c: a multiplication instead of a division (offsets are below
- * 2^32: the limit).  Any entry may be passed: one that is not a class's names the sentinel,
- * whose limit 0 fails the first test. */
+ * offset x from the slab's first buffer (mod 2^32) is a multiple of the chunk d = m * 2^j (m
+ * odd) and below chunks * d, in one compare: exact division by a multiplicative inverse
+ * (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994,
+ * section 9; as compilers test x % d == 0): rotating x * inv(m) (mod 2^32) right by j gives
+ * x / d when d divides x, and otherwise a value above (2^32 - 1) / d, which is at least
+ * chunks because a slab's chunks * d is below 2^31 (asserted at start-up); an offset below
+ * the first buffer wraps to 2^32 - (less than a granule), whose quotient is far above chunks
+ * too.  So index < chunks means "starts a buffer of this slab".  Any entry may be passed: one
+ * that is not a class's names the sentinel, whose chunks 0 fail. */
 static inline bool mclass_start_ok(const prd_mclass_t *mc, uintptr_t e, uintptr_t a)
 {
-  uint64_t off = (uint64_t)(a - pm_first_of(e, a));
-  return prd_likely(off < mc->mc_limit) && prd_likely(off * mc->mc_magic < mc->mc_magic);
+  uint32_t x = (uint32_t)(a - pm_first_of(e, a)) * mc->mc_inv;
+  uint32_t j = mc->mc_shift;
+  return prd_likely(((x >> j) | (x << ((32u - j) & 31u))) < mc->mc_chunks);
 }
 
 static inline bool class_start_ok(uintptr_t e, uintptr_t a)

@@ -413,6 +413,39 @@ static void test_bad_pointers(void)
   CHECK_STR_CONTAINS(out, "inside the first page of a large block, not at its start");
 }
 
+/* free's start test (malloc.c class_start_ok: a multiplication by the chunk's odd part's
+ * inverse, a rotation, one compare) against offsets inside a buffer of every class: every
+ * offset below 256 and a sample above, each reported and refused; the start itself passes. */
+static void starts_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  for (unsigned i = 0; prd__malloc_class_size(i) != 0; i++) {
+    size_t s = prd__malloc_class_size(i);
+    char *p = prd_malloc(s);
+    prd_cache_t *cp = prd__malloc_pm_cache(p);
+    CHECK(cp != NULL);
+    if (cp == NULL)
+      continue;
+    for (size_t k = 1; k < cp->cache_chunksize; k += k < 256 ? 1 : 61) {
+      uint64_t before = prd__error_count();
+      CHECK_EQ(prd_malloc_usable_size(p + k), 0);
+      CHECK(prd__error_count() == before + 1);
+    }
+    CHECK(prd_malloc_usable_size(p) >= s);
+    prd_free(p);
+  }
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_start_check(void)
+{
+  static char out[4096];
+  int st = prd_test_child(starts_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "inside a block, not at its start");
+}
+
 static void bad_abort(void *arg)
 {
   (void)arg;
@@ -567,6 +600,7 @@ int main(void)
   RUN(test_free_deferred);
   RUN(test_free_deferred_foreign);
   RUN(test_bad_pointers);
+  RUN(test_start_check);
   RUN(test_bad_pointer_aborts);
   RUN(test_double_free);
   RUN(test_realloc_huge);
