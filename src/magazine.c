@@ -570,13 +570,22 @@ static prd_mag_t *depot_lat_take(prd_depot_t *dp, bool all)
  * prd__defer_gp_requests once it holds no lock. */
 static void lat_chain_out(prd_cache_t *cp, prd_mag_t *chain)
 {
+  uint64_t merged = 0;
   while (chain != NULL) {
     prd_mag_t *next = chain->mag_next;
-    if (prd__defer_safe(chain->mag_gp))
+    if (prd__defer_safe(chain->mag_gp)) {
+      merged += chain->mag_nlat;   /* deferred objects back after their grace period */
       mag_destroy(cp, chain, chain->mag_nlat);
-    else
+    } else {
       prd__defer_mag_to_slabs(cp, chain);
+    }
     chain = next;
+  }
+  if (merged != 0) {   /* counted with the depot's Prudence counters (latent_merges) */
+    prd_depot_t *dp = &cp->cache_depot;
+    pthread_mutex_lock(&dp->dp_lock);
+    dp->dp_dead_pcnt[PRD_PC_MERGES] += merged;
+    pthread_mutex_unlock(&dp->dp_lock);
   }
 }
 
