@@ -76,7 +76,7 @@
  *      magazine (lines 7-11, prd__defer_cc_merge), then the previous magazine, the depot (a
  *      safe latent magazine of its latent list before a full magazine).
  *    REFILL (lines 13-30): a miss that finds the depot's latent magazines unsafe, holding
- *      half of defer_depot_kb or more, first runs the oldest one's grace period on the
+ *      half of defer_depot_kb or 4/5 of the cache's objects, first runs the oldest one's grace period on the
  *      allocating thread (prd__defer_depot_wait; magazine.c section 13: §3.4's bound paid
  *      as a wait rather than as growth, without the driver's wake-up).  With the depot
  *      empty, a cache that has seen deferrals refills the

@@ -487,7 +487,9 @@ static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
       hash_remove(cp, bcp);
   }
   cp->cache_slab_destroys++;
-  cp->cache_bufs_total -= sp->slab_chunks;
+  /* an atomic store under cache_lock: magazine.c section 13 reads it without the lock */
+  __atomic_store_n(&cp->cache_bufs_total, cp->cache_bufs_total - sp->slab_chunks,
+                   __ATOMIC_RELAXED);
 }
 
 /* Destroys a chain of detached slabs linked through slab_link.sl_next (no lock held). */
@@ -520,7 +522,9 @@ static bool cache_grow(prd_cache_t *cp)
   }
   slab_link(cp, sp, PRD_SLAB_ON_FREE);
   cp->cache_slab_creates++;
-  cp->cache_bufs_total += sp->slab_chunks;
+  /* atomic store under cache_lock, as in slab_destroy */
+  __atomic_store_n(&cp->cache_bufs_total, cp->cache_bufs_total + sp->slab_chunks,
+                   __ATOMIC_RELAXED);
   uint64_t nslabs = cp->cache_nfull + cp->cache_npartial + cp->cache_nfree;
   if (nslabs > cp->cache_slabs_peak)
     cp->cache_slabs_peak = nslabs;
