@@ -522,7 +522,7 @@ static bool cache_grow(prd_cache_t *cp)
   }
   slab_link(cp, sp, PRD_SLAB_ON_FREE);
   cp->cache_slab_creates++;
-  /* atomic store under cache_lock, as in slab_destroy */
+  /* atomic store under cache_lock, as in slab_detach */
   __atomic_store_n(&cp->cache_bufs_total, cp->cache_bufs_total + sp->slab_chunks,
                    __ATOMIC_RELAXED);
   uint64_t nslabs = cp->cache_nfull + cp->cache_npartial + cp->cache_nfree;
