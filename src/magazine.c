@@ -212,10 +212,11 @@
  *    (mag_nlat rounds, possibly fewer than its size) before any full magazine: the deferred
  *    objects are reused first.  When none of them is safe, no full magazine is there and the
  *    list holds half its bound or more, or 4/5 of all the cache's objects (MAG_LAT_POP: new
- *    objects would only wait beside them until the grace period ends; measured at 8-16 B,
- *    `prd-bench deferred --pairs 2000000 --threads 2`, 4 interleaved runs: 125-130 -> 178-180
- *    Mpairs/s and peak RSS 9-11 -> 3 MiB, 64 B-4 KiB unchanged within noise; the endurance
- *    test reaches its plateau sooner), a sleeping allocation runs the oldest one's grace
+ *    objects would only wait beside them until the grace period ends; measured with
+ *    `prd-bench deferred --pairs 2000000 --threads 2`, the two builds interleaved 5 times on
+ *    a quiet machine: peak RSS at 8-64 B 8-11 -> 3-4.6 MiB, 512 B 8.5 -> 7, pairs/s the same
+ *    within the noise at every size; a first, noisier comparison had suggested +40% at
+ *    8-16 B), a sleeping allocation runs the oldest one's grace
  *    period itself (prd__defer_depot_wait -> prd__rcu_sync_state: two membarriers on this
  *    thread, as prd_synchronize_rcu) and visits the depot again, instead of growing the
  *    cache from the slabs while the free side spills into the latent slabs.  On a loaded
