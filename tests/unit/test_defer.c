@@ -18,6 +18,21 @@ static prd_cache_stats_t stats_of(prd_cache_t *cp)
   return st;
 }
 
+/* Sets an option for one test and gives back its old value; opt_pop restores it. */
+static long opt_push(const char *name, const char *value)
+{
+  long old = prd_option_get(name);
+  prd_option_set(name, value);
+  return old;
+}
+
+static void opt_pop(const char *name, long old)
+{
+  char v[32];
+  snprintf(v, sizeof(v), "%ld", old);
+  prd_option_set(name, v);
+}
+
 /* Waits for the grace period every object deferred so far needs. */
 static void wait_all(void)
 {
@@ -163,8 +178,7 @@ static void test_bound_latent_slab(void)
  * that nobody waits for, so B's is still pending when A is checked. */
 static void test_bound_latent_cache(void)
 {
-  long old_delay = prd_option_get("rcu_gp_delay_us");
-  prd_option_set("rcu_gp_delay_us", "2000000");
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
   prd_cache_t *cp = prd_cache_create("boundc", 64, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   void *a = prd_cache_alloc(cp, 0);
@@ -188,9 +202,7 @@ static void test_bound_latent_cache(void)
     CHECK(seen_a);   /* A came back while B's grace period had not ended */
   while (nk > 0)
     prd_cache_free(cp, keep[--nk]);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
+  opt_pop("rcu_gp_delay_us", old_delay);
   wait_all();
   prd_cache_destroy(cp);
 }
@@ -198,10 +210,9 @@ static void test_bound_latent_cache(void)
 /* ---- latent slabs and slab pre-movement (mechanisms 2, 6) ----------------------------------- */
 static void test_latent_slab_overflow_premove(void)
 {
-  long old_delay = prd_option_get("rcu_gp_delay_us");
-  long old_depot = prd_option_get("defer_depot_kb");
-  prd_option_set("rcu_gp_delay_us", "2000000");   /* the grace period stays pending */
-  prd_option_set("defer_depot_kb", "0");   /* Algorithm 1's overflow: the latent slabs only */
+  /* the grace period stays pending; Algorithm 1's overflow: the latent slabs only */
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
+  long old_depot = opt_push("defer_depot_kb", "0");
   prd_cache_t *cp = prd_cache_create("lslab", 512, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   enum { N = 200 };
@@ -219,11 +230,8 @@ static void test_latent_slab_overflow_premove(void)
     CHECK(st.slabs_free > 0);             /* slabs whose every object is deferred */
   }
   check_counts(cp, 0);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
-  snprintf(v, sizeof(v), "%ld", old_depot);
-  prd_option_set("defer_depot_kb", v);
+  opt_pop("rcu_gp_delay_us", old_delay);
+  opt_pop("defer_depot_kb", old_depot);
   prd_rcu_wait_state(s);
   /* a refill now merges the safe latent slabs (line 17: slab choice merges on the way) */
   uint64_t merges0 = stats_of(cp).latent_merges;
@@ -250,10 +258,9 @@ static void *alloc_one_thread(void *arg)
 
 static void test_depot_latent(void)
 {
-  long old_delay = prd_option_get("rcu_gp_delay_us");
-  long old_depot = prd_option_get("defer_depot_kb");
-  prd_option_set("rcu_gp_delay_us", "2000000");   /* the driver leaves the grace period pending */
-  prd_option_set("defer_depot_kb", "48");   /* 96 objects of 512 B */
+  /* the driver leaves the grace period pending; the depot holds 96 objects of 512 B */
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
+  long old_depot = opt_push("defer_depot_kb", "48");
   prd_cache_t *cp = prd_cache_create("dlat", 512, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   enum { N = 400 };
@@ -308,16 +315,13 @@ static void test_depot_latent(void)
   }
   check_counts(cp, 1);
   prd_cache_free(cp, ao.ao_buf);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
+  opt_pop("rcu_gp_delay_us", old_delay);
   prd_rcu_wait_state(s);
   /* a reap gives safe latent magazines' objects back to the slab layer */
   prd_cache_reap(cp);
   CHECK_EQ(stats_of(cp).latent_depot_objs, 0);
   check_counts(cp, 0);
-  snprintf(v, sizeof(v), "%ld", old_depot);
-  prd_option_set("defer_depot_kb", v);
+  opt_pop("defer_depot_kb", old_depot);
   prd_cache_destroy(cp);
 }
 
@@ -354,8 +358,7 @@ static void test_refill_choice(void)
 /* ---- partial refill and flush sized by the latent count (mechanism 4) ---------------------- */
 static void test_partial_refill(void)
 {
-  long old_delay = prd_option_get("rcu_gp_delay_us");
-  prd_option_set("rcu_gp_delay_us", "2000000");
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
   prd_cache_t *cp = prd_cache_create("partial", 64, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   void *b[400];
@@ -379,9 +382,7 @@ static void test_partial_refill(void)
   CHECK(st.oc_flushes > 0);
   CHECK(st.oc_churns > 0);
   check_counts(cp, 390);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
+  opt_pop("rcu_gp_delay_us", old_delay);
   for (int i = 10; i < 400; i++)
     prd_cache_free(cp, b[i]);
   prd_rcu_wait_state(s);
@@ -391,8 +392,7 @@ static void test_partial_refill(void)
 /* ---- pre-flush on the idle thread (mechanism 5) ------------------------------------------- */
 static void test_preflush(void)
 {
-  long old_delay = prd_option_get("rcu_gp_delay_us");
-  prd_option_set("rcu_gp_delay_us", "2000000");
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
   prd_cache_t *cp = prd_cache_create("preflush", 64, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   void *b[300];
@@ -418,9 +418,7 @@ static void test_preflush(void)
     CHECK(st.oc_objs + st.latent_cache_objs <= 127 || prd_rcu_poll_state(s));
   }
   check_counts(cp, 100);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
+  opt_pop("rcu_gp_delay_us", old_delay);
   for (int i = 200; i < 300; i++)
     prd_cache_free(cp, b[i]);
   prd_rcu_wait_state(s);
@@ -483,8 +481,7 @@ static void *exit_thread(void *arg)
 
 static void test_thread_exit(void)
 {
-  long old_delay = prd_option_get("rcu_gp_delay_us");
-  prd_option_set("rcu_gp_delay_us", "2000000");
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
   prd_cache_t *cp = prd_cache_create("texit", 64, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   struct exit_arg ea = { .ea_cp = cp };
@@ -507,19 +504,15 @@ static void test_thread_exit(void)
   }
   for (int i = 0; i < 300; i++)
     prd_cache_free(cp, x[i]);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
+  opt_pop("rcu_gp_delay_us", old_delay);
   prd_cache_destroy(cp);   /* waits for the latent slabs' grace period */
 }
 
 /* ---- bounded memory under a flood (mechanism 10, §3.4) ------------------------------------- */
 static void test_flood_bounded(void)
 {
-  long old_cap = prd_option_get("defer_latent_max_kb");
-  long old_depot = prd_option_get("defer_depot_kb");
-  prd_option_set("defer_latent_max_kb", "1024");
-  prd_option_set("defer_depot_kb", "512");
+  long old_cap = opt_push("defer_latent_max_kb", "1024");
+  long old_depot = opt_push("defer_depot_kb", "512");
   prd_cache_t *cp = prd_cache_create("flood", 256, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
 #if defined(PRD_TSAN) || defined(PRD_ASAN)
@@ -539,11 +532,8 @@ static void test_flood_bounded(void)
   CHECK(st.slabs_peak * st.slab_size <= 2 * (1024 + 512) * 1024);
   CHECK(st.latent_depot_objs * 256 <= 512 * 1024);
   CHECK(st.oc_hit_pct > 50.0);
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_cap);
-  prd_option_set("defer_latent_max_kb", v);
-  snprintf(v, sizeof(v), "%ld", old_depot);
-  prd_option_set("defer_depot_kb", v);
+  opt_pop("defer_latent_max_kb", old_cap);
+  opt_pop("defer_depot_kb", old_depot);
   wait_all();
   prd_cache_destroy(cp);
 }
@@ -611,8 +601,7 @@ static void flush_check(prd_cache_t *cp, void *const *b, int n, prd_gp_t s, bool
 
 static void test_flush_reap_keep_states(void)
 {
-  long old_delay = prd_option_get("rcu_gp_delay_us");
-  prd_option_set("rcu_gp_delay_us", "2000000");
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
   prd_cache_t *cp = prd_cache_create("tflush", 64, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   for (int round = 0; round < 2; round++) {
@@ -626,9 +615,7 @@ static void test_flush_reap_keep_states(void)
     CHECK_EQ(stats_of(cp).deferred_frees - d0, 10);
     flush_check(cp, b, 10, s, round == 1, seen0);
   }
-  char v[32];
-  snprintf(v, sizeof(v), "%ld", old_delay);
-  prd_option_set("rcu_gp_delay_us", v);
+  opt_pop("rcu_gp_delay_us", old_delay);
   wait_all();
   prd_cache_destroy(cp);
 }
