@@ -63,25 +63,26 @@
  *    prd__slab_free, which annotates them as well.
  *
  * 5. The fast path, counted (objdump -d build/lib/libprudence.a, Release, gcc 12.2 -O2,
- *    x86-64).  A hit of prd_cache_alloc is 40 instructions from entry to ret: 4 are the front
+ *    x86-64).  A hit of prd_cache_alloc is 31 instructions from entry to ret: 4 are the front
  *    end's tests (NULL cache, the debug flag of slab.c; a cache with Prudence deferrals stays
- *    on this path), 6 the frame and the NULL test that the tier-1 half (prd__mag_alloc_hit,
- *    which returns NULL on a miss) costs its caller, the rest the CPU layer: the TLS-offset
- *    load of the thread's hit block (magazine.h prd__mag_tls: the set, a copy of its array
- *    and its bound, all %fs-relative, so the array is not reached through the set), the id
- *    load, the compare with the bound and branch, the entry address (shift, add of the array),
- *    the set's load (for tc_steal), the busy store, the membarrier-mode load and branch, the
- *    rounds and steal loads and their two tests, the magazine load, the index (two), the
- *    round load, the rounds store, the hit counter (one addq: PRD__MAG_COUNT), the busy
- *    store, the tool-annotation load and branch.  A hit of prd_cache_free is 36 (6 front end
- *    with its NULL-buffer test, 30 CPU layer: the annotation test comes before the push, the
- *    round is stored instead of loaded), and 3 more for the top-round test below when the
+ *    on this path), the rest the CPU layer: the TLS-offset load of the thread's hit block
+ *    (magazine.h prd__mag_tls: the set, a copy of its array and its bound, all %fs-relative,
+ *    so the array is not reached through the set), the load and test of prd__mag_plain (set
+ *    when membarrier is registered and no tool annotates: the plain hit half then tests
+ *    neither), the id load, the compare with the bound and branch, the entry address (shift,
+ *    add of the array), the set's load (for tc_steal), the busy store, the rounds and steal
+ *    loads and their two tests, the magazine load, the index (two), the round load, the
+ *    rounds store, the hit counter (one addq: PRD__MAG_COUNT), the busy store, the return
+ *    value; no stack frame.  A hit of prd_cache_free is 34 (6 front end with its NULL-buffer
+ *    test, the rest the CPU layer, the round stored instead of loaded), and 3 more for the
+ *    top-round test below when the
  *    magazine holds a round.  No lock, no atomic read-modify-write, no fence on the path
  *    taken: the `lock orq` in the listing is the seq_cst fence of the fallback (section 6),
  *    reached only without membarrier.  The miss goes to prd__mag_alloc_miss /
  *    prd__mag_free_miss.  A hit of prd_cache_free_deferred (defer.c) is 49 instructions with
  *    the state read inline (prd__rcu_get_state: no call, no stack frame).  (Before the hit
- *    block and the one-instruction counter, commit 766f05f: 42, 38 and 52 plus a call of 8.)
+ *    block and the one-instruction counter, commit 766f05f: 42, 38 and 52 plus a call of 8;
+ *    before prd__mag_alloc and prd__mag_free took the plain halves, 7984246: 40 and 36.)
  *    The free hit also compares the buffer with the loaded magazine's top round (a load from
  *    the line the push writes, a compare and a branch): equal is a double free, reported by
  *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the plain

@@ -235,10 +235,14 @@ static inline bool prd__mag_alloc_plain(uint32_t id, void **bufp)
   return prd__mag_alloc_hit_mode(NULL, id, true, bufp);
 }
 
+/* prd_cache_alloc's CPU layer: the plain hit half when prd__mag_plain is set (one test in
+ * place of the membarrier-mode and tool tests), else the full one; then the miss. */
 static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
 {
-  void *buf = prd__mag_alloc_hit(cp);
-  if (prd_likely(buf != NULL))
+  void *buf;
+  uint32_t id = cp->cache_magid;
+  if (prd_likely(prd__mag_plain) ? prd__mag_alloc_hit_mode(NULL, id, true, &buf)
+                                 : prd__mag_alloc_hit_mode(cp, id, false, &buf))
     return buf;
   return prd__mag_alloc_miss(cp, flags);
 }
@@ -291,7 +295,9 @@ static inline int prd__mag_free_plain(uint32_t id, void *buf)
 
 static inline void prd__mag_free(prd_cache_t *cp, void *buf)
 {
-  int r = prd__mag_free_hit(cp, buf);
+  uint32_t id = cp->cache_magid;
+  int r = prd_likely(prd__mag_plain) ? prd__mag_free_hit_mode(id, buf, true)
+                                     : prd__mag_free_hit_mode(id, buf, false);
   if (prd_likely(r > 0))
     return;
   if (r < 0)
