@@ -885,6 +885,19 @@ static void handshake_fence(void)
 #endif
 }
 
+/* The reaper's side of A (section 6), mag_registry_lock held: tc_steal = 1 on every other
+ * thread's set, then the barrier that pairs with the owners' compiler barrier.  Returns the
+ * calling thread's set, never marked: it is not inside an operation while it reaps. */
+static prd_tcache_t *steal_flag_all(void)
+{
+  prd_tcache_t *self = prd__mag_tls.mt_tc;
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
+    if (tc != self)
+      atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
+  handshake_fence();
+  return self;
+}
+
 static bool cc_is_busy(prd_cpu_cache_t *cc)
 {
 #ifdef PRD_TSAN
@@ -902,11 +915,7 @@ enum steal_mode { STEAL_ALL, STEAL_IDLE, STEAL_ONE_CACHE };
 static void mag_steal(enum steal_mode mode, prd_cache_t *only)
 {
   pthread_mutex_lock(&mag_registry_lock);
-  prd_tcache_t *self = prd__mag_tls.mt_tc;
-  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
-    if (tc != self)
-      atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
-  handshake_fence();
+  prd_tcache_t *self = steal_flag_all();
   uint32_t nids = mag_id_count();
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
     bool own = tc == self;
@@ -975,11 +984,7 @@ uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *
     pthread_mutex_lock(&mag_registry_lock);
   }
   uint32_t skipped = 0;
-  prd_tcache_t *self = prd__mag_tls.mt_tc;
-  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
-    if (tc != self)
-      atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
-  handshake_fence();
+  prd_tcache_t *self = steal_flag_all();
   uint32_t nids = mag_id_count();
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
     bool own = tc == self;
