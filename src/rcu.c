@@ -729,42 +729,37 @@ void prd_rcu_wait_state(prd_gp_t s)
     src->rs_block_end(token);
 }
 
-void prd_synchronize_rcu(void)
+/* Runs grace periods on the calling thread, under gp_lock, until state s is reached (none if
+ * one that began after s was taken ended meanwhile; at most two: s is at most the next one's
+ * end, §4); then wakes the waiters whose state they reached.  `what` names the caller in the
+ * report of a call inside a read-side section, which returns at once. */
+static void sync_until(prd_gp_t s, const char *what)
 {
-  const struct prd_rcu_source *src = rcu_source();
-  if (in_read_section(src, "prd_synchronize_rcu"))
+  if (prd_rcu_poll_state(s))
     return;
-  prd_gp_t s = prd_rcu_get_state();
+  const struct prd_rcu_source *src = rcu_source();
+  if (in_read_section(src, what))
+    return;
   int token = src->rs_block_begin ? src->rs_block_begin() : 0;
   pthread_mutex_lock(&gp_lock);
-  if (!prd_rcu_poll_state(s)) /* else a grace period that began after us ended meanwhile */
+  while (!prd_rcu_poll_state(s))
     gp_run(src);
   pthread_mutex_unlock(&gp_lock);
   if (src->rs_block_end)
     src->rs_block_end(token);
-  /* wake the waiters whose state this grace period reached */
   pthread_mutex_lock(&drv_lock);
   pthread_cond_broadcast(&drv_done_cond);
   pthread_mutex_unlock(&drv_lock);
 }
 
+void prd_synchronize_rcu(void)
+{
+  sync_until(prd_rcu_get_state(), "prd_synchronize_rcu");
+}
+
 void prd__rcu_sync_state(prd_gp_t s)
 {
-  if (prd_rcu_poll_state(s))
-    return;
-  const struct prd_rcu_source *src = rcu_source();
-  if (in_read_section(src, "a refill's grace-period wait"))
-    return;
-  int token = src->rs_block_begin ? src->rs_block_begin() : 0;
-  pthread_mutex_lock(&gp_lock);
-  while (!prd_rcu_poll_state(s)) /* at most two: s is at most the next one's end (§4) */
-    gp_run(src);
-  pthread_mutex_unlock(&gp_lock);
-  if (src->rs_block_end)
-    src->rs_block_end(token);
-  pthread_mutex_lock(&drv_lock); /* the waiters whose state these grace periods reached */
-  pthread_cond_broadcast(&drv_done_cond);
-  pthread_mutex_unlock(&drv_lock);
+  sync_until(s, "a refill's grace-period wait");
 }
 
 /* ---- thread functions, forwarded to the source ------------------------------------------ */
