@@ -156,14 +156,16 @@ static void mode_metrics_json(struct mode_ctx *mc, char *buf, size_t len)
            "\"backlog_waits\":%ld,\"oc_hit_pct\":%.2f,\"oc_churns\":%llu,\"oc_refills\":%llu,"
            "\"oc_flushes\":%llu,\"slab_churns\":%llu,\"slabs_peak\":%llu,\"total_frag\":%.3f,"
            "\"latent_merges\":%llu,\"partial_refills\":%llu,\"preflush_moves\":%llu,"
-           "\"slab_premoves\":%llu,\"deferred_frees\":%llu",
+           "\"slab_premoves\":%llu,\"deferred_frees\":%llu,\"latent_depot_moves\":%llu,"
+           "\"latent_cap_waits\":%llu,\"oom_gp_waits\":%llu",
            atomic_load(&mc->mc_backlog_waits), st.oc_hit_pct,
            (unsigned long long)st.oc_churns, (unsigned long long)st.oc_refills,
            (unsigned long long)st.oc_flushes, (unsigned long long)st.slab_churns,
            (unsigned long long)st.slabs_peak, st.total_frag,
            (unsigned long long)st.latent_merges, (unsigned long long)st.partial_refills,
            (unsigned long long)st.preflush_moves, (unsigned long long)st.slab_premoves,
-           (unsigned long long)st.deferred_frees);
+           (unsigned long long)st.deferred_frees, (unsigned long long)st.latent_depot_moves,
+           (unsigned long long)st.latent_cap_waits, (unsigned long long)st.oom_gp_waits);
 }
 
 static bool mode_available(int mode)

@@ -218,8 +218,8 @@
  *    a quiet machine: peak RSS at 8-64 B 8-11 -> 3-4.6 MiB, 512 B 8.5 -> 7, pairs/s the same
  *    within the noise at every size; a first, noisier comparison had suggested +40% at
  *    8-16 B), a sleeping allocation runs the oldest one's grace
- *    period itself (prd__defer_depot_wait -> prd__rcu_sync_state: two membarriers on this
- *    thread, as prd_synchronize_rcu) and visits the depot again, instead of growing the
+ *    period itself (prd__defer_depot_wait -> prd__rcu_sync_state: one or two membarriers on
+ *    this thread, as prd_synchronize_rcu) and visits the depot again, instead of growing the
  *    cache from the slabs while the free side spills into the latent slabs.  On a loaded
  *    machine the driver thread waits for a CPU before it can end a grace period; the
  *    allocating thread is running already.  Measured (`prd-bench deferred --pairs 2000000

@@ -48,8 +48,9 @@
   X(CHOICE, rcu, 0,                                                                             \
     "builtin|urcu-memb|urcu-qsbr: the grace-period source, fixed at first use (urcu-*: link "   \
     "libprudence-urcu)")                                                                        \
-  X(LONG, rcu_gp_interval_us, 0,                                                                \
-    "minimum microseconds between grace periods started by the RCU driver thread (batching)")  \
+  X(LONG, rcu_gp_interval_us, 1000,                                                             \
+    "minimum microseconds between grace periods started by the RCU driver thread (batching; "  \
+    "waiters, expedited requests and the allocator's own waits are not paced)")               \
   X(LONG, rcu_gp_delay_us, 0,                                                                   \
     "microseconds the idle RCU driver waits after a first request so later ones share its "     \
     "grace period")                                                                             \

@@ -25,7 +25,7 @@
  *        wait until no reader is ACTIVE_OLD          (readers that began before the last flip)
  *        fence; flip the phase bit; fence
  *        wait until no reader is ACTIVE_OLD          (readers that began before this flip)
- *        (W2) full barrier on every thread
+ *        (W2) full barrier on every thread          [a membarrier except on TSO, below]
  *    Two waits because a reader may load the counter, be preempted, and store its snapshot
  *    after the flip: one flip alone could miss it (TPDS 2012 §3.2, "Why two phases").
  *    Memory ordering.  (R1), the reader's barrier after its snapshot store, pairs with (W1): a
@@ -35,11 +35,21 @@
  *    the writer sees a reader inactive, the reader's loads inside the section are complete
  *    before the writer frees.  The writer reads rr_ctr with acquire loads and the reader clears
  *    it with a release store: on x86 these are plain movs, and they give TSan its
- *    happens-before edge.  Barriers: with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
- *    (registered at init) (W1)/(W2) are membarrier calls and (R1)/(R2) compiler barriers; when
- *    the kernel refuses, or in TSan builds (TSan does not model membarrier: it would report the
- *    races that membarrier prevents), all four are full fences (prd__rcu_full_fence; under TSan
- *    a seq_cst exchange on a local, as gcc rejects fences there: x86 only).  The writer waits for readers
+ *    happens-before edge.  On a TSO machine (x86: PRD_RCU_TSO) (W2) needs no membarrier: the
+ *    hardware never makes a store visible before an earlier load of the same thread has
+ *    completed, and (R2) keeps the compiler from sinking the section's loads below the
+ *    clearing store; so when a scan reads a reader's clearing store, or the snapshot of its
+ *    next section (a later store), every load of the old section has its value already, and
+ *    nothing the writer's side does afterwards (the end of the grace period, a reuse) can
+ *    change it.  liburcu keeps (W2) on x86 too; dropping it halves the IPIs of a grace period
+ *    (`prd-bench deferred --sizes 4096`: 2 membarriers per grace period to 1, and 4096 B
+ *    pairs/s up by a fifth, measured interleaved).  Weakly ordered machines (ARM, POWER) may
+ *    let a later store overtake an earlier load, so there (W2) stays a membarrier.
+ *    Barriers: with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) (registered at init) (W1) and
+ *    (W2) (off TSO) are membarrier calls and (R1)/(R2) compiler barriers; when the kernel
+ *    refuses, or in TSan builds (TSan does not model membarrier: it would report the races that
+ *    membarrier prevents), all four are full fences (prd__rcu_full_fence; under TSan a seq_cst
+ *    exchange on a local, as gcc rejects fences there: x86 only).  The writer waits for readers
  *    by polling: spins, then sched_yield, then sleeps growing from 1 us to 1 ms (expedited mode:
  *    never sleeps).  Readers pay nothing for this (liburcu's futex wake-up costs the reader a
  *    load and a barrier at every outermost unlock).
@@ -66,6 +76,16 @@
  *    requests (prd__rcu_request_expedited, memory pressure) and with rcu_expedited=1.  A
  *    pacing wait is a timed wait on drv_cond (CLOCK_MONOTONIC), so a waiter or an expedited
  *    request that arrives during it ends it at once.
+ *    Why pace by default (rcu_gp_interval_us = 1 ms, the order of Linux's shortest grace
+ *    periods, and a tenth of the 10 ms liburcu's call_rcu thread sleeps between batches): a
+ *    grace period interrupts every running thread of the process (membarrier IPIs), and an
+ *    unpaced driver serving a steady stream of asynchronous requests (Prudence's latent
+ *    magazines, one per 64 deferrals or so) runs them back to back, taking a core on a small
+ *    machine.  Measured on 2 cores (prd-bench deferred, interval 0 vs 1000): 8-512 B pairs/s
+ *    1.3-1.8x higher with the same peak RSS.  Nothing that must wait is slowed: blocked
+ *    waiters, expedited requests and the allocator's inline waits (prd__rcu_sync_state) run
+ *    their grace periods at once.  A plain request does not wake a pacing driver, only an idle
+ *    one (drv_idle): the driver reads gp_req again before its next grace period.
  *    prd_synchronize_rcu runs the grace period itself under gp_lock, and returns at once if a
  *    grace period that started after its call ended while it waited for the lock (so concurrent
  *    callers share grace periods, as liburcu's do).
@@ -155,6 +175,7 @@ static _Atomic uint64_t gp_req;       /* largest requested state */
 static _Atomic uint64_t gp_exp_req;   /* largest state requested expedited */
 static int drv_waiters;               /* threads blocked in wait_state (drv_lock) */
 static bool drv_running;              /* the driver thread exists (drv_lock) */
+static bool drv_idle;                 /* it sleeps until a request (drv_lock) */
 static _Atomic bool drv_alive;        /* the same, read without the lock by request_gp */
 
 /* ---- §6 call_rcu ----------------------------------------------------------------------- */
@@ -180,6 +201,14 @@ static int src_count;
 static const struct prd_rcu_source *rcu_source(void);
 
 /* ---- barriers -------------------------------------------------------------------------- */
+/* Total store order: a CPU never lets a later store become visible before an earlier load
+ * has completed (x86).  §3 uses it to do without (W2)'s membarrier. */
+#if defined(__x86_64__) || defined(__i386__)
+#define PRD_RCU_TSO 1
+#else
+#define PRD_RCU_TSO 0
+#endif
+
 static int sys_membarrier(int cmd)
 {
   return (int)syscall(__NR_membarrier, cmd, 0, 0);
@@ -391,7 +420,14 @@ static void builtin_synchronize(void)
   __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
   prd__rcu_full_fence();
   wait_for_readers();        /* readers that began before the flip */
+#if PRD_RCU_TSO
+  /* (W2) is a membarrier only where the hardware may let a reader's loads complete after its
+   * later stores; on TSO (R2) alone keeps them before the clearing store (§3) */
+  if (!use_membarrier)
+    prd__rcu_full_fence();
+#else
   smp_mb_master();           /* (W2): pairs with the readers' (R2) */
+#endif
 }
 
 static int builtin_read_ongoing(void)
@@ -607,7 +643,9 @@ static void *driver_main(void *arg)
   for (;;) {
     bool slept = false;
     while (prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed))) {
+      drv_idle = true;
       pthread_cond_wait(&drv_cond, &drv_lock);
+      drv_idle = false;
       slept = true;
     }
     long delay = prd__opt(rcu_gp_delay_us), interval = prd__opt(rcu_gp_interval_us);
@@ -653,8 +691,12 @@ static void start_thread(void *(*fn)(void *), const char *name)
   pthread_setname_np(th, name);
 }
 
-/* With drv_lock held: raise gp_req to s, start or wake the driver. */
-static void request_locked(prd_gp_t s)
+/* With drv_lock held: raise gp_req to s, start the driver, or wake it if it sleeps idle;
+ * `hurry` wakes it from a pacing wait too (a blocked waiter, an expedited request).  A plain
+ * request needs no wake-up while the driver paces or runs: it reads gp_req again before its
+ * next grace period (waking it at every request made it sleep and wake again for nothing:
+ * a third of the context switches of `prd-bench deferred --sizes 4096`). */
+static void request_locked(prd_gp_t s, bool hurry)
 {
   if (atomic_load_explicit(&gp_req, memory_order_relaxed) < s)
     atomic_store_explicit(&gp_req, s, memory_order_relaxed);
@@ -663,7 +705,8 @@ static void request_locked(prd_gp_t s)
     atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
     start_thread(driver_main, "prd-rcu-gp");
   }
-  pthread_cond_signal(&drv_cond);
+  if (drv_idle || hurry)
+    pthread_cond_signal(&drv_cond);
 }
 
 void prd_rcu_request_gp(prd_gp_t s)
@@ -676,7 +719,7 @@ void prd_rcu_request_gp(prd_gp_t s)
     return;
   rcu_init();
   pthread_mutex_lock(&drv_lock);
-  request_locked(s);
+  request_locked(s, false);
   pthread_mutex_unlock(&drv_lock);
 }
 
@@ -688,7 +731,7 @@ void prd__rcu_request_expedited(prd_gp_t s)
   pthread_mutex_lock(&drv_lock);
   if (atomic_load_explicit(&gp_exp_req, memory_order_relaxed) < s)
     atomic_store_explicit(&gp_exp_req, s, memory_order_relaxed);
-  request_locked(s); /* signals drv_cond: ends a pacing wait */
+  request_locked(s, true);  /* signals drv_cond: ends a pacing wait */
   pthread_mutex_unlock(&drv_lock);
 }
 
@@ -698,7 +741,7 @@ static void wait_state_raw(prd_gp_t s)
   rcu_init();
   pthread_mutex_lock(&drv_lock);
   drv_waiters++;
-  request_locked(s);
+  request_locked(s, true);
   while (!prd_rcu_poll_state(s))
     pthread_cond_wait(&drv_done_cond, &drv_lock);
   drv_waiters--;
@@ -733,6 +776,8 @@ void prd_rcu_wait_state(prd_gp_t s)
  * one that began after s was taken ended meanwhile; at most two: s is at most the next one's
  * end, §4); then wakes the waiters whose state they reached.  `what` names the caller in the
  * report of a call inside a read-side section, which returns at once. */
+#define SYNC_SPINS 1024
+
 static void sync_until(prd_gp_t s, const char *what)
 {
   if (prd_rcu_poll_state(s))
@@ -741,10 +786,27 @@ static void sync_until(prd_gp_t s, const char *what)
   if (in_read_section(src, what))
     return;
   int token = src->rs_block_begin ? src->rs_block_begin() : 0;
-  pthread_mutex_lock(&gp_lock);
-  while (!prd_rcu_poll_state(s))
-    gp_run(src);
-  pthread_mutex_unlock(&gp_lock);
+  /* Another thread running a grace period holds gp_lock for its length (tens of us): poll
+   * the state meanwhile, as its end may be ours, and block on the lock only after
+   * SYNC_SPINS polls (a futex sleep and wake-up cost about as much as the wait). */
+  bool locked = false;
+  for (unsigned n = 0; n < SYNC_SPINS && !prd_rcu_poll_state(s); n++) {
+    if (pthread_mutex_trylock(&gp_lock) == 0) {
+      locked = true;
+      break;
+    }
+    for (int i = 0; i < 64; i++)
+      cpu_relax();
+  }
+  if (!locked && !prd_rcu_poll_state(s)) {
+    pthread_mutex_lock(&gp_lock);
+    locked = true;
+  }
+  if (locked) {
+    while (!prd_rcu_poll_state(s))
+      gp_run(src);
+    pthread_mutex_unlock(&gp_lock);
+  }
   if (src->rs_block_end)
     src->rs_block_end(token);
   pthread_mutex_lock(&drv_lock);
@@ -1122,6 +1184,7 @@ static void rcu_atfork_child(void)
       cbq_orphan_locked(t, true);
   }
   drv_running = false;
+  drv_idle = false;
   atomic_store(&drv_alive, false);
   drv_waiters = 0;
   /* requests of the parent's threads die with them; this thread's next request restarts */

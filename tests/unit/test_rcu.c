@@ -73,6 +73,7 @@ static void test_request_wait(void)
  * timeout). */
 static void test_pacing_expedited(void)
 {
+  long old_interval = prd_option_get("rcu_gp_interval_us");
   prd_option_set("rcu_gp_interval_us", "1000000000"); /* 1000 s between driven grace periods */
   prd_gp_t s = prd_rcu_get_state();
   prd_rcu_request_gp(s);         /* the driver paces on this one */
@@ -96,6 +97,9 @@ static void test_pacing_expedited(void)
   prd_synchronize_rcu();
   CHECK(prd_rcu_poll_state(s));
   prd_option_set("rcu_expedited", "0");
+  char v[32];
+  snprintf(v, sizeof(v), "%ld", old_interval);
+  prd_option_set("rcu_gp_interval_us", v);
 }
 
 /* A reader inside its section; the grace period must not end before it leaves. */
