@@ -776,7 +776,7 @@ void prd_rcu_wait_state(prd_gp_t s)
  * one that began after s was taken ended meanwhile; at most two: s is at most the next one's
  * end, §4); then wakes the waiters whose state they reached.  `what` names the caller in the
  * report of a call inside a read-side section, which returns at once. */
-#define SYNC_SPINS 1024
+#define SYNC_SPINS 128 /* polls of ~64 pauses: about 200 us, ten grace periods without readers */
 
 static void sync_until(prd_gp_t s, const char *what)
 {
