@@ -276,9 +276,6 @@ static inline prd_gp_t prd__rcu_get_state(void)
   return (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) + 3) &
          ~(uint64_t)1;
 }
-/* A full barrier on every thread (membarrier), paired with prd__rcu_reader_barrier on the
- * threads' side: the heavy half of an asymmetric handshake (defer.c's record stealing). */
-void prd__rcu_heavy_barrier(void);
 /* defer.c: has the grace period of state s ended?  Every latent merge asks this. */
 static inline bool prd__defer_safe(prd_gp_t s)
 {

@@ -227,17 +227,6 @@ static void smp_mb_master(void)
   }
 }
 
-/* A full barrier on every thread of the process (membarrier, else a fence here; readers then
- * fence too), for other layers' asymmetric handshakes: defer.c pairs it with its owners'
- * prd__rcu_reader_barrier, as (W1) pairs with (R1). */
-static void rcu_init(void);
-
-void prd__rcu_heavy_barrier(void)
-{
-  rcu_init();
-  smp_mb_master();
-}
-
 /* Registers membarrier; fence mode if the kernel refuses (or TSan: see §3). */
 static void membarrier_setup(void)
 {

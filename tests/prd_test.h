@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int prd_t_failures;   /* checks failed in the current test */
+static int prd_t_failures __attribute__((unused)); /* checks failed in the current test */
 static int prd_t_passed, prd_t_failed;
 
 #define CHECK(cond)                                                                    \

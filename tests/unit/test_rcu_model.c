@@ -40,6 +40,7 @@ static void child_set_source(void *arg)
 
 static void child_option_source(void *arg)
 {
+  prd_option_set("abort_on_error", "1"); /* a report aborts in every build type (Debug's default) */
   prd_rcu_register_source(&counting);
   prd_option_set("rcu", (const char *)arg);
   prd_synchronize_rcu();
@@ -56,7 +57,7 @@ static void test_source_choice(void)
   st = prd_test_child(child_option_source, (void *)"builtin", buf, sizeof(buf));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(buf, "source=builtin counted=0");
-  /* rcu=urcu-memb without libprudence-urcu linked: reported (abort in Debug builds) */
+  /* rcu=urcu-memb without libprudence-urcu linked: reported, and abort_on_error aborts */
   st = prd_test_child(child_option_source, (void *)"urcu-memb", buf, sizeof(buf));
   CHECK(WIFSIGNALED(st));
   CHECK_STR_CONTAINS(buf, "option rcu=urcu-memb: no such grace-period source registered");
