@@ -253,6 +253,8 @@ typedef struct prd_depot {
   prd_mag_t *dp_lat_head, *dp_lat_tail;
   uint64_t dp_lat_mags, dp_lat_rounds;   /* on the list now */
   uint64_t dp_lat_puts, dp_lat_gets;     /* handed over; taken back as loaded magazines */
+  uint64_t dp_lat_gets_prev;             /* dp_lat_gets at the last interval's update */
+  bool dp_lat_idle;                      /* that interval took none back: the reap may */
 } prd_depot_t;
 
 /* One thread's CPU cache of one object cache (seed 004's per-CPU cache, per thread here).
