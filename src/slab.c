@@ -478,7 +478,8 @@ static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
   slab_unlink(cp, sp);
   if (slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
     link_remove(&sp->slab_lat_link);
-    cp->cache_lat_slab_objs -= slab_ndeferred(sp);
+    __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - slab_ndeferred(sp),
+                     __ATOMIC_RELAXED);   /* read without the lock by magazine.c */
   }
   if (cp->cache_flags & PRD_CF_HASH) {
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
@@ -934,7 +935,7 @@ static void lat_merge_gen(prd_cache_t *cp, prd_slab_t *sp, int g)
   sp->slab_refcnt -= n;
   cp->cache_frees += n;
   cp->cache_bufs_inuse -= n;
-  cp->cache_lat_slab_objs -= n;
+  __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - n, __ATOMIC_RELAXED);
   cp->cache_lat_slab_merges += n;
 }
 
@@ -1009,7 +1010,7 @@ static int lat_add(prd_cache_t *cp, prd_slab_t *sp, void *buf, prd_bufctl_t *bcp
     link_insert_head(cp->cache_latent.sl_prev, &sp->slab_lat_link);
   sp->slab_lat_gp[g] = gp;
   sp->slab_lat_n[g]++;
-  cp->cache_lat_slab_objs++;
+  __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs + 1, __ATOMIC_RELAXED);
   if (gp > cp->cache_lat_maxgp)
     cp->cache_lat_maxgp = gp;
   return LAT_ADDED;

@@ -350,7 +350,8 @@ struct prd_cache {
   prd__slab_hook_fn *cache_slab_hook;
   /* defer.c (Prudence).  Latent slabs: under cache_lock, with the slab fields above. */
   prd_slab_link_t cache_latent;  /* slabs with deferred buffers, by first deferral (FIFO) */
-  uint64_t cache_lat_slab_objs;  /* deferred buffers in latent slabs now */
+  uint64_t cache_lat_slab_objs;  /* deferred buffers in latent slabs now (stored atomically:
+                                    magazine.c's depot_lat_wait reads it without the lock) */
   uint64_t cache_lat_premoves;   /* slab pre-movements (Algorithm 1 lines 52-57) */
   uint64_t cache_lat_slab_merges;/* latent-slab buffers merged back after their grace period */
   uint64_t cache_lat_skips;      /* refill choices that passed over a mostly deferred slab */
