@@ -213,11 +213,10 @@
  *    (mag_nlat rounds, possibly fewer than its size) before any full magazine: the deferred
  *    objects are reused first.  When none of them is safe, no full magazine is there and the
  *    list holds half its bound or more, or it and the latent slabs hold 4/5 of all the cache's
- *    objects (the latent slabs counted since 2026-11-22: the pre-flush moves a thread's
- *    latent objects there, and misses that did not count them grew the cache meanwhile;
- *    `prd-bench endurance` growth 1.05-1.18 in six 60 s runs -> 1.076-1.081 in three)
- *    (MAG_LAT_POP: new
- *    objects would only wait beside them until the grace period ends; measured with
+ *    objects (MAG_LAT_POP.  The latent slabs count since 3274de2: the pre-flush moves a
+ *    thread's latent objects there, and misses that did not count them grew the cache
+ *    meanwhile; `prd-bench endurance` growth 1.05-1.18 in six 60 s runs -> 1.04-1.10 in three.
+ *    New objects would only wait beside them until the grace period ends; measured with
  *    `prd-bench deferred --pairs 2000000 --threads 2`, the two builds interleaved 5 times on
  *    a quiet machine: peak RSS at 8-64 B 8-11 -> 3-4.6 MiB, 512 B 8.5 -> 7, pairs/s the same
  *    within the noise at every size; a first, noisier comparison had suggested +40% at

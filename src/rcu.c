@@ -409,14 +409,10 @@ static void builtin_synchronize(void)
   __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
   prd__rcu_full_fence();
   wait_for_readers();        /* readers that began before the flip */
-#if PRD_RCU_TSO
-  /* (W2) is a membarrier only where the hardware may let a reader's loads complete after its
-   * later stores; on TSO (R2) alone keeps them before the clearing store (§3) */
-  if (!use_membarrier)
-    prd__rcu_full_fence();
-#else
-  smp_mb_master();           /* (W2): pairs with the readers' (R2) */
-#endif
+  /* (W2), paired with the readers' (R2); with membarrier on TSO (R2) alone keeps their loads
+   * before the clearing store (§3), and fence mode's (W2) is a local fence either way */
+  if (!PRD_RCU_TSO || !use_membarrier)
+    smp_mb_master();
 }
 
 static int builtin_read_ongoing(void)
