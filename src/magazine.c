@@ -25,7 +25,9 @@
  *    - prd_depot_t per cache: a list of full and a list of empty magazines under dp_lock
  *      (seed 004 "depot"), each with its working set (section 7).
  *    - prd_magtype_t: the magazine-size table of libumem (section 8); each size has its own
- *      magazine cache, a slab cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...).
+ *      magazine cache, a slab cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...), made by
+ *      the first cache creation that wants magazines and retried by the next when that one
+ *      finds no memory (mag_types_make: a failure is never remembered).
  *
  * 3. Allocation tiers (seed 004; prd__mag_alloc in magazine.h, prd__mag_alloc_miss here):
  *      tier 1  pop a round from cc_loaded                                   (fast path)
