@@ -1,6 +1,7 @@
 # make install PREFIX=...: headers, libraries, prudence.pc and a CMake package config
 # (find_package(prudence) gives prudence::prudence, prudence::prudence_static, and
-# prudence::malloc / prudence::urcu when those libraries are built).
+# prudence::malloc / prudence::urcu when those libraries are built; prudence-urcu.pc and
+# prudence::urcu keep the adapter linked under --as-needed).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -11,8 +12,10 @@ if(TARGET prudence-malloc)
   set_target_properties(prudence-malloc PROPERTIES EXPORT_NAME malloc)
 endif()
 if(TARGET prudence-urcu)
+  # exported as prudence::urcu_shared; prudenceConfig.cmake wraps it as prudence::urcu, which
+  # keeps it linked under --as-needed (see there)
   list(APPEND PRD_INSTALL_TARGETS prudence-urcu)
-  set_target_properties(prudence-urcu PROPERTIES EXPORT_NAME urcu)
+  set_target_properties(prudence-urcu PROPERTIES EXPORT_NAME urcu_shared)
 endif()
 
 install(TARGETS ${PRD_INSTALL_TARGETS} EXPORT prudenceTargets
@@ -43,6 +46,10 @@ install(FILES ${CMAKE_BINARY_DIR}/prudence.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 if(TARGET prudence-malloc)
   configure_file(${CMAKE_SOURCE_DIR}/cmake/prudence-malloc.pc.in ${CMAKE_BINARY_DIR}/prudence-malloc.pc @ONLY)
   install(FILES ${CMAKE_BINARY_DIR}/prudence-malloc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()
+if(TARGET prudence-urcu)
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/prudence-urcu.pc.in ${CMAKE_BINARY_DIR}/prudence-urcu.pc @ONLY)
+  install(FILES ${CMAKE_BINARY_DIR}/prudence-urcu.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endif()
 
 # The installed copy is tested by building a consumer and every example against it, once

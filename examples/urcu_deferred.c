@@ -7,7 +7,7 @@
  * one-line change: prd_free_deferred(old).  The allocator then keeps the block until
  * liburcu's grace period has ended and reuses it at once, without a callback per block.
  *
- *   cc urcu_deferred.c $(pkg-config --cflags --libs prudence liburcu-memb) -lprudence-urcu
+ *   cc urcu_deferred.c $(pkg-config --cflags --libs prudence-urcu)
  */
 // prd-test-needs: urcu
 // prd-test-labels: no-tsan

@@ -1,6 +1,7 @@
 /*
  * prudence_urcu.h: grace-period sources over liburcu (libprudence-urcu, built when liburcu is
- * installed).  Link with -lprudence-urcu -lurcu-memb -lurcu-qsbr and libprudence.
+ * installed).  Link with `pkg-config --libs prudence-urcu` (or CMake's prudence::urcu), which
+ * is libprudence-urcu kept linked even under --as-needed, liburcu and libprudence.
  *
  * Loading the library registers both sources by name, so the option rcu=urcu-memb or
  * rcu=urcu-qsbr selects them; prd_rcu_set_source(&prd_rcu_urcu_memb) does it in code.  With
@@ -22,6 +23,14 @@ extern "C" {
 
 PRD_API extern const struct prd_rcu_source prd_rcu_urcu_memb; /* "urcu-memb" */
 PRD_API extern const struct prd_rcu_source prd_rcu_urcu_qsbr; /* "urcu-qsbr" */
+
+/* Every program that includes this header refers to the adapter, so a linker that drops
+ * shared libraries nothing refers to (--as-needed, the default of Debian's and Ubuntu's
+ * toolchains) keeps libprudence-urcu: its constructors register the sources that the option
+ * rcu=NAME selects.  Without them that option ends the process (it never falls back to a
+ * source that cannot see liburcu's readers). */
+static const struct prd_rcu_source *const prd__urcu_linked[]
+    __attribute__((used, unused)) = { &prd_rcu_urcu_memb, &prd_rcu_urcu_qsbr };
 
 #ifdef __cplusplus
 }

@@ -118,8 +118,9 @@ void  prd__slab_fork_prepare_caches(void);
 void  prd__slab_fork_release(void);
 
 /* ---- magazine.c: the CPU layer (fast paths in magazine.h) ------------------------------- */
-/* Gives cp its CPU layer (unless NOMAGAZINE or internal): a depot and a magazine id. */
-void  prd__mag_cache_init(prd_cache_t *cp);
+/* Gives cp its CPU layer (unless NOMAGAZINE or internal): a depot and a magazine id; -1 when
+ * there is no memory for them (the creation then fails). */
+int   prd__mag_cache_init(prd_cache_t *cp);
 /* Before cp is torn down: every thread's and the depot's magazines back to the slabs. */
 void  prd__mag_cache_fini(prd_cache_t *cp);
 /* Magazines of cp hold at least `rounds` rounds (the next row of the table) from now on. */

@@ -25,7 +25,9 @@
  *    - prd_depot_t per cache: a list of full and a list of empty magazines under dp_lock
  *      (seed 004 "depot"), each with its working set (section 7).
  *    - prd_magtype_t: the magazine-size table of libumem (section 8); each size has its own
- *      magazine cache, a slab cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...).
+ *      magazine cache, a slab cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...), made by
+ *      the first cache creation that wants magazines and retried by the next when that one
+ *      finds no memory (mag_types_make: a failure is never remembered).
  *
  * 3. Allocation tiers (seed 004; prd__mag_alloc in magazine.h, prd__mag_alloc_miss here):
  *      tier 1  pop a round from cc_loaded                                   (fast path)
@@ -312,6 +314,7 @@ static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mod
 static bool maint_inline_child;            /* TSan: a forked child must not start threads */
 
 static void mag_init_once(void);
+static bool mag_types_make(void);
 
 /* ---- the table of caches by id ----------------------------------------------------------- */
 static prd_cache_t *mag_cache_of(uint32_t id)
@@ -1436,12 +1439,14 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 }
 
 /* ---- caches ------------------------------------------------------------------------------ */
-void prd__mag_cache_init(prd_cache_t *cp)
+int prd__mag_cache_init(prd_cache_t *cp)
 {
   cp->cache_magid = 0;
   if ((cp->cache_flags & (PRD_CACHE_NOMAGAZINE | PRD_CF_INTERNAL)) || !prd__opt(magazines))
-    return;
+    return 0;
   pthread_once(&mag_once, mag_init_once);
+  if (!mag_types_make())
+    return -1;
   prd_depot_t *dp = &cp->cache_depot;
   memset(dp, 0, sizeof(*dp));
   pthread_mutex_init(&dp->dp_lock, NULL);
@@ -1449,7 +1454,14 @@ void prd__mag_cache_init(prd_cache_t *cp)
   while (cp->cache_chunksize <= mt->mt_minbuf)
     mt++;
   dp->dp_magtype = mt;
-  cp->cache_magid = mag_id_get(cp);   /* 0 (no magazines) if the id table cannot grow */
+  /* no memory for the id table: the creation fails rather than make a cache that would run
+   * without magazines for its whole life */
+  cp->cache_magid = mag_id_get(cp);
+  if (cp->cache_magid == 0) {
+    pthread_mutex_destroy(&dp->dp_lock);
+    return -1;
+  }
+  return 0;
 }
 
 /* A layer above asks for magazines of at least `rounds` rounds from the start (malloc.c's
@@ -1682,11 +1694,26 @@ static void mag_stats_job(void *arg)
   (void)prd__stats_periodic(prd__now_ns());
 }
 
-static void mag_init_once(void)
+/* The magazine caches, one per row of mag_types, made by the first cache creation that wants
+ * magazines.  Making one maps memory and may fail: then that creation fails (ENOMEM) and the
+ * next one tries again from the rows still missing, so a failure is never remembered (a
+ * pthread_once would remember it, or leave a row NULL for good).  No lock: two threads may
+ * race to make a row; the first compare-and-swap publishes its cache and the other destroys
+ * its own.  Memory ordering: each row's compare-and-swap (release) and the store of
+ * mag_types_ready (release) pair with the acquire loads here; a cache that has magazines
+ * was made after its creator saw every row, and reaches other threads only through their
+ * own synchronization with that creator, so the plain loads of mt_cache elsewhere see it. */
+static _Atomic bool mag_types_ready;
+
+static bool mag_types_make(void)
 {
+  if (prd_likely(atomic_load_explicit(&mag_types_ready, memory_order_acquire)))
+    return true;
   for (size_t i = 0; i < MAG_NTYPES; i++) {
     char name[PRD_CACHE_NAME_MAX];
     prd_magtype_t *mt = &mag_types[i];
+    if (__atomic_load_n(&mt->mt_cache, __ATOMIC_ACQUIRE) != NULL)
+      continue;
     size_t bytes = sizeof(prd_mag_t) + (size_t)mt->mt_magsize * sizeof(void *);
     int n = 0;
     const char *pfx = "prd_mag_";
@@ -1699,10 +1726,21 @@ static void mag_init_once(void)
     while (nd > 0)
       name[n++] = digits[--nd];
     name[n] = '\0';
-    mt->mt_cache = prd_cache_create(name, bytes, mt->mt_align, NULL, NULL, NULL, NULL, NULL,
-                                    PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
-    PRD_ASSERT(mt->mt_cache != NULL);
+    prd_cache_t *cp = prd_cache_create(name, bytes, mt->mt_align, NULL, NULL, NULL, NULL, NULL,
+                                       PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
+    if (cp == NULL)
+      return false;
+    prd_cache_t *none = NULL;
+    if (!__atomic_compare_exchange_n(&mt->mt_cache, &none, cp, false, __ATOMIC_RELEASE,
+                                     __ATOMIC_ACQUIRE))
+      prd_cache_destroy(cp);   /* another thread made this row first */
   }
+  atomic_store_explicit(&mag_types_ready, true, memory_order_release);
+  return true;
+}
+
+static void mag_init_once(void)
+{
   pthread_key_create(&mag_key, mag_thread_exit);
   maint_cv_init();
   (void)prd__maint_register(mag_stats_job, NULL);

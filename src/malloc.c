@@ -55,7 +55,10 @@
  *        offset of the slab's first buffer from the granule (bits 32..63);
  *        the slab layer tells us through the cache's slab hook when a slab is created (before
  *        its buffers are handed out, with the slab's color) and destroyed (before its memory
- *        goes back to the arena), so malloc keeps no slab bookkeeping of its own.  free checks
+ *        goes back to the arena), so malloc keeps no slab bookkeeping of its own.  When no leaf
+ *        can be mapped for a new slab, the hook says so and the slab layer does not make
+ *        the slab (that allocation fails with ENOMEM, the next one tries again): every slab
+ *        of a class is in the map, and no failure is remembered.  free checks
  *        that a pointer starts a buffer from the entry and the class table alone: offset from
  *        the first buffer below chunks * chunk and a multiple of the chunk (a multiplication,
  *        a rotation and one compare, class_start_ok), without reading the slab's prd_slab_t,
@@ -97,7 +100,11 @@
  *    no cache: a 32-byte node (so that nothing is written into the block while readers may
  *    still see it) carries it through prd_call_rcu, whose callback frees it.
  *
- * 5. Start-up and self-hosting.  The first call initializes under malloc_init_lock; a
+ * 5. Start-up and self-hosting.  The first call initializes under malloc_init_lock.  A
+ *    start-up that cannot map memory (the page map's leaves, the heap arena, the classes'
+ *    caches, the magazine layer's own caches) fails that call with ENOMEM and leaves the
+ *    allocator not started: the next call tries again, keeping what the failed attempt made,
+ *    so one transient failure never disables malloc for the life of the process.  A
  *    recursive call from the same thread while that runs (an initialization step that ends
  *    up in malloc under LD_PRELOAD, e.g. backtrace() loading its unwinder for PRUDENCE_DEBUG
  *    =audit) is served from a static bootstrap area (bump allocation, never reused; its
@@ -127,11 +134,10 @@
  *    test), on a magazine id that malloc keeps itself: per class (mc_hitid, for free, which
  *    finds the class through the page map) and per size slot of the class tables
  *    (malloc_hit1/2, for prd_malloc, which goes from the size to the id in one load).  So a
- *    hit reads neither the class cache nor a start-up, re-entry or page-map-failure flag.
+ *    hit reads neither the class cache nor a start-up or re-entry flag.
  *    The id is MC_NOHIT (magazine id 0, whose CPU-cache entry is always empty, so both halves
  *    miss on it) before start-up and until the class's first miss finds the inline path
- *    allowed (class_enable: the layer's plain mode, no buffer debugging, magazines, no
- *    page-map leaf failure; a later leaf failure sets MC_NOHIT again for good), and the
+ *    allowed (class_enable: the layer's plain mode, no buffer debugging, magazines), and the
  *    thread's bound is 0 while it is inside the layers below (section 5).  Every other case
  *    takes the miss functions (malloc_small_miss, which starts the allocator if needed;
  *    malloc_class_alloc / malloc_class_free, out of line), which mark the thread and go
@@ -208,7 +214,6 @@ enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4, PM_CLASS = 5 };
 
 typedef _Atomic uintptr_t pm_entry_t;
 static pm_entry_t *_Atomic pm_root[PM_ROOT_N];
-static _Atomic uint64_t pm_leaf_failures;   /* a slab's granules could not all be entered */
 
 static inline pm_entry_t *pm_leaf(uintptr_t a)
 {
@@ -299,7 +304,7 @@ static inline uintptr_t pm_first_of(uintptr_t e, uintptr_t a)
 }
 
 /* Sets the hit id of class c in its entry and in every size slot of the tables that names
- * it (seq_cst: class_enable's argument, section 8). */
+ * it (seq_cst, once per class: section 8). */
 static void class_set_hitid(uint32_t c, uint32_t id)
 {
   atomic_store_explicit(&malloc_class[c].mc_hitid, id, memory_order_seq_cst);
@@ -315,32 +320,28 @@ static void class_set_hitid(uint32_t c, uint32_t id)
  * gets the class and where the slab's first buffer is, so that free checks a pointer against
  * the slab's geometry without reading the slab (its prd_slab_t is a cache miss on another
  * thread's free). */
-static void malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, size_t first,
+static bool malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, size_t first,
                              bool created)
 {
   uint32_t c = 0;
   while (c < MC_NCLASSES && malloc_class[c].mc_cache != cp)
     c++;
   PRD_ASSERT(c < MC_NCLASSES);
-  bool ok = true;
   uintptr_t b = (uintptr_t)base;
-  for (uintptr_t g = b; g < b + size; g += (uintptr_t)1 << PM_GRANULE_SHIFT) {
+  uintptr_t g;
+  for (g = b; g < b + size; g += (uintptr_t)1 << PM_GRANULE_SHIFT) {
     pm_entry_t *slot = pm_slot_make(g);
-    if (slot == NULL) {
-      ok = false;
-      continue;
-    }
+    if (slot == NULL)
+      break;   /* only when creating: destroying finds the leaves that creating made */
     atomic_store_explicit(slot, created ? pm_class_entry(c, g, b + first) : 0,
                           memory_order_release);
   }
-  if (!ok) {
-    /* allocations check this counter and refuse buffers without an entry (malloc_class_alloc);
-     * no class takes the inline hit path from now on (section 8: class_enable's seq_cst
-     * pairs with these) */
-    atomic_fetch_add_explicit(&pm_leaf_failures, 1, memory_order_seq_cst);
-    for (uint32_t k = 0; k < MC_NCLASSES; k++)
-      class_set_hitid(k, MC_NOHIT);
-  }
+  if (g >= b + size)
+    return true;
+  /* no memory for a leaf: the entries made are cleared and the slab is not made (slab.c),
+   * so every slab of a class is in the page map and the next allocation tries again */
+  (void)pm_set_range(b, (size_t)(g - b), 0);
+  return false;
 }
 
 /* ---- start-up (section 5) ---------------------------------------------------------------- */
@@ -348,7 +349,7 @@ static void malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, size_t fi
 static _Alignas(4096) char malloc_boot[MALLOC_BOOT_SIZE];
 static _Atomic size_t malloc_boot_used;
 static pthread_mutex_t malloc_init_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int malloc_state;          /* 0 not yet, 1 ready, -1 failed */
+static _Atomic int malloc_state;          /* 0 not yet (or the last attempt failed), 1 ready */
 static _Thread_local bool malloc_in_init; /* this thread is initializing */
 static size_t malloc_page;
 static prd_vmem_t *malloc_heap;
@@ -404,25 +405,22 @@ static void malloc_classes_build(void)
   }
 }
 
-static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
+/* One attempt at start-up, under malloc_init_lock.  What an earlier, failed attempt made
+ * (the classes' caches, the page map's leaves) is kept, and the steps that failed are tried
+ * again; nothing remembers the failure (section 5). */
+static bool malloc_start(void)
 {
-  if (malloc_in_init)
-    return false;   /* recursion from our own start-up: the caller uses the boot area */
-  pthread_mutex_lock(&malloc_init_lock);
-  if (atomic_load_explicit(&malloc_state, memory_order_acquire) != 0) {
-    pthread_mutex_unlock(&malloc_init_lock);
-    return atomic_load_explicit(&malloc_state, memory_order_relaxed) > 0;
-  }
-  malloc_in_init = true;
   prd__init();
   malloc_page = prd__os_page_size();
-  pm_set_range((uintptr_t)malloc_boot, MALLOC_BOOT_SIZE, PM_BOOT);
+  if (!pm_set_range((uintptr_t)malloc_boot, MALLOC_BOOT_SIZE, PM_BOOT))
+    return false;
   malloc_classes_build();
-  int state = 1;
   malloc_heap = prd_heap_arena();
   if (malloc_heap == NULL)
-    state = -1;
-  for (uint32_t i = 0; i < MC_NCLASSES && state > 0; i++) {
+    return false;
+  for (uint32_t i = 0; i < MC_NCLASSES; i++) {
+    if (malloc_class[i].mc_cache != NULL)
+      continue;
     char name[PRD_CACHE_NAME_MAX];
     char digits[12];
     uint32_t s = malloc_class[i].mc_size, nd = 0;
@@ -436,11 +434,8 @@ static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
     name[7 + nd] = '\0';
     prd_cache_t *cp = prd_cache_create(name, malloc_class[i].mc_size, malloc_class[i].mc_align,
                                        NULL, NULL, NULL, NULL, NULL, 0);
-    if (cp == NULL) {
-      state = -1;
-      break;
-    }
-    malloc_class[i].mc_cache = cp;
+    if (cp == NULL)
+      return false;
     uint32_t d = (uint32_t)cp->cache_chunksize, j = (uint32_t)__builtin_ctz(d), m = d >> j;
     uint32_t inv = m;   /* Newton's iteration doubles the correct low bits: 3, 6, ... 48 */
     for (int k = 0; k < 4; k++)
@@ -449,17 +444,29 @@ static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
     malloc_class[i].mc_inv = inv;
     malloc_class[i].mc_shift = j;
     malloc_class[i].mc_chunks = (uint32_t)cp->cache_chunks;
+    malloc_class[i].mc_cache = cp;
     prd__cache_set_slab_hook(cp, malloc_slab_hook);
     prd__mag_set_min_rounds(cp, MALLOC_MAG_BYTES / malloc_class[i].mc_size);
   }
-  if (state < 0)
-    prd__report("malloc: start-up failed (no memory for the size-class caches): every "
-                "allocation will fail with ENOMEM");
-  /* release: the class table and caches before the state (pairs with malloc_ready) */
-  atomic_store_explicit(&malloc_state, state, memory_order_release);
-  malloc_in_init = false;
+  return true;
+}
+
+static PRD_NOINLINE PRD_COLD bool malloc_init_slow(void)
+{
+  if (malloc_in_init)
+    return false;   /* recursion from our own start-up: the caller uses the boot area */
+  pthread_mutex_lock(&malloc_init_lock);
+  bool ok = atomic_load_explicit(&malloc_state, memory_order_acquire) != 0;
+  if (!ok) {
+    malloc_in_init = true;
+    ok = malloc_start();
+    /* release: the class table and caches before the state (pairs with malloc_ready) */
+    if (ok)
+      atomic_store_explicit(&malloc_state, 1, memory_order_release);
+    malloc_in_init = false;
+  }
   pthread_mutex_unlock(&malloc_init_lock);
-  return state > 0;
+  return ok;
 }
 
 static inline bool malloc_ready(void)
@@ -476,17 +483,6 @@ static inline uint32_t malloc_class_index(size_t size)
   if (prd_likely(size <= MC_SMALL_MAX))
     return malloc_tab1[(size + 7) >> 3];
   return malloc_tab2[(size + 127) >> 7];
-}
-
-static PRD_NOINLINE void *malloc_class_check(prd_cache_t *cp, void *buf)
-{
-  if (buf != NULL && pm_get(buf) != (uintptr_t)cp) {
-    /* its slab could not be entered in the page map: a free could not find it */
-    prd_cache_free(cp, buf);
-    errno = ENOMEM;
-    return NULL;
-  }
-  return buf;
 }
 
 /* Re-entry (section 5): > 0 while this thread is inside a class cache.  A lower layer that
@@ -529,20 +525,15 @@ static inline void malloc_leave(void)
 /* The inline hit path of class c is enabled (section 8) at the class's first miss after the
  * magazine layer has started (so prd__mag_plain has its final value): when the layer's plain
  * hit path applies (membarrier, no tools), the cache takes the ordinary front end (no buffer
- * debugging: fixed at creation), it has magazines, and every slab is in the page map.  A
- * failed page-map leaf disables every class for good (malloc_slab_hook): its increment of
- * pm_leaf_failures and stores of MC_NOHIT, and the store and load here, are seq_cst, so
- * either this load sees the failure (and disables again) or the hook's stores come after
- * this store and win. */
+ * debugging: fixed at creation) and it has magazines.  Every slab of a class is in the page
+ * map (a slab whose entries cannot be made is not made: malloc_slab_hook), so nothing turns
+ * the path off again. */
 static PRD_NOINLINE void class_enable(uint32_t c)
 {
   prd_cache_t *cp = malloc_class[c].mc_cache;
-  if (prd__cache_slow_front(cp) || cp->cache_magid == 0 || !prd__mag_plain ||
-      atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) != 0)
+  if (prd__cache_slow_front(cp) || cp->cache_magid == 0 || !prd__mag_plain)
     return;
   class_set_hitid(c, cp->cache_magid);
-  if (atomic_load_explicit(&pm_leaf_failures, memory_order_seq_cst) != 0)
-    class_set_hitid(c, MC_NOHIT);
 }
 
 static inline void class_maybe_enable(uint32_t c)
@@ -561,8 +552,6 @@ static PRD_NOINLINE void *malloc_class_alloc(uint32_t c)
   void *buf = prd_cache_alloc(cp, PRD_SLEEP);
   malloc_leave();
   class_maybe_enable(c);
-  if (prd_unlikely(atomic_load_explicit(&pm_leaf_failures, memory_order_relaxed) != 0))
-    return malloc_class_check(cp, buf);
   return buf;
 }
 
@@ -789,7 +778,7 @@ static PRD_NOINLINE void free_slow(void *ptr)
  * MC_NOHIT until then, so no state test is needed on the hit). */
 static PRD_NOINLINE void *malloc_small_miss(size_t size)
 {
-  if (prd_unlikely(atomic_load_explicit(&malloc_state, memory_order_acquire) <= 0))
+  if (prd_unlikely(atomic_load_explicit(&malloc_state, memory_order_acquire) == 0))
     return malloc_aligned(size, 0);
   return malloc_class_alloc(malloc_class_index(size));
 }

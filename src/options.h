@@ -47,7 +47,7 @@
     "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name") \
   X(CHOICE, rcu, 0,                                                                             \
     "builtin|urcu-memb|urcu-qsbr: the grace-period source, fixed at first use (urcu-*: link "   \
-    "libprudence-urcu)")                                                                        \
+    "libprudence-urcu; naming a source not linked ends the process, never falls back)")         \
   X(LONG, rcu_gp_interval_us, 1000,                                                             \
     "minimum microseconds between grace periods started by the RCU driver thread (batching; "  \
     "waiters, expedited requests and the allocator's own waits are not paced)")               \

@@ -104,7 +104,13 @@
  * 7. Sources (struct prd_rcu_source, include/prudence.h): chosen once per process, by
  *    prd_rcu_set_source() before first use or by the option rcu=NAME among the registered
  *    sources; fixed at first use.  gp_run brackets the source's rs_synchronize with the
- *    sequence updates and (W1), so every source gets the same state semantics.
+ *    sequence updates and (W1), so every source gets the same state semantics.  An option
+ *    that names a source no linked library registered ends the process (source_missing),
+ *    whatever abort_on_error says: a safety choice that cannot be honoured fails loudly, as
+ *    falling back to the built-in source, which does not see liburcu's readers, would reuse
+ *    deferred objects under them.  The liburcu sources register from libprudence-urcu's
+ *    constructors, before main; the library stays linked under --as-needed through
+ *    prudence_urcu.h, prudence-urcu.pc and CMake's prudence::urcu.
  *
  * 8. Fork.  pthread_atfork handlers take every lock of this file (in lock order) before fork
  *    and release them after; the child reinitializes them, forgets the other threads' reader
@@ -125,6 +131,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -484,6 +491,20 @@ static const struct prd_rcu_source *source_find(const char *name)
   return NULL;
 }
 
+/* The option names a source that no linked library registered.  Falling back to another
+ * source would be unsafe: the built-in RCU does not see liburcu's readers, so deferred
+ * objects would be reused under them.  So the process ends, whatever abort_on_error says,
+ * with a message that names the option and what to link.  _exit, not exit: this may run on
+ * the driver thread, or inside an allocation, where atexit handlers must not run. */
+_Noreturn static PRD_COLD void source_missing(const char *name)
+{
+  prd__report("rcu: option rcu=%s names a grace-period source that is not linked into this "
+              "program; link libprudence-urcu (pkg-config --libs prudence-urcu, CMake "
+              "prudence::urcu, or #include <prudence_urcu.h> and -lprudence-urcu): "
+              "exiting, as another source would not see the program's readers", name);
+  _exit(EXIT_FAILURE);
+}
+
 static PRD_NOINLINE const struct prd_rcu_source *source_fix(void)
 {
   rcu_init();
@@ -494,11 +515,9 @@ static PRD_NOINLINE const struct prd_rcu_source *source_fix(void)
     src = &prd_rcu_builtin;
     if (prd__option_choice("rcu", name, sizeof(name)) == 0) {
       const struct prd_rcu_source *found = source_find(name);
-      if (found != NULL)
-        src = found;
-      else
-        prd__error("rcu: option rcu=%s: no such grace-period source registered (link "
-                   "libprudence-urcu); using builtin", name);
+      if (found == NULL)
+        source_missing(name); /* does not return */
+      src = found;
     }
     atomic_store_explicit(&rcu_src, src, memory_order_release);
   }

@@ -440,10 +440,20 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
     bcp->bc_next = *listp;
     *listp = bcp;
   }
+  /* before any of its buffers can be handed out; no memory for the hook's records: the slab
+   * is undone as when a bufctl is missing (before the debug layer has touched it), so no
+   * slab lives unknown to the layer above */
+  if (cp->cache_slab_hook != NULL &&
+      !cp->cache_slab_hook(cp, base, cp->cache_slabsize, color, true)) {
+    if (large) {
+      slab_free_bufctls(cp, *listp);
+      prd__slab_free(&slab_slab_cache, sp);
+    }
+    prd_vmem_xfree(src, base, cp->cache_slabsize);
+    return NULL;
+  }
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
     prd__debug_slab_create(cp, sp);
-  if (cp->cache_slab_hook != NULL)   /* before any of its buffers can be handed out */
-    cp->cache_slab_hook(cp, base, cp->cache_slabsize, color, true);
   return sp;
 }
 
@@ -454,7 +464,7 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
   char *base = sp->slab_base;
   prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* the dtor and the source touch it */
   if (cp->cache_slab_hook != NULL)   /* while the memory is still this cache's */
-    cp->cache_slab_hook(cp, base, cp->cache_slabsize, sp->slab_color, false);
+    (void)cp->cache_slab_hook(cp, base, cp->cache_slabsize, sp->slab_color, false);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
       cp->cache_dtor(bufctl_buf(cp, bcp), cp->cache_private);
@@ -1465,7 +1475,12 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     errno = EINVAL;
     return NULL;
   }
-  prd__mag_cache_init(cp);   /* the CPU layer in front (magazine.c) */
+  if (prd__mag_cache_init(cp) != 0) {   /* the CPU layer in front (magazine.c) */
+    pthread_mutex_destroy(&cp->cache_lock);
+    prd__slab_free(&slab_cache_cache, cp);
+    errno = ENOMEM;
+    return NULL;
+  }
   cache_list_insert(cp);
   if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
     pthread_once(&slab_leaks_once, slab_leaks_register);

@@ -117,8 +117,9 @@ typedef struct prd_slab prd_slab_t;
 
 /* A layer above is told of each slab of a cache: created (memory [base, base + size) now
  * holds the cache's buffers, the first at base + first) or destroyed (its memory is about to
- * go back to the source). */
-typedef void prd__slab_hook_fn(prd_cache_t *cp, void *base, size_t size, size_t first,
+ * go back to the source).  false on creation: no memory for the hook's own records; the
+ * slab is then not made (the allocation fails with ENOMEM and the next one tries again). */
+typedef bool prd__slab_hook_fn(prd_cache_t *cp, void *base, size_t size, size_t first,
                                bool created);
 
 /* A buffer's control.  For the small layout only bc_next exists: it is the last word of the

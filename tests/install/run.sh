@@ -3,7 +3,8 @@
 # every example against the installed copy: once through pkg-config, once through CMake's
 # find_package(prudence).  examples/preload.c is also linked with libprudence-malloc
 # (pkg-config prudence-malloc, CMake prudence::malloc).  Examples marked
-# "prd-test-needs: urcu" are built only with liburcu.
+# "prd-test-needs: urcu" are built only with liburcu, and linked with prudence-urcu; with
+# liburcu, tests/install/consumer_urcu.c checks that the adapter stays linked.
 # usage: run.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1
@@ -32,13 +33,44 @@ export PKG_CONFIG_PATH="$pcdir"
 for f in $programs; do
   name=$(basename "$f" .c)
   extra=""
-  grep -q "prd-test-needs: urcu" "$f" && extra="$(pkg-config --libs liburcu-memb liburcu-qsbr) -lprudence-urcu"
+  grep -q "prd-test-needs: urcu" "$f" && extra="$(pkg-config --libs prudence-urcu)"
   # shellcheck disable=SC2046,SC2086
   cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags prudence) "$f" -o "$tmp/$name" \
      $(pkg-config --libs prudence) $extra -pthread -lm
   LD_LIBRARY_PATH="$libdir" "$tmp/$name" >"$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; echo "FAIL: $name (pkg-config)"; exit 1; }
   echo "ok - $name built with pkg-config and ran"
 done
+
+# The liburcu adapter linked the documented way keeps rcu=urcu-memb honoured under
+# --as-needed (the default of Debian's and Ubuntu's toolchains, given explicitly so the test
+# means the same everywhere), though the program refers to none of its symbols; linked with a
+# bare -lprudence-urcu the linker drops it, and then the option must end the process with a
+# message, not fall back to the built-in RCU (tests/install/consumer_urcu.c).
+run_urcu() {   # NAME BINARY: the option honoured
+  PRUDENCE_OPTIONS=rcu=urcu-memb LD_LIBRARY_PATH="$libdir" "$2" >"$tmp/$1.out" 2>&1 ||
+    { cat "$tmp/$1.out"; echo "FAIL: $1: rcu=urcu-memb not honoured"; exit 1; }
+  grep -q "source=urcu-memb waited_for_reader=1" "$tmp/$1.out" || { cat "$tmp/$1.out"; exit 1; }
+  echo "ok - $1: linked with --as-needed, rcu=urcu-memb honoured"
+}
+if [ $have_urcu = 1 ]; then
+  pkg-config --exists prudence-urcu || { echo "install: prudence-urcu.pc not installed"; exit 1; }
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror -Wl,--as-needed $(pkg-config --cflags prudence-urcu) \
+     "$src/tests/install/consumer_urcu.c" -o "$tmp/consumer_urcu" $(pkg-config --libs prudence-urcu) -pthread
+  run_urcu consumer_urcu "$tmp/consumer_urcu"
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror -Wl,--as-needed $(pkg-config --cflags prudence liburcu-memb) \
+     "$src/tests/install/consumer_urcu.c" -o "$tmp/consumer_urcu_bare" -lprudence-urcu \
+     $(pkg-config --libs prudence liburcu-memb) -pthread
+  if PRUDENCE_OPTIONS=rcu=urcu-memb LD_LIBRARY_PATH="$libdir" "$tmp/consumer_urcu_bare" \
+       >"$tmp/consumer_urcu_bare.out" 2>&1; then
+    cat "$tmp/consumer_urcu_bare.out"
+    echo "FAIL: consumer_urcu_bare: rcu=urcu-memb without the adapter did not fail"; exit 1
+  fi
+  grep -q "option rcu=urcu-memb names a grace-period source that is not linked" \
+    "$tmp/consumer_urcu_bare.out" || { cat "$tmp/consumer_urcu_bare.out"; echo "FAIL: no message"; exit 1; }
+  echo "ok - consumer_urcu_bare: the adapter dropped by --as-needed, rcu=urcu-memb fails loudly"
+fi
 
 # examples/preload.c linked with libprudence-malloc instead of preloading it: the
 # statistics snapshot it writes lists the malloc-N caches that served it
@@ -78,7 +110,8 @@ fi
 echo "== find_package(prudence)"
 cmake -S "$src/tests/install" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
       -DPRD_PROGRAMS="$(echo $programs | tr ' ' ';')" \
-      -DPRD_MALLOC_PROGRAM="$src/examples/preload.c" >/dev/null
+      -DPRD_MALLOC_PROGRAM="$src/examples/preload.c" \
+      -DPRD_URCU_PROGRAM="$([ $have_urcu = 1 ] && echo "$src/tests/install/consumer_urcu.c")" >/dev/null
 cmake --build "$tmp/cm" >/dev/null
 for f in $programs; do
   name=$(basename "$f" .c)
@@ -88,4 +121,8 @@ done
 if [ $have_malloc = 1 ]; then
   [ -x "$tmp/cm/preload_linked" ] || { echo "FAIL: prudence::malloc is not in the package"; exit 1; }
   check_linked preload_linked_cmake "$tmp/cm/preload_linked"
+fi
+if [ $have_urcu = 1 ]; then
+  [ -x "$tmp/cm/consumer_urcu" ] || { echo "FAIL: prudence::urcu is not in the package"; exit 1; }
+  run_urcu consumer_urcu_cmake "$tmp/cm/consumer_urcu"
 fi

@@ -86,6 +86,19 @@ print(f(ctypes.c_void_p(l.malloc(17))))')
     # PRUDENCE_STATS=1: the table at exit, on stderr, with that class's row
     grep -q "^malloc-$class " "$tmp/table"
     ;;
+  faults)
+    # A failed mapping during malloc's start-up fails that one call (ENOMEM) and the next call
+    # tries again; it used to disable malloc for good ("ls: memory exhausted").  Every Nth
+    # mapping fails (src/os.c section 4), N from 2 up past the mappings of a start-up, so
+    # each of them is the failing one once; ls must list what it lists without the preload.
+    ref=$(ls -l "$src/src")
+    for n in 2 3 4 5 6 7 8 9 10 11 12; do
+      out=$(PRUDENCE_FAULT_MMAP=$n pre ls -l "$src/src") ||
+        { echo "ls failed under PRUDENCE_FAULT_MMAP=$n"; exit 1; }
+      [ "$out" = "$ref" ] || { echo "ls listed something else under PRUDENCE_FAULT_MMAP=$n"; exit 1; }
+      echo "PRUDENCE_FAULT_MMAP=$n: ls ok"
+    done
+    ;;
   *)
     echo "unknown case $what" >&2
     exit 2

@@ -47,6 +47,18 @@ static void child_option_source(void *arg)
   printf("source=%s counted=%d\n", prd_rcu_get_source()->rs_name, atomic_load(&gp_done));
 }
 
+/* A source named by the option but not linked.  The defect this guards: the library used to
+ * report it and fall back to the built-in RCU, which does not see liburcu's readers, so
+ * deferred objects were reused under them.  abort_on_error=0 (the Release default): the
+ * process must end anyway, with a message that names the option and what to link. */
+static void child_option_missing(void *arg)
+{
+  prd_option_set("abort_on_error", "0");
+  prd_option_set("rcu", (const char *)arg);
+  prd_synchronize_rcu();
+  printf("went on: source=%s\n", prd_rcu_get_source()->rs_name);
+}
+
 static void test_source_choice(void)
 {
   char buf[4096];
@@ -57,10 +69,18 @@ static void test_source_choice(void)
   st = prd_test_child(child_option_source, (void *)"builtin", buf, sizeof(buf));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(buf, "source=builtin counted=0");
-  /* rcu=urcu-memb without libprudence-urcu linked: reported, and abort_on_error aborts */
-  st = prd_test_child(child_option_source, (void *)"urcu-memb", buf, sizeof(buf));
-  CHECK(WIFSIGNALED(st));
-  CHECK_STR_CONTAINS(buf, "option rcu=urcu-memb: no such grace-period source registered");
+  /* rcu=urcu-memb and rcu=urcu-qsbr without libprudence-urcu linked: the process exits
+   * non-zero, saying why and what to link, and never runs on another source */
+  const char *missing[] = { "urcu-memb", "urcu-qsbr" };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(missing); i++) {
+    char want[64];
+    st = prd_test_child(child_option_missing, (void *)missing[i], buf, sizeof(buf));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    snprintf(want, sizeof(want), "option rcu=%s names a grace-period source", missing[i]);
+    CHECK_STR_CONTAINS(buf, want);
+    CHECK_STR_CONTAINS(buf, "libprudence-urcu");
+    CHECK(strstr(buf, "went on") == NULL);
+  }
 }
 
 /* ---- the model ------------------------------------------------------------------------ */
