@@ -975,7 +975,6 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
       }
       if (!own && cc_is_busy(cc))
         continue;
-      PRD_RACE();
       if (mode == STEAL_IDLE) {
         uint64_t ops = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
                        atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed) +
@@ -987,9 +986,11 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
         }
       }
       if (cc->cc_loaded != NULL || cc->cc_previous != NULL || cc->cc_lat[0] != NULL ||
-          cc->cc_lat[1] != NULL || mode == STEAL_ONE_CACHE)
+          cc->cc_lat[1] != NULL || mode == STEAL_ONE_CACHE) {
+        PRD_RACE();   /* between the busy test and the changes: the owner may start one */
         cc_empty(cp, cc, false, mode == STEAL_ONE_CACHE);
-      PRD_RACE();
+        PRD_RACE();
+      }
     }
     pthread_mutex_unlock(&tc->tc_lock);
     PRD_RACE();
@@ -1056,9 +1057,9 @@ uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *
         skipped++;
         continue;
       }
-      PRD_RACE();
+      if (cc->cc_lat[0] != NULL || cc->cc_lat[1] != NULL || cc->cc_loaded != NULL)
+        PRD_RACE();   /* between the busy test and the changes (a cache with something) */
       fn(vcp, cc, arg);
-      PRD_RACE();
     }
     pthread_mutex_unlock(&tc->tc_lock);
     PRD_RACE();

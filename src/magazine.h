@@ -188,6 +188,7 @@ static inline void prd__mag_exit(prd_cpu_cache_t *cc)
 
 static inline bool prd__mag_enter(prd_cpu_cache_t *cc, prd_tcache_t *tc, bool plain)
 {
+  PRD_RACE();   /* before the busy store: a visitor looks at cc_busy 0 meanwhile */
   prd__mag_busy_enter_mode(cc, plain);
   PRD_RACE();
   if (prd_likely(prd__mag_broken_handshake || !prd__mag_steal_pending(tc))) {

@@ -14,9 +14,9 @@
  *    the odd sequence and (W1), and the driver before it takes gp_lock); each latent transition
  *    of defer.c (rotate, merge, to the depot, to the latent slabs).
  * 3. The pause.  Drawn at random so that neither side settles into a rhythm: half the pauses
- *    spin (up to 1024 relax loops: a window of microseconds, the thread stays on its CPU), three
- *    eighths yield the CPU (the other side runs a whole step), one eighth sleep up to 100 us
- *    (the other side runs a whole sequence, as after a preemption).  The generator is a
+ *    spin (up to 1024 `pause` instructions: up to tens of microseconds, the thread stays on
+ *    its CPU), a quarter yield the CPU (the other side runs a step), a quarter sleep up to
+ *    100 us (the other side runs a whole sequence, as after a preemption).  The generator is a
  *    per-thread xorshift: no lock, no allocation (the marks run inside malloc), no system call
  *    but the pause itself.
  * 4. Release builds compile the marks out (race.h); the option stays in the table so that one
@@ -53,16 +53,21 @@ void prd__race_pause(void)
   if ((long)(r & 1023) >= n)
     return;
   r >>= 10;
-  switch (r & 7) {
+  switch (r & 3) {
   case 0:
-    nanosleep(&(struct timespec){ 0, (long)((r >> 3) % 100 + 1) * 1000 }, NULL);
+    nanosleep(&(struct timespec){ 0, (long)((r >> 2) % 100 + 1) * 1000 }, NULL);
     break;
-  case 1: case 2: case 3:
+  case 1:
     sched_yield();
     break;
   default:
-    for (uint64_t i = (r >> 3) & 1023; i > 0; i--)
+    for (uint64_t i = (r >> 2) & 1023; i > 0; i--) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#else
       atomic_signal_fence(memory_order_seq_cst);   /* a loop the compiler keeps */
+#endif
+    }
     break;
   }
 }
