@@ -350,7 +350,9 @@ static uint32_t mag_id_count(void)
   return n;
 }
 
-/* The lowest free id (0 when no memory for the table). */
+/* The lowest free id (0 when no memory for the table), stored in cp->cache_magid before cp is
+ * published in the table, under mag_id_lock: a maintenance tick that finds cp there
+ * (mag_cache_of) reads the id through the same lock. */
 static uint32_t mag_id_get(prd_cache_t *cp)
 {
   pthread_mutex_lock(&mag_id_lock);
@@ -372,6 +374,7 @@ static uint32_t mag_id_get(prd_cache_t *cp)
     mag_caches = nt;
     mag_caches_cap = ncap;
   }
+  cp->cache_magid = id;
   mag_caches[id] = cp;
   if (id >= mag_nids)
     mag_nids = id + 1;
@@ -1480,7 +1483,7 @@ void prd__mag_cache_init(prd_cache_t *cp)
   while (cp->cache_chunksize <= mt->mt_minbuf)
     mt++;
   dp->dp_magtype = mt;
-  cp->cache_magid = mag_id_get(cp);   /* 0 (no magazines) if the id table cannot grow */
+  (void)mag_id_get(cp);   /* sets cache_magid; it stays 0 (no magazines) if the table cannot grow */
 }
 
 /* A layer above asks for magazines of at least `rounds` rounds from the start (malloc.c's
