@@ -25,7 +25,8 @@
 #include "prd_test.h"
 
 #ifdef PRD_RACE_HOOKS
-#define HS_SECONDS 4.0
+#define HS_SECONDS 4.0          /* the run with the handshake as it is */
+#define HS_BROKEN_SECONDS 30.0  /* the old order: until it fails (about a second when idle) */
 #define HS_HELD 8
 
 static atomic_int hs_stop;
@@ -66,8 +67,8 @@ static void *hs_reaper(void *arg)
   return NULL;
 }
 
-/* The child: owner against reaper for HS_SECONDS; exits 0 when no object was handed out twice
- * (a crash kills it). */
+/* The child: owner against reaper for HS_SECONDS (HS_BROKEN_SECONDS at most with the old
+ * order); exits 0 when no object was handed out twice (a crash kills it). */
 static void hs_child(bool broken)
 {
   prd_option_set("race_delay", "256");
@@ -80,7 +81,8 @@ static void hs_child(bool broken)
   pthread_create(&o, NULL, hs_owner, NULL);
   pthread_create(&r, NULL, hs_reaper, NULL);
   struct timespec tick = { 0, 10 * 1000 * 1000 };
-  for (double t = 0; t < HS_SECONDS && atomic_load(&hs_bad) == 0; t += 0.01)
+  double seconds = broken ? HS_BROKEN_SECONDS : HS_SECONDS;
+  for (double t = 0; t < seconds && atomic_load(&hs_bad) == 0; t += 0.01)
     nanosleep(&tick, NULL);
   atomic_store(&hs_stop, 1);
   pthread_join(o, NULL);
