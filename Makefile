@@ -5,8 +5,10 @@
 #               clang build; non-zero exit on any failure
 #   make demo   the project's main job on its default, as a readable table
 #   make bench  the full benchmark set, JSON and PNGs (bench/plot.py) under out/
-#   make torture SECONDS=600   the RCU torture test for as long as asked
+#   make torture SECONDS=600   both tortures for as long as asked, each: rcu_torture
 #               (TORTURE_ARGS="--source urcu-qsbr --retire synchronize" picks what it tortures)
+#               and alloc_torture (ALLOC_TORTURE_ARGS="--race-delay 64" widens its races; the
+#               delays need a Debug build: docs/testing.md)
 #   make install PREFIX=/usr/local   headers, libraries, prudence.pc, CMake package config
 
 NPROC   ?= $(shell nproc 2>/dev/null || echo 2)
@@ -15,6 +17,7 @@ CTEST   ?= ctest
 CC      ?= cc
 SECONDS ?= 300
 TORTURE_ARGS ?=
+ALLOC_TORTURE_ARGS ?=
 PREFIX  ?= /usr/local
 # ctest parallelism: tests are multi-threaded themselves, two at a time is plenty
 CTEST_J ?= 2
@@ -98,6 +101,7 @@ bench: release
 
 torture: release
 	./build/bin/rcu_torture --seconds $(SECONDS) $(TORTURE_ARGS)
+	./build/bin/alloc_torture --seconds $(SECONDS) $(ALLOC_TORTURE_ARGS)
 
 install: release
 	$(CMAKE) --install build --prefix $(PREFIX)

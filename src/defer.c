@@ -146,9 +146,10 @@
  *    state is safe), nothing is lost.
  *
  * 8. Locking and memory ordering.  One handshake for magazines and latent generations
- *    (magazine.c section 6): the deferral hit path stores cc_busy, runs the barrier that
- *    pairs with the visitor's membarrier and reads tc_steal, exactly as the magazine hit
- *    path; the slow path and every visitor hold the thread's tc_lock.  Order: mag_reap_lock
+ *    (magazine.c section 6): the deferral hit path enters and leaves the CPU cache with the
+ *    same primitive as the magazine hit paths (magazine.h prd__mag_enter / prd__mag_exit:
+ *    busy store, barrier, steal test, and only then its loads of the latent cache); the
+ *    slow path and every visitor hold the thread's tc_lock.  Order: mag_reap_lock
  *    -> mag_registry_lock -> tc_lock -> dp_lock / cache_lock (magazine.c section 12); the
  *    maintenance thread is woken with no lock held.  The RCU layer's fork handler takes its
  *    locks before the magazine layer's, so its driver must never be called under a magazine
@@ -158,7 +159,7 @@
  *    child leaves it for the thread's next slow path).  The hit path writes the open
  *    generation's round before the count (both relaxed: only the owner or a visitor holding
  *    the handshake reads the round; the visitor's acquire of cc_busy == 0 pairs with the
- *    owner's release in prd__mag_busy_exit).  cc_lat_n is atomic only so that statistics may
+ *    owner's release in prd__mag_exit).  cc_lat_n is atomic only so that statistics may
  *    read it under tc_lock alone.  cache_defer_on is set with a release fetch-or at the first
  *    deferral and read relaxed by the refill decision and the statistics (a thread that
  *    misses the bit refills one object at a time, which stays correct).  The grace-period
@@ -263,6 +264,7 @@ static void cc_annot_in(prd_cache_t *cp, void *const *objs, uint32_t n)
  * are freed to the slab layer (one lock).  The generation is left empty. */
 static void cc_merge_gen(prd_cache_t *cp, prd_cpu_cache_t *cc, int g)
 {
+  PRD_RACE();   /* race widening (race.h): a latent transition */
   prd_mag_t *mp = cc->cc_lat[g];
   uint32_t n = lat_n(cc, g);
   if (n == 0)
@@ -307,6 +309,7 @@ static void cc_merge_safe(prd_cache_t *cp, prd_cpu_cache_t *cc)
  * period is asked for once the caller holds no lock (req_later). */
 static void cc_to_slabs(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, uint32_t k)
 {
+  PRD_RACE();   /* race widening (race.h): a latent transition */
   uint32_t n = lat_n(cc, g);
   k = PRD_MIN(k, n);
   if (k == 0)
@@ -322,6 +325,7 @@ static void cc_to_slabs(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, uint32_t k)
  * none, and its grace period is asked for once the caller holds no lock. */
 static bool cc_to_depot(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, bool refill)
 {
+  PRD_RACE();   /* race widening (race.h): a latent transition */
   uint32_t n = lat_n(cc, g);
   prd_mag_t *empty = NULL;
   if (n == 0 ||
@@ -336,6 +340,7 @@ static bool cc_to_depot(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, bool refill
 
 void prd__defer_mag_to_slabs(prd_cache_t *cp, prd_mag_t *mp)
 {
+  PRD_RACE();   /* race widening (race.h): a latent transition */
   req_later(mp->mag_gp);
   (void)prd__slab_defer_bulk(cp, mp->mag_round, mp->mag_nlat, mp->mag_gp);
   prd__mag_free_empty(mp);
@@ -348,6 +353,7 @@ void prd__defer_mag_to_slabs(prd_cache_t *cp, prd_mag_t *mp)
  * none can be had. */
 static void cc_rotate(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
+  PRD_RACE();   /* race widening (race.h): a latent transition */
   cc_request(cc, cc->cc_lat_gp[1]);
   if (lat_n(cc, 0) != 0) {
     if (prd__defer_safe(cc->cc_lat_gp[0]))
@@ -716,24 +722,28 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
-    prd__mag_busy_enter(cc);
-    uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
-    if (prd_likely(!prd__mag_steal_pending(tc) && gp == cc->cc_lat_gp[1] &&
-                   n < cc->cc_lat_stop)) {                    /* line 39 */
-      cc->cc_lat[1]->mag_round[n] = buf;                      /* line 40 */
-      atomic_store_explicit(&cc->cc_lat_n[1], n + 1, memory_order_relaxed);
-      PRD__MAG_COUNT(cc->cc_pcnt[PRD_PC_DEFERRED]);
-      bool over = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + n + 1 +
-                      atomic_load_explicit(&cc->cc_lat_n[0], memory_order_relaxed) >
-                  cc->cc_lat_limit;                           /* line 41 */
-      prd__mag_busy_exit(cc);
-      if (prd_unlikely(over) &&
-          !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed))
-        preflush_ask(cc);                                     /* line 42 */
-      return;
+    if (prd_likely(prd__mag_enter(cc, tc, false))) {
+      uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
+      if (prd_unlikely(prd__mag_late_steal(cc, tc)))
+        goto slow;
+      if (prd_likely(gp == cc->cc_lat_gp[1] && n < cc->cc_lat_stop)) {   /* line 39 */
+        cc->cc_lat[1]->mag_round[n] = buf;                    /* line 40 */
+        PRD_RACE();
+        atomic_store_explicit(&cc->cc_lat_n[1], n + 1, memory_order_relaxed);
+        PRD__MAG_COUNT(cc->cc_pcnt[PRD_PC_DEFERRED]);
+        bool over = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + n + 1 +
+                        atomic_load_explicit(&cc->cc_lat_n[0], memory_order_relaxed) >
+                    cc->cc_lat_limit;                         /* line 41 */
+        prd__mag_exit(cc);
+        if (prd_unlikely(over) &&
+            !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed))
+          preflush_ask(cc);                                   /* line 42 */
+        return;
+      }
+      prd__mag_exit(cc);
     }
-    prd__mag_busy_exit(cc);
   }
+slow:
   defer_slow(cp, buf, gp);
 }
 

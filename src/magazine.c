@@ -72,8 +72,8 @@
  *    so the array is not reached through the set), the load and test of prd__mag_plain (set
  *    when membarrier is registered and no tool annotates: the plain hit half then tests
  *    neither), the id load, the compare with the bound and branch, the entry address (shift,
- *    add of the array), the set's load (for tc_steal), the busy store, the rounds and steal
- *    loads and their two tests, the magazine load, the index (two), the round load, the
+ *    add of the array), the set's load (for tc_steal), the busy store, the steal and rounds
+ *    loads and their two tests (the steal test first: section 6's enter), the magazine load, the index (two), the round load, the
  *    rounds store, the hit counter (one addq: PRD__MAG_COUNT), the busy store, the return
  *    value; no stack frame.  A hit of prd_cache_free is 34 (6 front end with its NULL-buffer
  *    test, the rest the CPU layer, the round stored instead of loaded), and 3 more for the
@@ -118,6 +118,26 @@
  *    system call (Dekker with fences); under TSan (PRD_TSAN) both sides use seq_cst stores
  *    and loads, which TSan models (it does not model fences).  The slow path always holds
  *    tc_lock, so it never races a reaper; the owner's fast path needs no lock at all.
+ *    The test comes before every load of the CPU cache: this is the rule that makes the
+ *    handshake correct without any help from the memory model, and the reason it is one
+ *    primitive (magazine.h prd__mag_enter / prd__mag_exit) that every lockless path into a CPU
+ *    cache calls (the allocation and free hits, malloc.c's plain halves of them, the deferral
+ *    hit of defer.c), never a sequence written out again.  The reaper clears tc_steal when it
+ *    is done, so the flag is 0 both before a reaper starts and after it ends; an owner's 0
+ *    means "no reaper between my busy store and this test" only for what the owner reads
+ *    after the test.  Take a reaper that looked at cc_busy just before the owner's busy store
+ *    (it saw 0 and goes on) and an owner that then loads cc_rounds (or cc_lat_n), is
+ *    preempted while the reaper changes the cache and clears the flag, and tests: it reads
+ *    the cleared flag while holding a value from before the changes, and it pops from a
+ *    magazine the reaper took (a NULL cc_loaded, or an object handed out twice), pushes into
+ *    one that is gone (a leak), or pushes a deferred object beside a generation the visitor moved to the
+ *    latent slabs (the object then sits in both and is handed out twice after its grace
+ *    period).  With the test first, a load that follows a 0 is ordered after the reaper's
+ *    release of it (acquire), or after the busy store that the reaper will see (A): either
+ *    the reaper has finished and its changes are visible, or it has not looked yet and will
+ *    skip this cache.  Between enter and exit the owner may load and store as it likes; the
+ *    exit's release is B.  Debug and TSan builds mark each step with PRD_RACE() (race.h), on
+ *    both sides, for the tortures.
  *    The same handshake serves the latent generations of Prudence (PRUDENCE-NOTES §1): the
  *    deferral hit path (defer.c) runs it like the magazine hit path, and Prudence's visitors
  *    (pre-flush, OOM, destroy: prd__mag_visit) run the reaper's side under mag_reap_lock, so
@@ -333,7 +353,9 @@ static uint32_t mag_id_count(void)
   return n;
 }
 
-/* The lowest free id (0 when no memory for the table). */
+/* The lowest free id (0 when no memory for the table), stored in cp->cache_magid before cp is
+ * published in the table, under mag_id_lock: a maintenance tick that finds cp there
+ * (mag_cache_of) reads the id through the same lock. */
 static uint32_t mag_id_get(prd_cache_t *cp)
 {
   pthread_mutex_lock(&mag_id_lock);
@@ -355,6 +377,7 @@ static uint32_t mag_id_get(prd_cache_t *cp)
     mag_caches = nt;
     mag_caches_cap = ncap;
   }
+  cp->cache_magid = id;
   mag_caches[id] = cp;
   if (id >= mag_nids)
     mag_nids = id + 1;
@@ -914,7 +937,9 @@ static prd_tcache_t *steal_flag_all(void)
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
     if (tc != self)
       atomic_store_explicit(&tc->tc_steal, 1, memory_order_seq_cst);
+  PRD_RACE();   /* race widening (race.h): each step of the visitor's side */
   handshake_fence();
+  PRD_RACE();
   return self;
 }
 
@@ -967,12 +992,17 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
         }
       }
       if (cc->cc_loaded != NULL || cc->cc_previous != NULL || cc->cc_lat[0] != NULL ||
-          cc->cc_lat[1] != NULL || mode == STEAL_ONE_CACHE)
+          cc->cc_lat[1] != NULL || mode == STEAL_ONE_CACHE) {
+        PRD_RACE();   /* between the busy test and the changes: the owner may start one */
         cc_empty(cp, cc, false, mode == STEAL_ONE_CACHE);
+        PRD_RACE();
+      }
     }
     pthread_mutex_unlock(&tc->tc_lock);
+    PRD_RACE();
     if (!own)
       atomic_store_explicit(&tc->tc_steal, 0, memory_order_release);   /* owner: acquire */
+    PRD_RACE();
   }
   pthread_mutex_unlock(&mag_registry_lock);
 }
@@ -1033,11 +1063,15 @@ uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *
         skipped++;
         continue;
       }
+      if (cc->cc_lat[0] != NULL || cc->cc_lat[1] != NULL || cc->cc_loaded != NULL)
+        PRD_RACE();   /* between the busy test and the changes (a cache with something) */
       fn(vcp, cc, arg);
     }
     pthread_mutex_unlock(&tc->tc_lock);
+    PRD_RACE();
     if (!own)
       atomic_store_explicit(&tc->tc_steal, 0, memory_order_release);   /* owner: acquire */
+    PRD_RACE();
   }
   pthread_mutex_unlock(&mag_registry_lock);
   pthread_mutex_unlock(&mag_reap_lock);
@@ -1454,10 +1488,10 @@ int prd__mag_cache_init(prd_cache_t *cp)
   while (cp->cache_chunksize <= mt->mt_minbuf)
     mt++;
   dp->dp_magtype = mt;
-  /* no memory for the id table: the creation fails rather than make a cache that would run
-   * without magazines for its whole life */
-  cp->cache_magid = mag_id_get(cp);
-  if (cp->cache_magid == 0) {
+  /* mag_id_get sets cache_magid; no memory for the id table: the creation fails rather than
+   * make a cache that would run without magazines for its whole life */
+  if (mag_id_get(cp) == 0) {
+    cp->cache_magid = 0;
     pthread_mutex_destroy(&dp->dp_lock);
     return -1;
   }

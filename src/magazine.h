@@ -12,6 +12,7 @@
 #define PRD_MAGAZINE_H
 
 #include "internal.h"
+#include "race.h"
 
 /* This thread's CPU caches, as the hit paths read them: one thread-local block, so that a
  * hit finds its prd_cpu_cache_t from the thread pointer with no load through mt_tc (section 5
@@ -138,29 +139,34 @@ static inline void prd__mag_release(void)
     prd__mag_tls.mt_lim = prd__mag_tls.mt_tc->tc_ncc;
 }
 
-/* The owner's half of the handshake (theory section 6).  enter: cc_busy = 1, then a barrier
- * that pairs with the reaper's membarrier() (or, without it, with the reaper's seq_cst fence),
- * then the caller reads tc_steal.  Under TSan both sides use seq_cst accesses instead, which
- * TSan understands (it does not model fences).  `plain`: the caller knows prd__mag_plain is
- * set (membarrier registered), so the compiler barrier is the whole barrier; a constant after
- * inlining. */
+/* The owner's half of the handshake (theory section 6), the ONE way a lockless path enters a
+ * CPU cache: the magazine hit paths below (and through them malloc.c's plain halves) and the
+ * deferral hit path of defer.c all begin with prd__mag_enter and end with prd__mag_exit, so
+ * the order of the steps cannot differ between copies.
+ *   enter: cc_busy = 1; the barrier (pairs with the visitor's membarrier(), or without it with
+ *          the visitor's seq_cst fence); the steal test; and only after it, if it passed, may
+ *          the caller load anything of the CPU cache (section 6 says why no load may come
+ *          before the test).  False: a visitor is at work, cc_busy is 0 again, and the caller
+ *          takes its slow path, which holds tc_lock.
+ *   exit:  cc_busy = 0 (release).
+ * Under TSan the store and the test are seq_cst accesses instead, which TSan understands (it
+ * does not model fences).  `plain`: the caller knows prd__mag_plain is set (membarrier
+ * registered), so the compiler barrier is the whole barrier; a constant after inlining.
+ * PRD_RACE() marks each step for the race widening of Debug and TSan builds (race.h). */
 static inline void prd__mag_busy_enter_mode(prd_cpu_cache_t *cc, bool plain)
 {
 #ifdef PRD_TSAN
   (void)plain;
   atomic_store_explicit(&cc->cc_busy, 1, memory_order_seq_cst);
+  PRD_RACE();
 #else
   atomic_store_explicit(&cc->cc_busy, 1, memory_order_relaxed);
+  PRD_RACE();
   if (plain || prd_likely(prd__mag_membarrier))
     atomic_signal_fence(memory_order_seq_cst);   /* pairs with the reaper's membarrier() */
   else
     atomic_thread_fence(memory_order_seq_cst);   /* pairs with the reaper's seq_cst fence */
 #endif
-}
-
-static inline void prd__mag_busy_enter(prd_cpu_cache_t *cc)
-{
-  prd__mag_busy_enter_mode(cc, false);
 }
 
 static inline bool prd__mag_steal_pending(prd_tcache_t *tc)
@@ -174,9 +180,38 @@ static inline bool prd__mag_steal_pending(prd_tcache_t *tc)
 }
 
 /* exit: release, so a reaper that reads cc_busy == 0 (acquire) sees this operation's stores. */
-static inline void prd__mag_busy_exit(prd_cpu_cache_t *cc)
+static inline void prd__mag_exit(prd_cpu_cache_t *cc)
 {
+  PRD_RACE();
   atomic_store_explicit(&cc->cc_busy, 0, memory_order_release);
+}
+
+static inline bool prd__mag_enter(prd_cpu_cache_t *cc, prd_tcache_t *tc, bool plain)
+{
+  PRD_RACE();   /* before the busy store: a visitor looks at cc_busy 0 meanwhile */
+  prd__mag_busy_enter_mode(cc, plain);
+  PRD_RACE();
+  if (prd_likely(prd__mag_broken_handshake || !prd__mag_steal_pending(tc))) {
+    PRD_RACE();
+    return true;
+  }
+  prd__mag_exit(cc);
+  return false;
+}
+
+/* The old, wrong order, for the torture's --broken-handshake switch only (race.h): with it
+ * prd__mag_enter skips the steal test and the caller makes it here, after its first loads.
+ * True: the caller returns its miss (cc_busy is 0 again).  A constant false in every build
+ * without the race hooks, and while the switch is off a load and a branch of Debug builds. */
+static inline bool prd__mag_late_steal(prd_cpu_cache_t *cc, prd_tcache_t *tc)
+{
+  if (prd_likely(!prd__mag_broken_handshake))
+    return false;
+  PRD_RACE();
+  if (!prd__mag_steal_pending(tc))
+    return false;
+  prd__mag_exit(cc);
+  return true;
 }
 
 /* A per-thread counter: only its owner writes it, so no atomic read-modify-write; readers
@@ -202,19 +237,23 @@ static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool pl
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
-    prd__mag_busy_enter_mode(cc, plain);
-    uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
-    if (prd_likely(!prd__mag_steal_pending(tc) && r > 0)) {
-      void *buf = cc->cc_loaded->mag_round[r - 1];
-      atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
-      PRD__MAG_COUNT(cc->cc_alloc_hits);
-      prd__mag_busy_exit(cc);
-      if (!plain && prd_unlikely(prd__mag_annot))
-        buf = prd__mag_annot_out(cp, buf);
-      *bufp = buf;
-      return true;
+    if (prd_likely(prd__mag_enter(cc, tc, plain))) {
+      uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      if (prd_unlikely(prd__mag_late_steal(cc, tc)))
+        return false;
+      if (prd_likely(r > 0)) {
+        void *buf = cc->cc_loaded->mag_round[r - 1];
+        PRD_RACE();
+        atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
+        PRD__MAG_COUNT(cc->cc_alloc_hits);
+        prd__mag_exit(cc);
+        if (!plain && prd_unlikely(prd__mag_annot))
+          buf = prd__mag_annot_out(cp, buf);
+        *bufp = buf;
+        return true;
+      }
+      prd__mag_exit(cc);
     }
-    prd__mag_busy_exit(cc);
   }
   return false;
 }
@@ -260,24 +299,27 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain)
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
-    prd__mag_busy_enter_mode(cc, plain);
-    uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
-    /* under ASan or valgrind (prd__mag_annot) every free takes the slow path, which
-     * annotates the object before it enters the magazine */
-    if (prd_likely(!prd__mag_steal_pending(tc) && r < cc->cc_magsize &&
-                   (plain || !prd__mag_annot))) {
-      prd_mag_t *mp = cc->cc_loaded;
-      if (r > 0 && prd_unlikely(mp->mag_round[r - 1] == buf)) {
-        prd__mag_busy_exit(cc);
-        return -1;
+    if (prd_likely(prd__mag_enter(cc, tc, plain))) {
+      uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      if (prd_unlikely(prd__mag_late_steal(cc, tc)))
+        return 0;
+      /* under ASan or valgrind (prd__mag_annot) every free takes the slow path, which
+       * annotates the object before it enters the magazine */
+      if (prd_likely(r < cc->cc_magsize && (plain || !prd__mag_annot))) {
+        prd_mag_t *mp = cc->cc_loaded;
+        if (r > 0 && prd_unlikely(mp->mag_round[r - 1] == buf)) {
+          prd__mag_exit(cc);
+          return -1;
+        }
+        mp->mag_round[r] = buf;
+        PRD_RACE();
+        atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
+        PRD__MAG_COUNT(cc->cc_free_hits);
+        prd__mag_exit(cc);
+        return 1;
       }
-      mp->mag_round[r] = buf;
-      atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
-      PRD__MAG_COUNT(cc->cc_free_hits);
-      prd__mag_busy_exit(cc);
-      return 1;
+      prd__mag_exit(cc);
     }
-    prd__mag_busy_exit(cc);
   }
   return 0;
 }

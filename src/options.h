@@ -63,6 +63,10 @@
     "Prudence: KiB of deferred objects a cache's depot may hold in whole latent magazines "    \
     "(tagged with their grace period) before full latent caches spill into the latent slabs "  \
     "(0 = never: Algorithm 1's latent slabs only)")                                            \
+  X(LONG, race_delay, 0,                                                                        \
+    "race widening, Debug and TSan builds only (ignored in Release): each step of the "         \
+    "handshake, the grace-period machine and Prudence's latent transitions pauses (spin, "     \
+    "yield or a sleep up to 100 us) with probability N/1024 (0 = off; src/race.c)")            \
   X(BOOL, stats, 0, "print the statistics table on stderr at exit (also PRUDENCE_STATS=1)")    \
   X(MS, stats_interval_ms, 1000,                                                                \
     "ms between the JSON snapshots written to PRUDENCE_STATS_FILE (0: only at exit)")          \

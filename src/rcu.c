@@ -138,6 +138,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "race.h"
 
 /* ---- §2 the reader records ------------------------------------------------------------- */
 __thread struct prd__rcu_reader prd__rcu_reader __attribute__((tls_model("initial-exec")));
@@ -601,6 +602,7 @@ static void gp_run(const struct prd_rcu_source *src)
   uint64_t s = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   PRD_ASSERT((s & 1) == 0);
   atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 1, memory_order_relaxed);
+  PRD_RACE(); /* race widening (src/race.h) */
   smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
   src->rs_synchronize();
   /* release: everything the grace period observed before a poller that sees the end */
@@ -662,6 +664,7 @@ static void *driver_main(void *arg)
       drv_pace_locked(until);
     pthread_mutex_unlock(&drv_lock);
     const struct prd_rcu_source *src = rcu_source();
+    PRD_RACE(); /* race widening (src/race.h) */
     pthread_mutex_lock(&gp_lock);
     /* a prd_synchronize_rcu may have served the requests while we paced or took the lock */
     if (!prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed)))
