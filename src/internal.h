@@ -289,6 +289,13 @@ void prd__rcu_sync_state(prd_gp_t s);
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
 uint64_t prd__rcu_callbacks_invoked(void);
+/* Fork (§8; called by magazine.c's atfork handlers, in the order of its section 11):
+ * prepare_gp takes gp_lock and reg_lock, prepare the other four; parent releases all six;
+ * child re-initializes them and forgets the threads that did not survive the fork. */
+void prd__rcu_fork_prepare_gp(void);
+void prd__rcu_fork_prepare(void);
+void prd__rcu_fork_parent(void);
+void prd__rcu_fork_child(void);
 
 /* ---- malloc.c: the malloc family, size classes, the page map ------------------------- */
 /* The class cache that serves `size` (NULL above the largest class). */

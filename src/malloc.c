@@ -116,8 +116,9 @@
  * 6. Fork.  The CPU layer's pthread_atfork handlers (magazine.c section 11) take every lock
  *    of the process before fork and release them after, in the parent and the child, so the
  *    child's only thread finds every structure consistent and can allocate.  This file only
- *    adds malloc_init_lock, from a constructor, as the outermost of those locks (one
- *    registration: two handlers taking one mutex would deadlock the forking thread).
+ *    adds malloc_init_lock, from a constructor, as the first of the allocator's locks in
+ *    that order (one registration: two handlers taking one mutex would deadlock the forking
+ *    thread).
  *
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
  *    The page map has no lock.
