@@ -204,6 +204,30 @@
  *    second thread (__libc_single_threaded clear, the flag its fork reads), and prepare takes
  *    it only then too.  Both are weak references: with a C library that has neither, prepare
  *    takes only the locks of this library.
+ *    A fork that must not wait.  prepare takes nothing (and that fork's parent and child
+ *    handlers release nothing) (i) when the process never had a second thread
+ *    (__libc_single_threaded set, glibc's own test for its malloc locks): no other thread can
+ *    hold a lock, and the child is a copy of the parent, whatever the forking thread held;
+ *    (ii) when the forking thread is inside a fork section (prd__fork_section > 0: malloc.c
+ *    marks its start-up, its calls into the class caches and its big blocks; prepare marks
+ *    the handlers' own window until parent or child has released everything): the fork comes
+ *    from a signal handler or from an atfork handler run inside another fork, and its thread
+ *    may hold some of the locks, so waiting for them could wait for itself.  Argument: the
+ *    mark is set before a section's first lock and cleared after its last unlock (signal
+ *    fences order the relaxed accesses against the lock calls; only the thread and its signal
+ *    handlers read it), so a thread outside every section holds none of these locks (the
+ *    marked sections are the malloc family's way into them) and its prepare waits only for
+ *    other threads, which hold them in the order and release them without waiting for this
+ *    one.  Inside a section prepare waits for nothing.  Its parent handler returns before the
+ *    interrupted code resumes, which finds its locks as it left them.  The child of such a
+ *    fork (POSIX: after a fork in a multi-threaded process or from a signal handler, only
+ *    async-signal-safe calls until exec) keeps the locks as they were, held by threads that
+ *    are gone or by the interrupted frame, and its handlers touch nothing, so _exit and exec
+ *    never wait.  Forks of one thread nest innermost first, so the thread's count of forks
+ *    that took nothing (mag_fork_skipped) tells each parent and child handler whether its
+ *    own prepare took the locks.  Not covered: a thread of a multi-threaded process
+ *    interrupted inside the other entry points (prd_cache_*, prd_vmem_*, the grace-period
+ *    waits), whose fork from a signal handler still waits for the lock it holds.
  *
  * 12. Lock order:
  *        maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
@@ -1607,7 +1631,11 @@ void prd__mag_purge_all(void)
 static pthread_mutex_t *mag_fork_outer[MAG_FORK_OUTER];
 static int mag_fork_nouter;
 
-/* This thread's fork took the stream-list lock. */
+_Thread_local _Atomic unsigned prd__fork_section __attribute__((tls_model("initial-exec")));
+/* This thread's forks whose prepare took nothing and whose parent or child handler has not
+ * run yet (section 11: forks of one thread nest, innermost first). */
+static _Thread_local unsigned mag_fork_skipped;
+/* The prepare of this thread's fork that took the locks also took the stream-list lock. */
 static _Thread_local bool mag_fork_io;
 
 /* glibc's stream-list lock (a recursive lock; glibc takes it itself after the prepare
@@ -1625,10 +1653,24 @@ void prd__fork_add_outer_lock(pthread_mutex_t *m)
     mag_fork_outer[mag_fork_nouter++] = m;
 }
 
+/* Whether this fork must take no lock (section 11): the process never had a second thread,
+ * so no other thread can hold one, or this thread is inside a section that may hold some
+ * (a fork from a signal handler, or from an atfork handler run inside another fork). */
+static bool mag_fork_takes_nothing(void)
+{
+  if (atomic_load_explicit(&prd__fork_section, memory_order_relaxed) != 0)
+    return true;
+  return &__libc_single_threaded != NULL && __libc_single_threaded != 0;
+}
+
 static void mag_fork_prepare(void)
 {
-  mag_fork_io = _IO_list_lock != NULL && _IO_list_unlock != NULL &&
-                (&__libc_single_threaded == NULL || __libc_single_threaded == 0);
+  if (mag_fork_takes_nothing()) {
+    mag_fork_skipped++;
+    return;
+  }
+  prd__fork_section_enter();   /* until the parent or child handler has released everything */
+  mag_fork_io = _IO_list_lock != NULL && _IO_list_unlock != NULL;
   prd__rcu_fork_prepare_gp();
   if (mag_fork_io)
     _IO_list_lock();
@@ -1673,6 +1715,10 @@ static void mag_fork_release_outer(void)
 
 static void mag_fork_parent(void)
 {
+  if (mag_fork_skipped > 0) {
+    mag_fork_skipped--;   /* this fork's prepare took nothing */
+    return;
+  }
   prd__vmem_fork_parent();
   prd__debug_fork_release();
   mag_fork_release();
@@ -1680,10 +1726,17 @@ static void mag_fork_parent(void)
   prd__rcu_fork_parent();
   if (mag_fork_io)
     _IO_list_unlock();   /* glibc has dropped its own hold of it already */
+  prd__fork_section_leave();
 }
 
 static void mag_fork_child(void)
 {
+  if (mag_fork_skipped > 0) {
+    /* Nothing was taken, and the child of a fork from a signal handler may call only
+     * async-signal-safe functions: touch nothing (the locks stay as the fork found them). */
+    mag_fork_skipped--;
+    return;
+  }
   prd__vmem_fork_child();
   prd__debug_fork_release();
   mag_fork_release();
@@ -1712,6 +1765,7 @@ static void mag_fork_child(void)
     tc = next;
   }
   pthread_mutex_unlock(&mag_registry_lock);
+  prd__fork_section_leave();
 }
 
 /* The one atfork registration of the library, at load time: a fork before any cache exists

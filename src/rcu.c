@@ -113,7 +113,9 @@
  *    (prd__rcu_fork_parent).  In the child prd__rcu_fork_child reinitializes them, forgets
  *    the other threads' reader records, moves their pending callbacks to the orphan list,
  *    re-registers membarrier (a new mm starts unregistered) and marks the driver and worker
- *    as not running: they start again on the next request, call_rcu or rcu_barrier.  A thread that forks inside a read-side
+ *    as not running: they start again on the next request, call_rcu or rcu_barrier.  A fork
+ *    that takes no lock (section 11 there: from a signal handler, or single-threaded) calls
+ *    none of them.  A thread that forks inside a read-side
  *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
  *
  * 9. Lock order: gp_lock -> reg_lock (a grace period scans the registry); wrk_lock -> cbq_lock
