@@ -1732,8 +1732,9 @@ static void mag_fork_parent(void)
 static void mag_fork_child(void)
 {
   if (mag_fork_skipped > 0) {
-    /* Nothing was taken, and the child of a fork from a signal handler may call only
-     * async-signal-safe functions: touch nothing (the locks stay as the fork found them). */
+    /* Nothing was taken: touch nothing.  Single-threaded, the child is a copy of the parent,
+     * locks included; after a fork from a signal handler it may only call async-signal-safe
+     * functions, and the locks stay as the fork found them. */
     mag_fork_skipped--;
     return;
   }

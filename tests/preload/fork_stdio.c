@@ -5,7 +5,7 @@
  * stream's lock.  Under LD_PRELOAD=libprudence-malloc.so this guards the fork handlers'
  * order against the C library's stream locks (tests/stress/stress_fork_stdio.c has the whole
  * story); run.sh bounds it with timeout(1), so a deadlock fails the test.  Exits 0 after
- * ARGV[1] forks (default 2000) or 12 s, whichever comes first.
+ * ARGV[1] forks (default 2000) or 8 s, whichever comes first.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
   int bad = 0;
   for (; i < forks; i++) {
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - t0.tv_sec >= 12)
+    if (now.tv_sec - t0.tv_sec >= 8)
       break;
     pid_t pid = fork();
     if (pid == 0)

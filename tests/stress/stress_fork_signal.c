@@ -33,8 +33,9 @@
 
 // prd-test-labels: stress no-tsan
 // prd-test-timeout: 90
-// no-tsan: TSan delivers signals at its own points and its fork interceptor takes TSan's
-// own locks: a fork from a signal handler is not supported there.
+// no-tsan: TSan's runtime starts a thread of its own, so the process is never single-threaded
+// for glibc and a fork takes locks in the handler, which TSan reports as signal-unsafe calls;
+// and its fork interceptor fails its own checks for a fork inside another fork's handlers.
 
 #define RUN_SECONDS 4.0
 #define DEADLINE 15.0
