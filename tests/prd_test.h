@@ -6,6 +6,8 @@
  *   prd_test_done() prints "N passed, N failed" and returns the exit status for main
  *   prd_test_child(fn, arg, buf, len) runs fn in a child process with stderr captured into
  *                  buf; returns the child's wait status (for reports that abort)
+ *   prd_test_bounded(fn, what, seconds) runs fn in a child process group with a deadline;
+ *                  returns its exit status, or -1 after killing it (a deadlock fails fast)
  *   prd_rng_*      a seeded xorshift generator; the seed comes from PRD_SEED or the clock
  *                  and is printed, so a failing randomized run can be repeated
  */
