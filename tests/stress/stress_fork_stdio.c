@@ -11,7 +11,9 @@
  * Three threads do exactly that with the prd_ family: one forks in a loop (the child exits at
  * once), one calls fflush(NULL), one locks a stream (flockfile, as getdelim does) and grows a
  * buffer with prd_realloc through the heap arena's big-block sizes (16 KiB to 3 MiB) before
- * unlocking it.  The run is bounded: a deadlock fails the test when its deadline passes.
+ * unlocking it.  Every 50th child checks that the list lock is free in the child (a thread
+ * of its own runs fflush(NULL)): glibc resets it there, and the handlers must not leave a
+ * hold of their own.  The run is bounded: a deadlock fails the test when its deadline passes.
  * (tests/preload/run.sh fork-stdio runs the same with real getline under LD_PRELOAD.)
  */
 #include <pthread.h>
@@ -63,6 +65,33 @@ static void *reader(void *arg)
   return NULL;
 }
 
+/* In the child: the stream-list lock must be free (glibc reset it, and the fork handlers
+ * left it alone): a new thread's fflush(NULL) returns.  Not under TSan, which does not
+ * support threads started after a multi-threaded fork. */
+#ifndef PRD_TSAN
+static void *child_flush(void *arg)
+{
+  (void)arg;
+  fflush(NULL);
+  return NULL;
+}
+#endif
+
+static int child_check(void)
+{
+#ifndef PRD_TSAN
+  pthread_t t;
+  if (pthread_create(&t, NULL, child_flush, NULL) != 0)
+    return 5;
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 5;
+  if (pthread_timedjoin_np(t, NULL, &deadline) != 0)
+    return 6;   /* the list lock is still held in the child */
+#endif
+  return 0;
+}
+
 static double now_s(void)
 {
   struct timespec ts;
@@ -84,7 +113,7 @@ static int fork_stdio_run(void)
   for (; forks < FORKS && now_s() < end; forks++) {
     pid_t pid = fork();
     if (pid == 0)
-      _exit(0);
+      _exit(forks % 50 == 0 ? child_check() : 0);
     if (pid < 0) {
       bad++;
       break;
