@@ -1,12 +1,16 @@
 # The malloc replacement run under real programs (tests/preload/run.sh): python3, sort, git,
-# gcc, a multi-threaded C++ program, examples/preload.c and ls under failing mappings with
-# LD_PRELOAD=libprudence-malloc.so.  Not in the sanitizer builds: a sanitizer's runtime must
-# be the first library and owns malloc itself.
+# gcc, a multi-threaded C++ program, a forking program that reads long lines while another
+# thread flushes every stream (tests/preload/fork_stdio.c), examples/preload.c and ls under
+# failing mappings, with LD_PRELOAD=libprudence-malloc.so.  Not in the sanitizer builds: a
+# sanitizer's runtime must be the first library and owns malloc itself.
 if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_cxx_threads ${CMAKE_SOURCE_DIR}/tests/preload/cxx_threads.cpp)
   target_compile_options(preload_cxx_threads PRIVATE ${PRD_CXX_WARNINGS})
   target_link_libraries(preload_cxx_threads PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
-  foreach(what python sort git gcc cxx example faults)
+  add_executable(preload_fork_stdio ${CMAKE_SOURCE_DIR}/tests/preload/fork_stdio.c)
+  target_compile_options(preload_fork_stdio PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(preload_fork_stdio PRIVATE Threads::Threads)
+  foreach(what python sort git gcc cxx example faults fork-stdio)
     add_test(NAME preload_${what}
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/preload/run.sh ${what}
                      $<TARGET_FILE:prudence-malloc> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/bin)

@@ -140,6 +140,27 @@ typedef void prd__maint_fn(void *arg);
  * above adds a lock that must be taken before every other (malloc.c's start-up lock) from a
  * constructor, before threads exist.  At most a few. */
 void  prd__fork_add_outer_lock(pthread_mutex_t *m);
+/* > 0 while this thread is inside a section that may hold a lock of the fork order: the
+ * malloc family's paths into the layers below (malloc.c) and the fork handlers' own window
+ * (prepare to parent or child).  A fork started there (from a signal handler) takes none of
+ * the locks (section 11).  Read only by this thread, also from a signal handler: relaxed
+ * accesses and signal fences, which order them against the section's lock calls. */
+extern _Thread_local _Atomic unsigned prd__fork_section
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static inline void prd__fork_section_enter(void)
+{
+  atomic_store_explicit(&prd__fork_section,
+                        atomic_load_explicit(&prd__fork_section, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);   /* the mark before the first lock */
+}
+static inline void prd__fork_section_leave(void)
+{
+  atomic_signal_fence(memory_order_seq_cst);   /* the last unlock before the mark goes */
+  atomic_store_explicit(&prd__fork_section,
+                        atomic_load_explicit(&prd__fork_section, memory_order_relaxed) - 1,
+                        memory_order_relaxed);
+}
 int   prd__maint_register(prd__maint_fn *fn, void *arg);
 void  prd__maint_tick(void);
 /* Wakes the maintenance thread now to run the registered jobs (the magazine work still waits
@@ -290,6 +311,13 @@ void prd__rcu_sync_state(prd_gp_t s);
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
 uint64_t prd__rcu_callbacks_invoked(void);
+/* Fork (§8; called by magazine.c's atfork handlers, in the order of its section 11):
+ * prepare_gp takes gp_lock and reg_lock, prepare the other four; parent releases all six;
+ * child re-initializes them and forgets the threads that did not survive the fork. */
+void prd__rcu_fork_prepare_gp(void);
+void prd__rcu_fork_prepare(void);
+void prd__rcu_fork_parent(void);
+void prd__rcu_fork_child(void);
 
 /* ---- malloc.c: the malloc family, size classes, the page map ------------------------- */
 /* The class cache that serves `size` (NULL above the largest class). */

@@ -122,9 +122,14 @@
  *
  * 6. Fork.  The CPU layer's pthread_atfork handlers (magazine.c section 11) take every lock
  *    of the process before fork and release them after, in the parent and the child, so the
- *    child's only thread finds every structure consistent and can allocate.  This file only
- *    adds malloc_init_lock, from a constructor, as the outermost of those locks (one
- *    registration: two handlers taking one mutex would deadlock the forking thread).
+ *    child's only thread finds every structure consistent and can allocate.  This file
+ *    adds malloc_init_lock, from a constructor, as the first of the allocator's locks in that
+ *    order (one registration: two handlers taking one mutex would deadlock the forking
+ *    thread), and marks this thread's fork section (prd__fork_section_enter/leave) around
+ *    everything that may take a lock of the order: start-up, the calls into the class caches
+ *    (malloc_enter) and the heap arena's big blocks (malloc_big, big_free).  A fork from a
+ *    signal handler that interrupted one of them then takes no lock, instead of waiting for
+ *    one its own thread holds; the hit paths take no lock and are not marked.
  *
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
  *    The page map has no lock.
@@ -474,7 +479,10 @@ static inline bool malloc_ready(void)
   /* acquire: pairs with the release store at the end of malloc_init_slow */
   if (prd_likely(atomic_load_explicit(&malloc_state, memory_order_acquire) > 0))
     return true;
-  return malloc_init_slow();
+  prd__fork_section_enter();   /* start-up holds malloc_init_lock (section 6) */
+  bool ok = malloc_init_slow();
+  prd__fork_section_leave();
+  return ok;
 }
 
 /* ---- tiers ----------------------------------------------------------------------------------- */
@@ -512,10 +520,12 @@ static inline void malloc_enter(void)
 {
   malloc_depth++;
   prd__mag_hold();
+  prd__fork_section_enter();   /* the layers below take locks of the fork order (section 6) */
 }
 
 static inline void malloc_leave(void)
 {
+  prd__fork_section_leave();
   prd__mag_release();
   malloc_depth--;
   if (prd_unlikely(malloc_npending != 0))
@@ -598,7 +608,17 @@ static inline void class_free(const prd_mclass_t *mc, void *p)
 }
 
 /* A big block: pages from the heap arena, or its own mapping above the threshold. */
+static void *malloc_big_in(size_t size, size_t align);
+
 static PRD_NOINLINE void *malloc_big(size_t size, size_t align)
+{
+  prd__fork_section_enter();   /* the heap arena's locks (section 6) */
+  void *p = malloc_big_in(size, align);
+  prd__fork_section_leave();
+  return p;
+}
+
+static void *malloc_big_in(size_t size, size_t align)
 {
   if (size > (size_t)PTRDIFF_MAX - malloc_page) {
     errno = ENOMEM;
@@ -721,7 +741,16 @@ static inline uintptr_t malloc_owner(const char *fn, const void *p)
   return e;
 }
 
+static void big_free_in(const char *fn, void *p, uintptr_t e);
+
 static void big_free(const char *fn, void *p, uintptr_t e)
+{
+  prd__fork_section_enter();   /* the heap arena's locks (section 6) */
+  big_free_in(fn, p, e);
+  prd__fork_section_leave();
+}
+
+static void big_free_in(const char *fn, void *p, uintptr_t e)
 {
   uintptr_t a = (uintptr_t)p;
   pm_entry_t *slot = pm_slot(a, pm_leaf(a));

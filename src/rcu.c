@@ -112,17 +112,22 @@
  *    constructors, before main; the library stays linked under --as-needed through
  *    prudence_urcu.h, prudence-urcu.pc and CMake's prudence::urcu.
  *
- * 8. Fork.  pthread_atfork handlers take every lock of this file (in lock order) before fork
- *    and release them after; the child reinitializes them, forgets the other threads' reader
- *    records, moves their pending callbacks to the orphan list, re-registers membarrier (a new
- *    mm starts unregistered) and marks the driver and worker as not running: they start again
- *    on the next request, call_rcu or rcu_barrier.  A thread that forks inside a read-side
+ * 8. Fork.  The library's pthread_atfork handlers (magazine.c section 11, which gives the
+ *    whole process's lock order) take every lock of this file before fork, through
+ *    prd__rcu_fork_prepare_gp (gp_lock, reg_lock) and prd__rcu_fork_prepare (the other four:
+ *    the C library's stream-list lock comes between the two), and release them after
+ *    (prd__rcu_fork_parent).  In the child prd__rcu_fork_child reinitializes them, forgets
+ *    the other threads' reader records, moves their pending callbacks to the orphan list,
+ *    re-registers membarrier (a new mm starts unregistered) and marks the driver and worker
+ *    as not running: they start again on the next request, call_rcu or rcu_barrier.  A fork
+ *    that takes no lock (section 11 there: from a signal handler, or single-threaded) calls
+ *    none of them.  A thread that forks inside a read-side
  *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
  *
  * 9. Lock order: gp_lock -> reg_lock (a grace period scans the registry); wrk_lock -> cbq_lock
  *    (the worker's last look before it sleeps).  drv_lock and src_lock are leaves: never held
- *    while another lock of this file is taken.  atfork_prepare takes all six in the order gp,
- *    reg, drv, src, wrk, cbq, which respects both chains.  No lock is held while a callback
+ *    while another lock of this file is taken.  The fork handlers take all six in the order
+ *    gp, reg, drv, src, wrk, cbq, which respects both chains.  No lock is held while a callback
  *    runs; a grace period holds gp_lock throughout, and the built-in source holds reg_lock for
  *    each scan of the readers, never across a sleep.
  */
@@ -250,9 +255,6 @@ static void membarrier_setup(void)
   __atomic_store_n(&prd__rcu_reader_fences, use_membarrier ? 0 : 1, __ATOMIC_RELAXED);
 }
 
-static void rcu_atfork_prepare(void);
-static void rcu_atfork_parent(void);
-static void rcu_atfork_child(void);
 static void rcu_thread_exit(void *arg);
 
 /* drv_cond waits with timeouts on CLOCK_MONOTONIC (pacing); set up before any use. */
@@ -272,7 +274,6 @@ static void rcu_init_once(void)
   membarrier_setup();
   if (pthread_key_create(&rcu_key, rcu_thread_exit) != 0)
     prd__error("rcu: pthread_key_create failed: threads will not unregister at exit");
-  pthread_atfork(rcu_atfork_prepare, rcu_atfork_parent, rcu_atfork_child);
 }
 
 static void rcu_init(void)
@@ -1150,17 +1151,21 @@ static void rcu_thread_exit(void *arg)
 }
 
 /* ---- §8 fork --------------------------------------------------------------------------- */
-static void rcu_atfork_prepare(void)
+void prd__rcu_fork_prepare_gp(void)
 {
   pthread_mutex_lock(&gp_lock);
   pthread_mutex_lock(&reg_lock);
+}
+
+void prd__rcu_fork_prepare(void)
+{
   pthread_mutex_lock(&drv_lock);
   pthread_mutex_lock(&src_lock);
   pthread_mutex_lock(&wrk_lock);
   pthread_mutex_lock(&cbq_lock);
 }
 
-static void rcu_atfork_parent(void)
+void prd__rcu_fork_parent(void)
 {
   pthread_mutex_unlock(&cbq_lock);
   pthread_mutex_unlock(&wrk_lock);
@@ -1170,7 +1175,7 @@ static void rcu_atfork_parent(void)
   pthread_mutex_unlock(&gp_lock);
 }
 
-static void rcu_atfork_child(void)
+void prd__rcu_fork_child(void)
 {
   pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;

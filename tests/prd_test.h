@@ -6,6 +6,8 @@
  *   prd_test_done() prints "N passed, N failed" and returns the exit status for main
  *   prd_test_child(fn, arg, buf, len) runs fn in a child process with stderr captured into
  *                  buf; returns the child's wait status (for reports that abort)
+ *   prd_test_bounded(fn, what, seconds) runs fn in a child process group with a deadline;
+ *                  returns its exit status, or -1 after killing it (a deadlock fails fast)
  *   prd_rng_*      a seeded xorshift generator; the seed comes from PRD_SEED or the clock
  *                  and is printed, so a failing randomized run can be repeated
  */
@@ -14,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,6 +115,44 @@ static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   return status;
+}
+
+/* Runs fn() in a child process that leads its own process group, and waits for it at most
+ * `seconds`: returns fn's exit status, or -1 after killing the group (the child and every
+ * process it forked) when it had not finished.  A deadlock then fails the test at once,
+ * instead of holding ctest until its timeout. */
+static inline int prd_test_bounded(int (*fn)(void), const char *what, double seconds)
+{
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    setpgid(0, 0);
+    _exit(fn());
+  }
+  setpgid(pid, pid);   /* both sides: whichever runs first */
+  struct timespec t0, now, nap = { 0, 10 * 1000 * 1000 };
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0 && errno != EINTR)
+      return -1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
+      break;
+    nanosleep(&nap, NULL);
+  }
+  printf("# %s: not finished after %.0f s (deadlock): killed\n", what, seconds);
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  return -1;
 }
 
 /* Runs a shell command (printf format) with its stdout and stderr captured into buf

@@ -62,6 +62,13 @@ print(f(ctypes.c_void_p(l.malloc(17))))')
   cxx)
     PRD_EXPECT_PRELOAD=1 pre "$bin/preload_cxx_threads"
     ;;
+  fork-stdio)
+    # fork while another thread runs fflush(NULL) and a third reads long lines (getline's
+    # realloc under the stream's lock): the fork handlers' locks come after the C library's
+    # stream-list lock, or the three deadlock; timeout(1) turns a deadlock into a failure
+    timeout 20 "$bin/preload_fork_stdio"
+    LD_PRELOAD="$lib" timeout 20 "$bin/preload_fork_stdio"
+    ;;
   example)
     # examples/preload.c: the same answers under glibc and under Prudence; only the
     # preloaded run writes statistics, and they list its blocks in the malloc-N caches
