@@ -1,12 +1,16 @@
 # The malloc replacement run under real programs (tests/preload/run.sh): python3, sort, git,
-# gcc, a multi-threaded C++ program and examples/preload.c with
+# gcc, a multi-threaded C++ program, examples/preload.c and the library threads' manners
+# (tests/preload/threads.c) with
 # LD_PRELOAD=libprudence-malloc.so.  Not in the sanitizer builds: a sanitizer's runtime must
 # be the first library and owns malloc itself.
 if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_cxx_threads ${CMAKE_SOURCE_DIR}/tests/preload/cxx_threads.cpp)
   target_compile_options(preload_cxx_threads PRIVATE ${PRD_CXX_WARNINGS})
   target_link_libraries(preload_cxx_threads PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
-  foreach(what python sort git gcc cxx example)
+  add_executable(preload_threads ${CMAKE_SOURCE_DIR}/tests/preload/threads.c)
+  target_compile_options(preload_threads PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(preload_threads PRIVATE Threads::Threads)
+  foreach(what python sort git gcc cxx example threads)
     add_test(NAME preload_${what}
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/preload/run.sh ${what}
                      $<TARGET_FILE:prudence-malloc> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/bin)
