@@ -214,6 +214,7 @@ struct prd__lthread {
   _Atomic int lt_tid;                 /* the running thread's id, 0 when none */
   _Atomic bool lt_poked;              /* the last counted application thread left: look */
   _Atomic int lt_failures;            /* failed starts since the last success */
+  int lt_quick;                       /* quick looks left after a poke (the thread's own) */
 };
 /* Creates lt's thread detached, named, with every signal blocked: 0, or the error (the first
  * of a run of failures reported).  The caller keeps its running flag clear on failure, so
@@ -232,7 +233,7 @@ bool  prd__lthread_idle_exit(struct prd__lthread *lt);
 bool  prd__lthread_poked(struct prd__lthread *lt);
 /* How long an idle library thread may sleep before it looks again: -1 for good (counted
  * application threads live, and the last to leave wakes it), else milliseconds. */
-long  prd__lthread_idle_ms(void);
+long  prd__lthread_idle_ms(const struct prd__lthread *lt);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

@@ -151,9 +151,9 @@
  *    a thread's three magazines of one cache hold (1.5 MiB); 2 MiB would double the speed at
  *    512 B, for four times the memory.
  *
- * 9. Maintenance.  One thread (option maint_thread; started at the first miss, and again
- *    lazily in a forked child) wakes every second (MAINT_WAKE_MS) to run the registered jobs,
- *    and every maint_interval ms does the magazine work (prd__maint_tick does both): for
+ * 9. Maintenance.  One thread (option maint_thread) wakes every second (MAINT_WAKE_MS) to
+ *    run the registered jobs, and every maint_interval ms does the magazine work
+ *    (prd__maint_tick does both): for
  *    every cache with magazines the working-set update (section 7), the resize check
  *    (section 8) and the reap, then the idle-thread reap (section 6), then the work other
  *    files register with prd__maint_register (stats.c's periodic snapshot is the first, Prudence's
@@ -162,6 +162,18 @@
  *    tick themselves once an interval has passed (with a try-lock: never waiting on a slow
  *    path); tests call prd__maint_tick directly to drive intervals without sleeping.  In a
  *    forked child of a TSan build the inline mode is used (TSan forbids new threads there).
+ *    The thread starts (thread.c: signals blocked, a failure retried at the next slow path)
+ *    only when the work needs one (maint_needed): once a second application thread uses
+ *    the allocator (thread.c's count), when a job asks for an idle-time worker
+ *    (prd__maint_wake: the pre-flush), or with periodic statistics on.  Until then the slow
+ *    paths run the work inline as with maint_thread=0, so a single-threaded program stays
+ *    single-threaded: glibc skips its stdio and fork locking only while a process has one
+ *    thread, and a fork() from a signal handler can deadlock in glibc's own fork lock in a
+ *    multi-threaded one.  At each wake-up, and at once when thread.c pokes it
+ *    (the last counted application thread left), it looks whether any application thread is
+ *    left; none: it clears maint_started under maint_lock and returns, unless a kick is due
+ *    (prd__maint_wake sets maint_kick and reads maint_started under maint_lock, so either
+ *    the kick keeps the thread or the waker sees it gone and starts another).
  *
  * 10. Threads.  A thread's first miss maps its prd_tcache_t and registers it; a TLS destructor
  *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
@@ -179,7 +191,7 @@
  *    child release them.  The child then takes over
  *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
  *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
- *    thread is restarted lazily.
+ *    thread is restarted lazily, when the child needs it (section 9).
  *
  * 12. Lock order:
  *        maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
@@ -1131,6 +1143,9 @@ static void *maint_main(void *arg)
   (void)arg;
   for (;;) {
     long ms = PRD_MIN(prd__opt(maint_interval), MAINT_WAKE_MS);
+    long look = prd__lthread_idle_ms(&maint_lt);   /* quick looks after a poke (thread.c) */
+    if (look >= 0 && look < ms)
+      ms = look;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;

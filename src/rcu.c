@@ -69,7 +69,16 @@
  * 5. The driver thread (prd-rcu-gp) advances grace periods only while someone waits: gp_req
  *    holds the largest requested state; prd_rcu_request_gp(s) is one load when s is already
  *    requested (or over), else it raises gp_req under drv_lock and wakes the driver, starting
- *    it on first use.  The driver sleeps on drv_cond while gp_req is reached.  Pacing:
+ *    it on first use (through thread.c: signals blocked).  drv_running and drv_alive are set
+ *    only once the thread exists: a failed pthread_create leaves them clear, so the next
+ *    request tries again, and a thread blocked in a wait (prd_rcu_wait_state, the worker) runs
+ *    the grace periods itself (gp_run_until) instead of waiting for a driver that is not
+ *    there.  The driver sleeps on drv_cond while gp_req is reached; idle with no waiter and
+ *    no application thread left (thread.c section 3), it clears both flags under drv_lock
+ *    and returns, and the next request starts a new one.  A request whose fast path sees
+ *    gp_req >= s reads drv_alive after an acquire load of gp_req, pairing with the release
+ *    store of gp_req under drv_lock: the raiser saw (or made) a running driver, and a driver
+ *    leaves only with gp_req reached, so a request never rests on a driver that is gone.  Pacing:
  *    rcu_gp_delay_us (the idle driver waits that long after a first request, so later requests
  *    share the grace period) and rcu_gp_interval_us (minimum time between driven grace
  *    periods); both skipped while a thread is blocked in prd_rcu_wait_state, for expedited
@@ -100,6 +109,15 @@
  *    tails: one of them sees the other.  prd_rcu_barrier bumps cb_barrier_req; a worker pass
  *    that read the new value before its splice saw every callback queued before the call, and
  *    publishes cb_barrier_done when that batch has been invoked.
+ *    A worker that cannot be started (thread.c) leaves wrk_running and wrk_alive clear: the
+ *    next call_rcu (its fast path sees wrk_alive clear), rcu_barrier or thread exit tries
+ *    again.  A barrier with no worker, and none to start, takes the worker's place (sets
+ *    wrk_running, so no worker starts and splices under it) and runs worker passes itself
+ *    until one finds nothing; its callbacks run with rt_is_worker set, as on the worker.  The
+ *    worker ends like a sleep: with nothing queued, no barrier pending and no application
+ *    thread left it clears wrk_running and wrk_alive under wrk_lock and returns with
+ *    cb_sleeping still set, so the §6 wake-up of a later producer (worker_wake) takes
+ *    wrk_lock and starts a new one, as do call_rcu's slow path and rcu_barrier.
  *
  * 7. Sources (struct prd_rcu_source, include/prudence.h): chosen once per process, by
  *    prd_rcu_set_source() before first use or by the option rcu=NAME among the registered
@@ -110,7 +128,8 @@
  *    and release them after; the child reinitializes them, forgets the other threads' reader
  *    records, moves their pending callbacks to the orphan list, re-registers membarrier (a new
  *    mm starts unregistered) and marks the driver and worker as not running: they start again
- *    on the next request, call_rcu or rcu_barrier.  A thread that forks inside a read-side
+ *    on the next request, call_rcu or rcu_barrier (thread.c forgets their ids).
+ *    A thread that forks inside a read-side
  *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
  *
  * 9. Lock order: gp_lock -> reg_lock (a grace period scans the registry); wrk_lock -> cbq_lock
@@ -118,7 +137,8 @@
  *    while another lock of this file is taken.  atfork_prepare takes all six in the order gp,
  *    reg, drv, src, wrk, cbq, which respects both chains.  No lock is held while a callback
  *    runs; a grace period holds gp_lock throughout, and the built-in source holds reg_lock for
- *    each scan of the readers, never across a sleep.
+ *    each scan of the readers, never across a sleep.  Threads are created (thread.c) under
+ *    drv_lock or wrk_lock; thread.c's pokes take either alone.
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -632,9 +652,10 @@ static void drv_pace_locked(uint64_t until)
 /* An idle library thread's wait on cond (mutex held, its prd__lthread_idle_exit just said
  * stay): for good while counted application threads live (the last to leave pokes it), else
  * for thread.c's idle-check period. */
-static void lt_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock)
+static void lt_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
+                         const struct prd__lthread *lt)
 {
-  long ms = prd__lthread_idle_ms();
+  long ms = prd__lthread_idle_ms(lt);
   if (ms < 0) {
     pthread_cond_wait(cond, mutex);
     return;
@@ -674,7 +695,7 @@ static void *driver_main(void *arg)
         return NULL;
       }
       drv_idle = true;
-      lt_cond_wait(&drv_cond, &drv_lock, CLOCK_MONOTONIC);
+      lt_cond_wait(&drv_cond, &drv_lock, CLOCK_MONOTONIC, &drv_lt);
       drv_idle = false;
       slept = true;
     }
@@ -1153,7 +1174,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&wrk_lock);
         return NULL;
       }
-      lt_cond_wait(&wrk_cond, &wrk_lock, CLOCK_REALTIME);
+      lt_cond_wait(&wrk_cond, &wrk_lock, CLOCK_REALTIME, &wrk_lt);
     }
     atomic_store(&cb_sleeping, false);
     pthread_mutex_unlock(&wrk_lock);

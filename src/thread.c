@@ -33,14 +33,22 @@
  *    not the leaver (which is in its exit destructor, about to go), and neither a zombie nor
  *    dead (a main thread that called pthread_exit stays listed as a zombie until the process
  *    ends).  None: the library thread clears its running flag and returns, and the process
- *    ends when the last one has.  Threads that never used the library are not counted, so
+ *    ends when the last one has.  A thread that has just been joined may still be listed for
+ *    a moment (the kernel wakes the joiner before it has finished the thread's exit), as may
+ *    the leaver's sibling that exits at the same time: after a poke that found a live
+ *    thread, the library thread looks again LT_QUICK times, 1 ms apart doubling (lt_quick,
+ *    prd__lthread_idle_ms), before it waits for longer.  Threads that never used the library
+ *    are not counted, so
  *    while the count is zero an idle library thread looks again every LT_IDLE_MS (the idle
  *    check) instead of sleeping for good.  A wrong "none" (a thread created by the leaver's
  *    later destructors) only costs a restart: every library thread is started on demand.
  *    Scanning reads /proc with open/getdents64/read only (no allocation: this may be
  *    malloc).  Without /proc the scan says "alive": the threads stay, as before.
  *
- * 4. Memory ordering.  lt_apps is a plain counter (relaxed read-modify-writes): its fall to
+ * 4. Locks.  None of its own: lt_table fills by compare-exchange.  The pokes take each library
+ *    thread's own lock (maint_lock, drv_lock, wrk_lock) from an exit destructor, with no lock
+ *    held; the scan of /proc runs under the polled thread's lock, taking none.
+ *    Memory ordering.  lt_apps is a plain counter (relaxed read-modify-writes): its fall to
  *    zero is acted on only after the scan of /proc, which is what decides.  lt_poked is set
  *    before lt_wake takes the thread's lock and the thread reads it after that lock's wait
  *    returns, so the lock orders them.  lt_tid and lt_leaver are ids compared, not used to
@@ -62,9 +70,9 @@
 
 #define LT_MAX 4                        /* maintenance, driver, worker, and room for one more */
 #define LT_IDLE_MS 1000                 /* the idle check's period (magazine.c's wake-up) */
+#define LT_QUICK 8                      /* looks after a poke, 1 ms apart doubling: 255 ms */
 
-static pthread_mutex_t lt_lock = PTHREAD_MUTEX_INITIALIZER;   /* lt_table registration */
-static struct prd__lthread *_Atomic lt_table[LT_MAX];
+static struct prd__lthread *_Atomic lt_table[LT_MAX];   /* every one ever started */
 static _Atomic int lt_apps;                     /* counted application threads alive */
 static _Atomic pid_t lt_leaver;                 /* the last counted thread, in its exit */
 static __thread bool lt_counted __attribute__((tls_model("initial-exec")));
@@ -76,20 +84,20 @@ static pid_t lt_gettid(void)
 }
 
 /* ---- §2 starting ---------------------------------------------------------------------- */
+/* Into the first free slot of lt_table, once (a compare-exchange per slot: no lock, so a
+ * fork can never find one held). */
 static void lt_register(struct prd__lthread *lt)
 {
-  for (int i = 0; i < LT_MAX; i++)
-    if (atomic_load_explicit(&lt_table[i], memory_order_acquire) == lt)
+  for (int i = 0; i < LT_MAX; i++) {
+    struct prd__lthread *cur = atomic_load_explicit(&lt_table[i], memory_order_acquire);
+    if (cur == NULL &&
+        atomic_compare_exchange_strong_explicit(&lt_table[i], &cur, lt, memory_order_release,
+                                                memory_order_acquire))
       return;
-  pthread_mutex_lock(&lt_lock);
-  int i = 0;
-  while (i < LT_MAX && atomic_load_explicit(&lt_table[i], memory_order_relaxed) != NULL &&
-         atomic_load_explicit(&lt_table[i], memory_order_relaxed) != lt)
-    i++;
-  PRD_ASSERT(i < LT_MAX);
-  if (i < LT_MAX)
-    atomic_store_explicit(&lt_table[i], lt, memory_order_release);
-  pthread_mutex_unlock(&lt_lock);
+    if (cur == lt)
+      return;
+  }
+  PRD_ASSERT(!"more library threads than LT_MAX");
 }
 
 static void *lt_trampoline(void *arg)
@@ -153,8 +161,9 @@ void prd__lthread_app_leave(void)
     return;
   atomic_store_explicit(&lt_leaver, lt_gettid(), memory_order_relaxed);
   for (int i = 0; i < LT_MAX; i++) {
+    /* every one, running or not: a thread still starting looks at its first idle point */
     struct prd__lthread *lt = atomic_load_explicit(&lt_table[i], memory_order_acquire);
-    if (lt != NULL && atomic_load_explicit(&lt->lt_tid, memory_order_relaxed) != 0) {
+    if (lt != NULL) {
       atomic_store_explicit(&lt->lt_poked, true, memory_order_relaxed);
       lt->lt_wake();
     }
@@ -171,8 +180,10 @@ bool prd__lthread_poked(struct prd__lthread *lt)
   return atomic_load_explicit(&lt->lt_poked, memory_order_relaxed);
 }
 
-long prd__lthread_idle_ms(void)
+long prd__lthread_idle_ms(const struct prd__lthread *lt)
 {
+  if (lt->lt_quick > 0)
+    return 1l << (LT_QUICK - 1 - lt->lt_quick);
   return atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ? -1 : LT_IDLE_MS;
 }
 
@@ -247,10 +258,15 @@ static bool lt_app_alive(void)
 
 bool prd__lthread_idle_exit(struct prd__lthread *lt)
 {
-  bool poked = atomic_exchange_explicit(&lt->lt_poked, false, memory_order_relaxed);
-  if (!poked && atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0)
+  if (atomic_exchange_explicit(&lt->lt_poked, false, memory_order_relaxed))
+    lt->lt_quick = LT_QUICK;
+  else if (lt->lt_quick == 0 && atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0)
     return false;
-  return !lt_app_alive();
+  if (!lt_app_alive())
+    return true;
+  if (lt->lt_quick > 0)
+    lt->lt_quick--;
+  return false;
 }
 
 /* ---- §5 fork -------------------------------------------------------------------------- */
@@ -261,6 +277,7 @@ static void lt_atfork_child(void)
     if (lt != NULL) {
       atomic_store_explicit(&lt->lt_tid, 0, memory_order_relaxed);
       atomic_store_explicit(&lt->lt_poked, false, memory_order_relaxed);
+      lt->lt_quick = 0;
     }
   }
   lt_library = false;

@@ -11,15 +11,18 @@
  *                 that outlives the application's keeps it alive forever.
  *   exit-threads  the same after two threads allocated (the maintenance thread runs then):
  *                 it must notice that no application thread is left and end.
- *   fork-exit     a multi-threaded parent forks; the child allocates, starts a thread that
- *                 allocates, and ends with pthread_exit: it must exit 0 (it stayed a two-thread
- *                 zombie); the parent waits for it at most CHILD_WAIT_MS.
+ *   fork-exit     a multi-threaded parent forks; the child allocates and ends with
+ *                 pthread_exit: it must exit 0 (it stayed a two-thread zombie); the parent
+ *                 waits for it at most CHILD_WAIT_MS and prints how long it took to end.
+ *   fork-exit-threads  the same with a thread in the child that allocated first (the
+ *                 maintenance thread runs in the child then).
  *   signalfd      SIGTERM blocked in every application thread and read from a signalfd: the
  *                 program gets every one it sends itself.  A library thread created without
  *                 blocking signals takes the signal and the default action kills the process.
  * The run.sh cases bound each run with timeout(1): a hang fails, it does not block ctest.
  */
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -86,29 +89,53 @@ static void two_threads(void)
     pthread_join(t[i], NULL);
 }
 
-static int mode_fork_exit(void)
+static double now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The child calls pthread_exit after it allocated (and, with `thread`, after a second thread
+ * did, so the allocator's threads run); the parent reports how long the child took to end
+ * after its pthread_exit (the time is sent through a pipe just before it). */
+static int mode_fork_exit(bool thread)
 {
   two_threads();
+  int fds[2];
+  if (pipe(fds) != 0)
+    return 1;
   pid_t pid = fork();
   if (pid < 0)
     return 1;
   if (pid == 0) {
+    close(fds[0]);
     churn(3);
-    pthread_t t;
-    if (pthread_create(&t, NULL, churn_main, (void *)5) != 0)
-      _exit(3);
-    pthread_join(t, NULL);
+    if (thread) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, churn_main, (void *)5) != 0)
+        _exit(3);
+      pthread_join(t, NULL);
+    }
+    double t0 = now_ms();
+    if (write(fds[1], &t0, sizeof(t0)) != (ssize_t)sizeof(t0))
+      _exit(4);
     pthread_exit(NULL);
   }
+  close(fds[1]);
+  double t0 = 0;
+  if (read(fds[0], &t0, sizeof(t0)) != (ssize_t)sizeof(t0))
+    t0 = now_ms();
+  close(fds[0]);
   int st = 0;
   for (int ms = 0; ms < CHILD_WAIT_MS; ms++) {
     pid_t r = waitpid(pid, &st, WNOHANG);
     if (r == pid) {
-      printf("child exited (status %d) after about %d ms\n", WIFEXITED(st) ? WEXITSTATUS(st)
-                                                                               : -1, ms);
+      printf("child exited (status %d) %.2f ms after its pthread_exit\n",
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1, now_ms() - t0);
       return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
     }
-    struct timespec ts = { 0, 1000000 };
+    struct timespec ts = { 0, 100000 };
     nanosleep(&ts, NULL);
   }
   char dir[64];
@@ -167,9 +194,12 @@ int main(int argc, char **argv)
     pthread_exit(NULL);
   }
   if (strcmp(mode, "fork-exit") == 0)
-    return mode_fork_exit();
+    return mode_fork_exit(false);
+  if (strcmp(mode, "fork-exit-threads") == 0)
+    return mode_fork_exit(true);
   if (strcmp(mode, "signalfd") == 0)
     return mode_signalfd();
-  fprintf(stderr, "usage: %s one-thread|exit|exit-threads|fork-exit|signalfd\n", argv[0]);
+  fprintf(stderr, "usage: %s one-thread|exit|exit-threads|fork-exit|fork-exit-threads|signalfd\n",
+          argv[0]);
   return 2;
 }
