@@ -208,7 +208,7 @@ void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 
 /* ---- thread.c: the library's own threads (signals blocked, retried, never kept alive) -- */
 struct prd__lthread {
-  const char *lt_name;                /* its name in /proc (at most 15 characters) */
+  const char *lt_name;                /* its name in /proc: "prd-", at most 15 characters */
   void *(*lt_main)(void *);           /* called with NULL */
   void (*lt_wake)(void);              /* wakes it from its idle wait (no lock held) */
   _Atomic int lt_tid;                 /* the running thread's id, 0 when none */

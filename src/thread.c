@@ -29,8 +29,10 @@
  *    prd__lthread_app_leave, from the same files' exit destructors).  When the count falls to
  *    zero the leaving thread records its id (lt_leaver) and pokes every library thread
  *    (lt_poked, then its lt_wake); each looks at its next idle point (prd__lthread_idle_exit)
- *    for a live application thread in /proc/self/task: a thread that is not a library thread,
- *    not the leaver (which is in its exit destructor, about to go), and neither a zombie nor
+ *    for a live application thread in /proc/self/task: a thread that is not a library thread
+ *    (its id in lt_table, or its name starting with "prd-": a process may hold two copies of
+ *    the library, a preloaded malloc beside a program's own, and each must see the other's
+ *    threads as the library's, or neither would ever end), not the leaver (which is in its exit destructor, about to go), and neither a zombie nor
  *    dead (a main thread that called pthread_exit stays listed as a zombie until the process
  *    ends).  None: the library thread clears its running flag and returns, and the process
  *    ends when the last one has.  A thread that has just been joined may still be listed for
@@ -71,6 +73,7 @@
 #define LT_MAX 4                        /* maintenance, driver, worker, and room for one more */
 #define LT_IDLE_MS 1000                 /* the idle check's period (magazine.c's wake-up) */
 #define LT_QUICK 8                      /* looks after a poke, 1 ms apart doubling: 255 ms */
+#define LT_PREFIX "prd-"                /* every library thread's name starts so */
 
 static struct prd__lthread *_Atomic lt_table[LT_MAX];   /* every one ever started */
 static _Atomic int lt_apps;                     /* counted application threads alive */
@@ -198,7 +201,8 @@ static bool lt_is_library(pid_t tid)
 }
 
 /* The state letter of /proc/self/task/TID/stat ("tid (comm) S ..."; comm may hold spaces and
- * parentheses: the state follows the last ')'), or 'X' when the task is gone. */
+ * parentheses: the state follows the last ')'), or 'X' when the task is gone; 'L' when the
+ * name starts with LT_PREFIX (a library thread, of this copy of the library or another). */
 static char lt_task_state(const char *tid)
 {
   char path[64] = "/proc/self/task/";
@@ -216,6 +220,9 @@ static char lt_task_state(const char *tid)
   if (len <= 0)
     return 'X';
   buf[len] = '\0';
+  char *lp = strchr(buf, '(');
+  if (lp != NULL && strncmp(lp + 1, LT_PREFIX, sizeof(LT_PREFIX) - 1) == 0)
+    return 'L';
   char *rp = strrchr(buf, ')');
   return rp != NULL && rp[1] == ' ' && rp[2] != '\0' ? rp[2] : 'R';
 }
@@ -249,7 +256,7 @@ static bool lt_app_alive(void)
       if (tid == leaver || lt_is_library(tid))
         continue;
       char st = lt_task_state(name);
-      alive = st != 'Z' && st != 'X' && st != 'x';
+      alive = st != 'Z' && st != 'X' && st != 'x' && st != 'L';
     }
   }
   close(fd);

@@ -237,7 +237,8 @@ static void signals_body(void)
   int unblocked = 0;
   int n = lib_threads(SIGTERM, &unblocked);
   printf("  %d library threads, %d with SIGTERM unblocked\n", n, unblocked);
-  CHECK_EQ(n, 3);   /* prd-maint, prd-rcu-gp, prd-rcu-cb: the check saw each */
+  /* prd-maint, prd-rcu-gp, prd-rcu-cb: the check saw each (and a preloaded malloc's own) */
+  CHECK(n >= 3);
   CHECK_EQ(unblocked, 0);
   lib_threads(SIGUSR1, &unblocked);
   CHECK_EQ(unblocked, 0);
