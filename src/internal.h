@@ -215,6 +215,7 @@ struct prd__lthread {
   _Atomic bool lt_poked;              /* the last counted application thread left: look */
   _Atomic int lt_failures;            /* failed starts since the last success */
   int lt_quick;                       /* quick looks left after a poke (the thread's own) */
+  uint64_t lt_looked_ns;              /* its last look at /proc (the thread's own) */
 };
 /* Creates lt's thread detached, named, with every signal blocked: 0, or the error (the first
  * of a run of failures reported).  The caller keeps its running flag clear on failure, so

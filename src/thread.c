@@ -265,10 +265,17 @@ static bool lt_app_alive(void)
 
 bool prd__lthread_idle_exit(struct prd__lthread *lt)
 {
-  if (atomic_exchange_explicit(&lt->lt_poked, false, memory_order_relaxed))
+  uint64_t now = prd__now_ns();
+  if (atomic_exchange_explicit(&lt->lt_poked, false, memory_order_relaxed)) {
     lt->lt_quick = LT_QUICK;
-  else if (lt->lt_quick == 0 && atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0)
-    return false;
+  } else if (lt->lt_quick == 0) {
+    /* no poke: the idle check, at most once per LT_IDLE_MS however often the thread idles
+     * (a driver serving uncounted threads goes idle after every grace period) */
+    if (atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ||
+        now - lt->lt_looked_ns < (uint64_t)LT_IDLE_MS * 1000000u)
+      return false;
+  }
+  lt->lt_looked_ns = now;
   if (!lt_app_alive())
     return true;
   if (lt->lt_quick > 0)
