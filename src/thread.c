@@ -22,30 +22,30 @@
  *    not start: rcu.c's waiters run the grace period on their own thread, its barrier invokes
  *    the callbacks itself, and magazine.c runs the maintenance work inline (its section 9).
  *
- * 3. Ending.  glibc ends the process when its last thread exits (pthread_exit in main,
- *    exit(0) from the last thread), so a library thread that stays would keep a process
- *    whose application threads are all gone alive forever.  Application threads that use the
- *    library are counted (prd__lthread_app_arrive, at a thread's first magazine or RCU use;
- *    prd__lthread_app_leave, from the same files' exit destructors).  When the count falls to
- *    zero the leaving thread records its id (lt_leaver) and pokes every library thread
- *    (lt_poked, then its lt_wake); each looks at its next idle point (prd__lthread_idle_exit)
- *    for a live application thread in /proc/self/task: a thread that is not a library thread
- *    (its id in lt_table, or its name starting with "prd-": a process may hold two copies of
- *    the library, a preloaded malloc beside a program's own, and each must see the other's
- *    threads as the library's, or neither would ever end), not the leaver (which is in its exit destructor, about to go), and neither a zombie nor
- *    dead (a main thread that called pthread_exit stays listed as a zombie until the process
- *    ends).  None: the library thread clears its running flag and returns, and the process
- *    ends when the last one has.  A thread that has just been joined may still be listed for
- *    a moment (the kernel wakes the joiner before it has finished the thread's exit), as may
- *    the leaver's sibling that exits at the same time: after a poke that found a live
- *    thread, the library thread looks again LT_QUICK times, 1 ms apart doubling (lt_quick,
- *    prd__lthread_idle_ms), before it waits for longer.  Threads that never used the library
- *    are not counted, so
- *    while the count is zero an idle library thread looks again every LT_IDLE_MS (the idle
- *    check) instead of sleeping for good.  A wrong "none" (a thread created by the leaver's
- *    later destructors) only costs a restart: every library thread is started on demand.
- *    Scanning reads /proc with open/getdents64/read only (no allocation: this may be
- *    malloc).  Without /proc the scan says "alive": the threads stay, as before.
+ * 3. Ending.  glibc ends the process when its last thread exits (pthread_exit in main, exit(0)
+ *    from the last thread), so a library thread that stays would keep a process whose application
+ *    threads are all gone alive forever.  Application threads that use the library are counted
+ *    (prd__lthread_app_arrive, at a thread's first magazine or RCU use; prd__lthread_app_leave,
+ *    from the same files' exit destructors).  When the count falls to zero the leaving thread
+ *    records its id (lt_leaver) and pokes every library thread (lt_poked, then its lt_wake); each
+ *    looks at its next idle point (prd__lthread_idle_exit) for a live application thread in
+ *    /proc/self/task: a thread that is not a library thread (its id in lt_table, or its name
+ *    starting with LT_PREFIX: a process may hold two copies of the library, a preloaded malloc
+ *    beside a program's own, and each must see the other's threads as the library's, or neither
+ *    would ever end), not the leaver (which is in its exit destructor, about to go), and neither
+ *    a zombie nor dead (a main thread that called pthread_exit stays listed as a zombie until the
+ *    process ends).  None: the library thread clears its running flag and returns, and the
+ *    process ends when the last one has.  A thread that has just been joined may still be listed
+ *    for a moment (the kernel wakes the joiner before it has finished the thread's exit), as may
+ *    the leaver's sibling that exits at the same time: after a poke that found a live thread, the
+ *    library thread looks again LT_QUICK times, 1 ms apart doubling (lt_quick,
+ *    prd__lthread_idle_ms), before it waits for longer.  Threads that never used the library are
+ *    not counted, so while the count is zero an idle library thread looks again every LT_IDLE_MS
+ *    (the idle check, at most one look per LT_IDLE_MS however often the thread idles) instead of
+ *    sleeping for good.  A wrong "none" (a thread created by the leaver's later destructors) only
+ *    costs a restart: every library thread is started on demand.  Scanning reads /proc with
+ *    open/getdents64/read only (no allocation: this may be malloc).  Without /proc the scan says
+ *    "alive": the threads stay.
  *
  * 4. Locks.  None of its own: lt_table fills by compare-exchange.  The pokes take each library
  *    thread's own lock (maint_lock, drv_lock, wrk_lock) from an exit destructor, with no lock
