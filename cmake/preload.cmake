@@ -1,8 +1,9 @@
 # The malloc replacement run under real programs (tests/preload/run.sh): python3, sort, git,
 # gcc, a multi-threaded C++ program, a forking program that reads long lines while another
-# thread flushes every stream (tests/preload/fork_stdio.c), examples/preload.c and ls under
-# failing mappings, with LD_PRELOAD=libprudence-malloc.so.  Not in the sanitizer builds: a
-# sanitizer's runtime must be the first library and owns malloc itself.
+# thread flushes every stream (tests/preload/fork_stdio.c), examples/preload.c, ls under
+# failing mappings and the library threads' manners (tests/preload/threads.c), with
+# LD_PRELOAD=libprudence-malloc.so.  Not in the sanitizer builds: a sanitizer's runtime must
+# be the first library and owns malloc itself.
 if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_cxx_threads ${CMAKE_SOURCE_DIR}/tests/preload/cxx_threads.cpp)
   target_compile_options(preload_cxx_threads PRIVATE ${PRD_CXX_WARNINGS})
@@ -10,7 +11,10 @@ if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_fork_stdio ${CMAKE_SOURCE_DIR}/tests/preload/fork_stdio.c)
   target_compile_options(preload_fork_stdio PRIVATE ${PRD_WARNINGS})
   target_link_libraries(preload_fork_stdio PRIVATE Threads::Threads)
-  foreach(what python sort git gcc cxx example faults fork-stdio)
+  add_executable(preload_threads ${CMAKE_SOURCE_DIR}/tests/preload/threads.c)
+  target_compile_options(preload_threads PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(preload_threads PRIVATE Threads::Threads)
+  foreach(what python sort git gcc cxx example faults fork-stdio threads)
     add_test(NAME preload_${what}
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/preload/run.sh ${what}
                      $<TARGET_FILE:prudence-malloc> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/bin)

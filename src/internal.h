@@ -205,6 +205,9 @@ void  prd__stats_init(void);
  * 0 when it was not due, -1 when the write failed (reported once).  For the maintenance
  * thread of the magazine layer (#4); tests call it directly. */
 int   prd__stats_periodic(uint64_t now_ns);
+/* Periodic snapshots are on (PRUDENCE_STATS_FILE and stats_interval_ms > 0): the maintenance
+ * thread then runs even in a single-threaded process, to take them at their interval. */
+bool  prd__stats_periodic_on(void);
 
 /* The current name of CHOICE option `name` into buf; 0, or -1 (unknown, not a choice, short buf). */
 int prd__option_choice(const char *name, char *buf, size_t len);
@@ -224,6 +227,36 @@ bool  prd__defer_oom(prd_cache_t *cp, int flags);
 void  prd__defer_cache_destroy(prd_cache_t *cp);
 /* Prudence's fields of a cache's statistics, after the magazine layer's (cache_lock not held). */
 void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
+
+/* ---- thread.c: the library's own threads (signals blocked, retried, never kept alive) -- */
+struct prd__lthread {
+  const char *lt_name;                /* its name in /proc: "prd-", at most 15 characters */
+  void *(*lt_main)(void *);           /* called with NULL */
+  void (*lt_wake)(void);              /* wakes it from its idle wait (no lock held) */
+  _Atomic int lt_tid;                 /* the running thread's id, 0 when none */
+  _Atomic bool lt_poked;              /* the last counted application thread left: look */
+  _Atomic int lt_failures;            /* failed starts since the last success */
+  int lt_quick;                       /* quick looks left after a poke (the thread's own) */
+  uint64_t lt_looked_ns;              /* its last look at /proc (the thread's own) */
+};
+/* Creates lt's thread detached, named, with every signal blocked: 0, or the error (the first
+ * of a run of failures reported).  The caller keeps its running flag clear on failure, so
+ * its next need tries again, and must not block waiting for the thread. */
+int   prd__lthread_start(struct prd__lthread *lt);
+/* The calling thread is one of the library's. */
+bool  prd__lthread_self(void);
+/* A thread's first magazine or RCU use, and its exit destructor: the count of application
+ * threads; the last one to leave pokes every library thread (thread.c section 3). */
+void  prd__lthread_app_arrive(void);
+void  prd__lthread_app_leave(void);
+int   prd__lthread_apps(void);
+/* At a library thread's idle point: true when no application thread is left (it then clears
+ * its running flag and returns).  prd__lthread_poked: a look is due (a wait loop's test). */
+bool  prd__lthread_idle_exit(struct prd__lthread *lt);
+bool  prd__lthread_poked(struct prd__lthread *lt);
+/* How long an idle library thread may sleep before it looks again: -1 for good (counted
+ * application threads live, and the last to leave wakes it), else milliseconds. */
+long  prd__lthread_idle_ms(const struct prd__lthread *lt);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

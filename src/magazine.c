@@ -173,9 +173,9 @@
  *    a thread's three magazines of one cache hold (1.5 MiB); 2 MiB would double the speed at
  *    512 B, for four times the memory.
  *
- * 9. Maintenance.  One thread (option maint_thread; started at the first miss, and again
- *    lazily in a forked child) wakes every second (MAINT_WAKE_MS) to run the registered jobs,
- *    and every maint_interval ms does the magazine work (prd__maint_tick does both): for
+ * 9. Maintenance.  One thread (option maint_thread) wakes every second (MAINT_WAKE_MS) to
+ *    run the registered jobs, and every maint_interval ms does the magazine work
+ *    (prd__maint_tick does both): for
  *    every cache with magazines the working-set update (section 7), the resize check
  *    (section 8) and the reap, then the idle-thread reap (section 6), then the work other
  *    files register with prd__maint_register (stats.c's periodic snapshot is the first, Prudence's
@@ -184,6 +184,18 @@
  *    tick themselves once an interval has passed (with a try-lock: never waiting on a slow
  *    path); tests call prd__maint_tick directly to drive intervals without sleeping.  In a
  *    forked child of a TSan build the inline mode is used (TSan forbids new threads there).
+ *    The thread starts (thread.c: signals blocked, a failure retried at the next slow path)
+ *    only when the work needs one (maint_needed): once a second application thread uses
+ *    the allocator (thread.c's count), when a job asks for an idle-time worker
+ *    (prd__maint_wake: the pre-flush), or with periodic statistics on.  Until then the slow
+ *    paths run the work inline as with maint_thread=0, so a single-threaded program stays
+ *    single-threaded: glibc skips its stdio and fork locking only while a process has one
+ *    thread, and a fork() from a signal handler can deadlock in glibc's own fork lock in a
+ *    multi-threaded one.  At each wake-up, and at once when thread.c pokes it
+ *    (the last counted application thread left), it looks whether any application thread is
+ *    left; none: it clears maint_started under maint_lock and returns, unless a kick is due
+ *    (prd__maint_wake sets maint_kick and reads maint_started under maint_lock, so either
+ *    the kick keeps the thread or the waker sees it gone and starts another).
  *
  * 10. Threads.  A thread's first miss maps its prd_tcache_t and registers it; a TLS destructor
  *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
@@ -201,7 +213,7 @@
  *    them.  The child then takes over
  *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
  *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
- *    thread is restarted lazily.  The whole-process order, as prepare takes it:
+ *    thread is restarted lazily, when the child needs it (section 9).  The whole-process order, as prepare takes it:
  *        rcu gp_lock -> rcu reg_lock -> the C library's stream-list lock
  *          -> rcu drv_lock -> src_lock -> wrk_lock -> cbq_lock
  *          -> the outer locks (prd__fork_add_outer_lock: malloc_init_lock)
@@ -381,6 +393,11 @@ static _Atomic bool maint_started;
 static _Atomic int maint_kick;             /* prd__maint_wake: run the jobs now */
 static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
 static bool maint_inline_child;            /* TSan: a forked child must not start threads */
+static _Atomic bool maint_wanted;          /* a job asked for the thread (prd__maint_wake) */
+static void *maint_main(void *arg);
+static void maint_lt_wake(void);
+static struct prd__lthread maint_lt = { .lt_name = "prd-maint", .lt_main = maint_main,
+                                        .lt_wake = maint_lt_wake };
 
 static void mag_init_once(void);
 static bool mag_types_make(void);
@@ -886,6 +903,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     pthread_mutex_unlock(&mag_registry_lock);
     pthread_setspecific(mag_key, tc);
     prd__mag_tls.mt_tc = tc;
+    prd__lthread_app_arrive();   /* a second one starts the maintenance thread (section 9) */
   }
   if (prd_unlikely(id >= tc->tc_ncc)) {
     size_t page = prd__os_page_size();
@@ -953,6 +971,7 @@ static void mag_thread_exit(void *arg)
   tc_unregister_free(tc);
   pthread_mutex_unlock(&mag_registry_lock);
   prd__defer_gp_requests();   /* latent objects moved under the locks (defer.c section 8) */
+  prd__lthread_app_leave();   /* the last application thread: library threads end too */
 }
 
 void prd_thread_flush(void)
@@ -1210,6 +1229,9 @@ static void *maint_main(void *arg)
   (void)arg;
   for (;;) {
     long ms = PRD_MIN(prd__opt(maint_interval), MAINT_WAKE_MS);
+    long look = prd__lthread_idle_ms(&maint_lt);   /* quick looks after a poke (thread.c) */
+    if (look >= 0 && look < ms)
+      ms = look;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
@@ -1219,10 +1241,22 @@ static void *maint_main(void *arg)
       ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&maint_lock);
-    /* only prd__maint_wake signals it (with maint_kick set under maint_lock) */
+    /* prd__maint_wake signals it with maint_kick set, thread.c's poke with lt_poked set
+     * (both under maint_lock) */
     while (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
+           !prd__lthread_poked(&maint_lt) &&
            pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
       ;
+    /* No application thread left (thread.c section 3; looked at each wake-up while none is
+     * counted): exit, unless a kick is due.  prd__maint_wake sets maint_kick and reads
+     * maint_started under maint_lock: it sees the thread gone and starts another, or this
+     * thread sees its kick. */
+    if (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
+        prd__lthread_idle_exit(&maint_lt)) {
+      atomic_store_explicit(&maint_started, false, memory_order_relaxed);
+      pthread_mutex_unlock(&maint_lock);
+      return NULL;
+    }
     atomic_store_explicit(&maint_kick, 0, memory_order_relaxed);
     pthread_mutex_unlock(&maint_lock);
     if (!prd__opt(maint_thread))
@@ -1235,8 +1269,25 @@ static void *maint_main(void *arg)
   return NULL;
 }
 
-/* Called on the slow paths with no lock held: starts the maintenance thread, or in inline
- * mode runs a tick once an interval has passed. */
+/* thread.c's poke (no lock held): the thread looks for application threads at once. */
+static void maint_lt_wake(void)
+{
+  pthread_mutex_lock(&maint_lock);
+  pthread_cond_signal(&maint_cv);
+  pthread_mutex_unlock(&maint_lock);
+}
+
+/* Whether the work needs a thread of its own now (section 9): a second application thread
+ * uses the allocator (idle threads' caches to take back, a thread to run beside), a job asked
+ * for an idle-time worker, or periodic statistics are due at their own interval. */
+static bool maint_needed(void)
+{
+  return prd__lthread_apps() >= 2 || atomic_load_explicit(&maint_wanted, memory_order_relaxed) ||
+         prd__stats_periodic_on();
+}
+
+/* Called on the slow paths with no lock held: starts the maintenance thread when it is
+ * needed, else (and in inline mode) runs a tick once an interval has passed. */
 static void maint_poke(void)
 {
   if (prd__opt(maint_thread) && !maint_inline_child) {
@@ -1245,16 +1296,12 @@ static void maint_poke(void)
     /* claimed before pthread_create, with no lock held: pthread_create may call malloc, which
      * may be this library's and come back here (it then sees the claim and returns) */
     bool expect = false;
-    if (!atomic_compare_exchange_strong(&maint_started, &expect, true))
-      return;
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, maint_main, NULL) != 0)
+    if (maint_needed() && atomic_compare_exchange_strong(&maint_started, &expect, true)) {
+      if (prd__lthread_start(&maint_lt) == 0)
+        return;
       atomic_store_explicit(&maint_started, false, memory_order_relaxed);   /* try again later */
-    pthread_attr_destroy(&attr);
-    return;
+    }
+    /* no thread (not needed yet, starting, or it could not be started): the work inline */
   }
   uint64_t now = prd__now_ns();
   uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
@@ -1269,14 +1316,20 @@ static void maint_poke(void)
 void prd__maint_wake(void)
 {
   pthread_once(&mag_once, mag_init_once);
-  maint_poke();   /* starts the thread (inline mode: runs the work if an interval passed) */
-  if (!prd__opt(maint_thread) || maint_inline_child ||
-      !atomic_load_explicit(&maint_started, memory_order_relaxed))
+  if (!prd__opt(maint_thread) || maint_inline_child) {
+    maint_poke();   /* inline mode: runs the work if an interval passed */
     return;
+  }
+  atomic_store_explicit(&maint_wanted, true, memory_order_relaxed);
+  /* the kick under maint_lock, then maint_started: pairs with the exit test of maint_main */
   pthread_mutex_lock(&maint_lock);
   atomic_store_explicit(&maint_kick, 1, memory_order_relaxed);
-  pthread_cond_signal(&maint_cv);
+  bool running = atomic_load_explicit(&maint_started, memory_order_relaxed);
+  if (running)
+    pthread_cond_signal(&maint_cv);
   pthread_mutex_unlock(&maint_lock);
+  if (!running)
+    maint_poke();   /* starts it: a new thread runs the jobs at once (the kick is set) */
 }
 
 /* ---- the slow paths (tiers 2-4, section 3) ------------------------------------------------ */

@@ -38,7 +38,7 @@
   X(BOOL, magazines, 1,                                                                         \
     "0: caches created afterwards have no CPU layer, arenas no quantum caches")                \
   X(BOOL, maint_thread, 1,                                                                      \
-    "run the maintenance thread (started at first use); 0: its work runs on slow paths")       \
+    "run the maintenance thread (started when needed); 0: its work runs on slow paths")        \
   X(MS, maint_interval, 15000,                                                                  \
     "ms between maintenance runs: depot working set, magazine resizing, reaping (seed 004)")   \
   X(LONG, depot_contention, 3,                                                                  \

@@ -69,7 +69,16 @@
  * 5. The driver thread (prd-rcu-gp) advances grace periods only while someone waits: gp_req
  *    holds the largest requested state; prd_rcu_request_gp(s) is one load when s is already
  *    requested (or over), else it raises gp_req under drv_lock and wakes the driver, starting
- *    it on first use.  The driver sleeps on drv_cond while gp_req is reached.  Pacing:
+ *    it on first use (through thread.c: signals blocked).  drv_running and drv_alive are set
+ *    only once the thread exists: a failed pthread_create leaves them clear, so the next
+ *    request tries again, and a thread blocked in a wait (prd_rcu_wait_state, the worker) runs
+ *    the grace periods itself (gp_run_until) instead of waiting for a driver that is not
+ *    there.  The driver sleeps on drv_cond while gp_req is reached; idle with no waiter and
+ *    no application thread left (thread.c section 3), it clears both flags under drv_lock
+ *    and returns, and the next request starts a new one.  A request whose fast path sees
+ *    gp_req >= s reads drv_alive after an acquire load of gp_req, pairing with the release
+ *    store of gp_req under drv_lock: the raiser saw (or made) a running driver, and a driver
+ *    leaves only with gp_req reached, so a request never rests on a driver that is gone.  Pacing:
  *    rcu_gp_delay_us (the idle driver waits that long after a first request, so later requests
  *    share the grace period) and rcu_gp_interval_us (minimum time between driven grace
  *    periods); both skipped while a thread is blocked in prd_rcu_wait_state, for expedited
@@ -100,6 +109,15 @@
  *    tails: one of them sees the other.  prd_rcu_barrier bumps cb_barrier_req; a worker pass
  *    that read the new value before its splice saw every callback queued before the call, and
  *    publishes cb_barrier_done when that batch has been invoked.
+ *    A worker that cannot be started (thread.c) leaves wrk_running and wrk_alive clear: the
+ *    next call_rcu (its fast path sees wrk_alive clear), rcu_barrier or thread exit tries
+ *    again.  A barrier with no worker, and none to start, takes the worker's place (sets
+ *    wrk_running, so no worker starts and splices under it) and runs worker passes itself
+ *    until one finds nothing; its callbacks run with rt_is_worker set, as on the worker.  The
+ *    worker ends like a sleep: with nothing queued, no barrier pending and no application
+ *    thread left it clears wrk_running and wrk_alive under wrk_lock and returns with
+ *    cb_sleeping still set, so the §6 wake-up of a later producer (worker_wake) takes
+ *    wrk_lock and starts a new one, as do call_rcu's slow path and rcu_barrier.
  *
  * 7. Sources (struct prd_rcu_source, include/prudence.h): chosen once per process, by
  *    prd_rcu_set_source() before first use or by the option rcu=NAME among the registered
@@ -119,7 +137,8 @@
  *    (prd__rcu_fork_parent).  In the child prd__rcu_fork_child reinitializes them, forgets
  *    the other threads' reader records, moves their pending callbacks to the orphan list,
  *    re-registers membarrier (a new mm starts unregistered) and marks the driver and worker
- *    as not running: they start again on the next request, call_rcu or rcu_barrier.  A fork
+ *    as not running: they start again on the next request, call_rcu or rcu_barrier (thread.c
+ *    forgets their ids).  A fork
  *    that takes no lock (section 11 there: from a signal handler, or single-threaded) calls
  *    none of them.  A thread that forks inside a read-side
  *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
@@ -129,7 +148,8 @@
  *    while another lock of this file is taken.  The fork handlers take all six in the order
  *    gp, reg, drv, src, wrk, cbq, which respects both chains.  No lock is held while a callback
  *    runs; a grace period holds gp_lock throughout, and the built-in source holds reg_lock for
- *    each scan of the readers, never across a sleep.
+ *    each scan of the readers, never across a sleep.  Threads are created (thread.c) under
+ *    drv_lock or wrk_lock; thread.c's pokes take either alone.
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -190,6 +210,10 @@ static int drv_waiters;               /* threads blocked in wait_state (drv_lock
 static bool drv_running;              /* the driver thread exists (drv_lock) */
 static bool drv_idle;                 /* it sleeps until a request (drv_lock) */
 static _Atomic bool drv_alive;        /* the same, read without the lock by request_gp */
+static void *driver_main(void *arg);
+static void driver_poke(void);
+static struct prd__lthread drv_lt = { .lt_name = "prd-rcu-gp", .lt_main = driver_main,
+                                      .lt_wake = driver_poke };
 
 /* ---- §6 call_rcu ----------------------------------------------------------------------- */
 static pthread_mutex_t cbq_lock = PTHREAD_MUTEX_INITIALIZER; /* queue registry, orphans */
@@ -203,6 +227,10 @@ static _Atomic bool wrk_alive;
 static bool wrk_running;              /* wrk_lock */
 static _Atomic uint64_t cb_barrier_req, cb_barrier_done;
 static _Atomic uint64_t cb_invoked;
+static void *worker_main(void *arg);
+static void worker_poke(void);
+static struct prd__lthread wrk_lt = { .lt_name = "prd-rcu-cb", .lt_main = worker_main,
+                                      .lt_wake = worker_poke };
 
 /* ---- §7 sources ------------------------------------------------------------------------ */
 static pthread_mutex_t src_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -287,6 +315,7 @@ static void arm_exit_destructor(struct rcu_thread *t)
   if (!t->rt_key_set) {
     t->rt_key_set = true;
     (void)pthread_setspecific(rcu_key, t);
+    prd__lthread_app_arrive();   /* its exit may leave the library threads alone (§5) */
   }
 }
 
@@ -642,6 +671,36 @@ static void drv_pace_locked(uint64_t until)
   }
 }
 
+/* An idle library thread's wait on cond (mutex held, its prd__lthread_idle_exit just said
+ * stay): for good while counted application threads live (the last to leave pokes it), else
+ * for thread.c's idle-check period. */
+static void lt_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
+                         const struct prd__lthread *lt)
+{
+  long ms = prd__lthread_idle_ms(lt);
+  if (ms < 0) {
+    pthread_cond_wait(cond, mutex);
+    return;
+  }
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(cond, mutex, &ts);
+}
+
+/* thread.c's poke (no lock held): the driver looks for application threads at once. */
+static void driver_poke(void)
+{
+  pthread_mutex_lock(&drv_lock);
+  pthread_cond_signal(&drv_cond);
+  pthread_mutex_unlock(&drv_lock);
+}
+
 static void *driver_main(void *arg)
 {
   (void)arg;
@@ -650,8 +709,15 @@ static void *driver_main(void *arg)
   for (;;) {
     bool slept = false;
     while (prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed))) {
+      /* idle, nobody waiting: no application thread left means no reason to stay (§5) */
+      if (drv_waiters == 0 && prd__lthread_idle_exit(&drv_lt)) {
+        drv_running = false;
+        atomic_store_explicit(&drv_alive, false, memory_order_relaxed);
+        pthread_mutex_unlock(&drv_lock);
+        return NULL;
+      }
       drv_idle = true;
-      pthread_cond_wait(&drv_cond, &drv_lock);
+      lt_cond_wait(&drv_cond, &drv_lock, CLOCK_MONOTONIC, &drv_lt);
       drv_idle = false;
       slept = true;
     }
@@ -678,51 +744,37 @@ static void *driver_main(void *arg)
   return NULL;
 }
 
-static void start_thread(void *(*fn)(void *), const char *name)
-{
-  pthread_t th;
-  pthread_attr_t attr;
-  sigset_t all, old;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  /* the thread inherits no signal: the application's handlers never run on it */
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&th, &attr, fn, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
-    prd__report("rcu: cannot create thread %s (error %d)", name, rc);
-    prd__report_done();
-    return;
-  }
-  pthread_setname_np(th, name);
-}
-
 /* With drv_lock held: raise gp_req to s, start the driver, or wake it if it sleeps idle;
  * `hurry` wakes it from a pacing wait too (a blocked waiter, an expedited request).  A plain
  * request needs no wake-up while the driver paces or runs: it reads gp_req again before its
  * next grace period (waking it at every request made it sleep and wake again for nothing:
  * a third of the context switches of `prd-bench deferred --sizes 4096`). */
-static void request_locked(prd_gp_t s, bool hurry)
+static bool request_locked(prd_gp_t s, bool hurry)
 {
+  /* release: pairs with prd_rcu_request_gp's acquire (its drv_alive is then at least as
+   * new as the drv_alive this request saw) */
   if (atomic_load_explicit(&gp_req, memory_order_relaxed) < s)
-    atomic_store_explicit(&gp_req, s, memory_order_relaxed);
+    atomic_store_explicit(&gp_req, s, memory_order_release);
   if (!drv_running) {
+    /* started, or not (a failed pthread_create): the flags say which, so the next request
+     * tries again (thread.c section 2) and a waiter runs the grace period itself */
+    if (prd__lthread_start(&drv_lt) != 0)
+      return false;
     drv_running = true;
     atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
-    start_thread(driver_main, "prd-rcu-gp");
   }
   if (drv_idle || hurry)
     pthread_cond_signal(&drv_cond);
+  return true;
 }
 
 void prd_rcu_request_gp(prd_gp_t s)
 {
   if (prd_rcu_poll_state(s))
     return;
-  /* one more load: already requested, and the driver exists to serve it */
-  if (atomic_load_explicit(&gp_req, memory_order_relaxed) >= s &&
+  /* one more load: already requested, and the driver exists to serve it (acquire: the
+   * request that raised gp_req saw the driver running, or started it) */
+  if (atomic_load_explicit(&gp_req, memory_order_acquire) >= s &&
       atomic_load_explicit(&drv_alive, memory_order_relaxed))
     return;
   rcu_init();
@@ -743,17 +795,34 @@ void prd__rcu_request_expedited(prd_gp_t s)
   pthread_mutex_unlock(&drv_lock);
 }
 
-/* Blocks until poll(s), through the driver; no checks (the worker uses it too). */
+/* Runs grace periods on this thread until poll(s): a waiter whose driver could not be
+ * started (no lock held). */
+static void gp_run_until(prd_gp_t s)
+{
+  const struct prd_rcu_source *src = rcu_source();
+  pthread_mutex_lock(&gp_lock);
+  while (!prd_rcu_poll_state(s))
+    gp_run(src);
+  pthread_mutex_unlock(&gp_lock);
+  pthread_mutex_lock(&drv_lock);
+  pthread_cond_broadcast(&drv_done_cond);
+  pthread_mutex_unlock(&drv_lock);
+}
+
+/* Blocks until poll(s), through the driver, or on this thread when no driver can be started;
+ * no checks (the worker uses it too). */
 static void wait_state_raw(prd_gp_t s)
 {
   rcu_init();
   pthread_mutex_lock(&drv_lock);
   drv_waiters++;
-  request_locked(s, true);
-  while (!prd_rcu_poll_state(s))
+  bool served = request_locked(s, true);
+  while (served && !prd_rcu_poll_state(s))
     pthread_cond_wait(&drv_done_cond, &drv_lock);
   drv_waiters--;
   pthread_mutex_unlock(&drv_lock);
+  if (!served)
+    gp_run_until(s);
 }
 
 /* Reports a blocking grace-period wait inside a read-side section; true if it was one. */
@@ -965,18 +1034,32 @@ static void cbq_orphan_locked(struct rcu_thread *t, bool dead)
   t->rt_cbq_registered = false;
 }
 
-static void *worker_main(void *arg);
+/* wrk_lock held: starts the worker unless it runs; false when it could not be started (the
+ * flags stay clear: the next call_rcu, rcu_barrier or thread exit tries again). */
+static bool worker_start_locked(void)
+{
+  if (!wrk_running) {
+    if (prd__lthread_start(&wrk_lt) != 0)
+      return false;
+    wrk_running = true;
+    atomic_store_explicit(&wrk_alive, true, memory_order_release);
+  }
+  return true;
+}
 
 static PRD_NOINLINE void worker_start(void)
 {
   rcu_init();
   pthread_mutex_lock(&wrk_lock);
-  if (!wrk_running) {
-    wrk_running = true;
-    atomic_store_explicit(&wrk_alive, true, memory_order_release);
-    start_thread(worker_main, "prd-rcu-cb");
-  }
+  (void)worker_start_locked();
   pthread_mutex_unlock(&wrk_lock);
+}
+
+/* wrk_lock held: a sleeping worker wakes; an exited one (or one never started) starts. */
+static void worker_kick_locked(void)
+{
+  if (worker_start_locked())
+    pthread_cond_signal(&wrk_cond);
 }
 
 static void worker_wake(void)
@@ -984,9 +1067,17 @@ static void worker_wake(void)
   /* seq_cst load after the producer's seq_cst exchange: §6 */
   if (atomic_load(&cb_sleeping) && atomic_exchange(&cb_sleeping, false)) {
     pthread_mutex_lock(&wrk_lock);
-    pthread_cond_signal(&wrk_cond);
+    worker_kick_locked();
     pthread_mutex_unlock(&wrk_lock);
   }
+}
+
+/* thread.c's poke (no lock held): the worker looks for application threads at once. */
+static void worker_poke(void)
+{
+  pthread_mutex_lock(&wrk_lock);
+  pthread_cond_signal(&wrk_cond);
+  pthread_mutex_unlock(&wrk_lock);
 }
 
 static PRD_NOINLINE void call_rcu_slow(struct rcu_thread *t)
@@ -1066,29 +1157,48 @@ static void barrier_publish(uint64_t req)
   pthread_mutex_unlock(&wrk_lock);
 }
 
+/* One pass of the worker: every pending callback, after a grace period that began after the
+ * splice; then the barrier request read before the splice is published.  True when it
+ * invoked any.  Run by the worker, or by a barrier whose worker could not be started. */
+static bool worker_pass(void)
+{
+  /* acquire: a barrier request read here happens before the splice below (§6) */
+  uint64_t req = atomic_load_explicit(&cb_barrier_req, memory_order_acquire);
+  struct prd_rcu_head *last;
+  struct prd_rcu_head *first = cb_gather(&last);
+  if (first != NULL) {
+    wait_state_raw(prd_rcu_get_state());
+    atomic_fetch_add_explicit(&cb_invoked, cb_invoke(first, last), memory_order_relaxed);
+  }
+  if (req > atomic_load_explicit(&cb_barrier_done, memory_order_relaxed))
+    barrier_publish(req);
+  return first != NULL;
+}
+
 static void *worker_main(void *arg)
 {
   (void)arg;
   rcu_self.rt_is_worker = true;
   for (;;) {
-    /* acquire: a barrier request read here happens before the splice below (§6) */
-    uint64_t req = atomic_load_explicit(&cb_barrier_req, memory_order_acquire);
-    struct prd_rcu_head *last;
-    struct prd_rcu_head *first = cb_gather(&last);
-    if (first != NULL) {
-      wait_state_raw(prd_rcu_get_state());
-      atomic_fetch_add_explicit(&cb_invoked, cb_invoke(first, last), memory_order_relaxed);
-    }
-    if (req > atomic_load_explicit(&cb_barrier_done, memory_order_relaxed))
-      barrier_publish(req);
-    if (first != NULL)
+    if (worker_pass())
       continue;
     /* sleep: announce it (seq_cst), then look once more (§6) */
     pthread_mutex_lock(&wrk_lock);
     atomic_store(&cb_sleeping, true);
-    if (!cb_pending() && atomic_load(&cb_barrier_req) == req)
-      while (atomic_load(&cb_sleeping))
-        pthread_cond_wait(&wrk_cond, &wrk_lock);
+    while (!cb_pending() && atomic_load(&cb_barrier_req) ==
+                                atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) &&
+           atomic_load(&cb_sleeping)) {
+      /* Nothing queued and no application thread left: exit with cb_sleeping still set, so a
+       * producer's worker_wake (or its call_rcu, seeing wrk_alive clear) starts a new worker:
+       * the exit is a sleep from which the wake-up of §6 restarts. */
+      if (prd__lthread_idle_exit(&wrk_lt)) {
+        wrk_running = false;
+        atomic_store_explicit(&wrk_alive, false, memory_order_release);
+        pthread_mutex_unlock(&wrk_lock);
+        return NULL;
+      }
+      lt_cond_wait(&wrk_cond, &wrk_lock, CLOCK_REALTIME, &wrk_lt);
+    }
     atomic_store(&cb_sleeping, false);
     pthread_mutex_unlock(&wrk_lock);
   }
@@ -1104,16 +1214,36 @@ void prd_rcu_barrier(void)
   }
   if (in_read_section(src, "prd_rcu_barrier"))
     return;
-  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire))
-    worker_start();
+  rcu_init();
   int token = src->rs_block_begin ? src->rs_block_begin() : 0;
   /* release: every callback queued before this call, to the worker pass that reads it */
   uint64_t target = atomic_fetch_add_explicit(&cb_barrier_req, 1, memory_order_release) + 1;
   atomic_store(&cb_sleeping, false);
+  bool stood_in = false;
   pthread_mutex_lock(&wrk_lock);
-  pthread_cond_signal(&wrk_cond);
-  while (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < target)
-    pthread_cond_wait(&wrk_done_cond, &wrk_lock);
+  while (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < target) {
+    if (worker_start_locked()) {   /* (re)started if it had exited: §6 */
+      pthread_cond_signal(&wrk_cond);
+      pthread_cond_wait(&wrk_done_cond, &wrk_lock);
+      continue;
+    }
+    /* No worker, and none can be started now: this thread takes the worker's place for a
+     * pass (wrk_running keeps another from starting meanwhile, whose splice could take
+     * callbacks queued before this call and leave them uninvoked past our publish). */
+    wrk_running = true;
+    pthread_mutex_unlock(&wrk_lock);
+    rcu_self.rt_is_worker = true;   /* a callback's rcu_barrier is reported, as on the worker */
+    while (worker_pass())
+      ;
+    rcu_self.rt_is_worker = false;
+    pthread_mutex_lock(&wrk_lock);
+    wrk_running = false;
+    stood_in = true;
+    pthread_cond_broadcast(&wrk_done_cond);   /* other barriers: look again, without us */
+  }
+  /* callbacks queued while we stood in found no worker to start: one more try for them */
+  if (stood_in && cb_pending())
+    worker_kick_locked();
   pthread_mutex_unlock(&wrk_lock);
   if (src->rs_block_end)
     src->rs_block_end(token);
@@ -1142,12 +1272,16 @@ static void rcu_thread_exit(void *arg)
     pthread_mutex_lock(&cbq_lock);
     cbq_orphan_locked(t, false);
     pthread_mutex_unlock(&cbq_lock);
-    /* the worker may be asleep with these callbacks now orphaned */
+    /* the worker may be asleep (or gone) with these callbacks now orphaned */
     atomic_store(&cb_sleeping, false);
     pthread_mutex_lock(&wrk_lock);
-    pthread_cond_signal(&wrk_cond);
+    if (wrk_running)
+      pthread_cond_signal(&wrk_cond);
+    else if (cb_pending())
+      (void)worker_start_locked();
     pthread_mutex_unlock(&wrk_lock);
   }
+  prd__lthread_app_leave();
 }
 
 /* ---- §8 fork --------------------------------------------------------------------------- */

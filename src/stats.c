@@ -542,6 +542,11 @@ int prd__stats_periodic(uint64_t now_ns)
   return stats_file_snapshot() == 0 ? 1 : -1;
 }
 
+bool prd__stats_periodic_on(void)
+{
+  return stats_path[0] != '\0' && prd__opt(stats_interval_ms) > 0;
+}
+
 static void stats_atexit(void)
 {
   if (prd__opt(stats))

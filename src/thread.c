@@ -1,0 +1,305 @@
+/*
+ * thread.c: the library's own threads (the maintenance thread of magazine.c, the grace-period
+ * driver and the call_rcu worker of rcu.c): how they start, and when they end.
+ *
+ * 1. What.  A library never surprises its host: its threads take none of the application's
+ *    signals, a failure to create one is retried rather than remembered, and they never keep
+ *    a process alive.  Every library thread is described by a struct prd__lthread (name, main
+ *    function, a wake-up function) and started by prd__lthread_start, the one place that
+ *    creates threads.
+ *
+ * 2. Starting.  prd__lthread_start creates the thread detached, with every signal blocked in
+ *    the creating thread around pthread_create (a new thread inherits the mask; glibc keeps
+ *    its two internal signals), so the application's handlers never run on it and a program
+ *    that blocks a signal in all its threads and reads it from a signalfd still gets it.  The
+ *    thread names itself (lt_trampoline) and records its id (lt_tid) before it runs.  A failure
+ *    (EAGAIN at a thread limit, ENOMEM) returns the error to the caller, which keeps its
+ *    "running" flag clear, so the next need tries again: nothing remembers a failure, and
+ *    the first failure of a run of failures is reported once.  Every need retries (no
+ *    backoff): a persistent failure costs one failing pthread_create per need, and a need that
+ *    is not retried could leave work behind (a call_rcu callback waits for the next call_rcu,
+ *    rcu_barrier or thread exit to retry the worker).  No caller blocks on a thread it could
+ *    not start: rcu.c's waiters run the grace period on their own thread, its barrier invokes
+ *    the callbacks itself, and magazine.c runs the maintenance work inline (its section 9).
+ *
+ * 3. Ending.  glibc ends the process when its last thread exits (pthread_exit in main, exit(0)
+ *    from the last thread), so a library thread that stays would keep a process whose application
+ *    threads are all gone alive forever.  Application threads that use the library are counted
+ *    (prd__lthread_app_arrive, at a thread's first magazine or RCU use; prd__lthread_app_leave,
+ *    from the same files' exit destructors).  When the count falls to zero the leaving thread
+ *    records its id (lt_leaver) and pokes every library thread (lt_poked, then its lt_wake); each
+ *    looks at its next idle point (prd__lthread_idle_exit) for a live application thread in
+ *    /proc/self/task: a thread that is not a library thread (its id in lt_table, or its name
+ *    starting with LT_PREFIX: a process may hold two copies of the library, a preloaded malloc
+ *    beside a program's own, and each must see the other's threads as the library's, or neither
+ *    would ever end), not the leaver (which is in its exit destructor, about to go), and neither
+ *    a zombie nor dead (a main thread that called pthread_exit stays listed as a zombie until the
+ *    process ends).  None: the library thread clears its running flag and returns, and the
+ *    process ends when the last one has.  A thread that has just been joined may still be listed
+ *    for a moment (the kernel wakes the joiner before it has finished the thread's exit), as may
+ *    the leaver's sibling that exits at the same time: after a poke that found a live thread, the
+ *    library thread looks again LT_QUICK times, 1 ms apart doubling (lt_quick,
+ *    prd__lthread_idle_ms), before it waits for longer.  Threads that never used the library are
+ *    not counted, so while the count is zero an idle library thread looks again every LT_IDLE_MS
+ *    (the idle check, at most one look per LT_IDLE_MS however often the thread idles) instead of
+ *    sleeping for good.  A wrong "none" (a thread created by the leaver's later destructors) only
+ *    costs a restart: every library thread is started on demand.  Scanning reads /proc with
+ *    open/getdents64/read only (no allocation: this may be malloc).  Without /proc the scan says
+ *    "alive": the threads stay.
+ *
+ * 4. Locks.  None of its own: lt_table fills by compare-exchange.  The pokes take each library
+ *    thread's own lock (maint_lock, drv_lock, wrk_lock) from an exit destructor, with no lock
+ *    held; the scan of /proc runs under the polled thread's lock, taking none.
+ *    Memory ordering.  lt_apps is a plain counter (relaxed read-modify-writes): its fall to
+ *    zero is acted on only after the scan of /proc, which is what decides.  lt_poked is set
+ *    before lt_wake takes the thread's lock and the thread reads it after that lock's wait
+ *    returns, so the lock orders them.  lt_tid and lt_leaver are ids compared, not used to
+ *    publish data (relaxed).
+ *
+ * 5. fork.  Only the forking thread survives: the child forgets the library threads' ids and
+ *    counts itself once if it was counted (the files that own the threads clear their running
+ *    flags in their own child handlers and start them again on demand).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define LT_MAX 4                        /* maintenance, driver, worker, and room for one more */
+#define LT_IDLE_MS 1000                 /* the idle check's period (magazine.c's wake-up) */
+#define LT_QUICK 8                      /* looks after a poke, 1 ms apart doubling: 255 ms */
+#define LT_PREFIX "prd-"                /* every library thread's name starts so */
+
+static struct prd__lthread *_Atomic lt_table[LT_MAX];   /* every one ever started */
+static _Atomic int lt_apps;                     /* counted application threads alive */
+static _Atomic pid_t lt_leaver;                 /* the last counted thread, in its exit */
+static __thread bool lt_counted __attribute__((tls_model("initial-exec")));
+static __thread bool lt_library __attribute__((tls_model("initial-exec")));
+
+static pid_t lt_gettid(void)
+{
+  return (pid_t)syscall(SYS_gettid);
+}
+
+/* ---- §2 starting ---------------------------------------------------------------------- */
+/* Into the first free slot of lt_table, once (a compare-exchange per slot: no lock, so a
+ * fork can never find one held). */
+static void lt_register(struct prd__lthread *lt)
+{
+  for (int i = 0; i < LT_MAX; i++) {
+    struct prd__lthread *cur = atomic_load_explicit(&lt_table[i], memory_order_acquire);
+    if (cur == NULL &&
+        atomic_compare_exchange_strong_explicit(&lt_table[i], &cur, lt, memory_order_release,
+                                                memory_order_acquire))
+      return;
+    if (cur == lt)
+      return;
+  }
+  PRD_ASSERT(!"more library threads than LT_MAX");
+}
+
+static void *lt_trampoline(void *arg)
+{
+  struct prd__lthread *lt = arg;
+  pid_t self = lt_gettid();
+  lt_library = true;
+  atomic_store_explicit(&lt->lt_tid, self, memory_order_relaxed);
+  pthread_setname_np(pthread_self(), lt->lt_name);
+  void *r = lt->lt_main(NULL);
+  /* a successor started once the owner cleared its running flag may have stored its id */
+  pid_t expect = self;
+  atomic_compare_exchange_strong_explicit(&lt->lt_tid, &expect, 0, memory_order_relaxed,
+                                          memory_order_relaxed);
+  return r;
+}
+
+int prd__lthread_start(struct prd__lthread *lt)
+{
+  lt_register(lt);
+  pthread_t th;
+  pthread_attr_t attr;
+  sigset_t all, old;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&th, &attr, lt_trampoline, lt);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc == 0) {
+    atomic_store_explicit(&lt->lt_failures, 0, memory_order_relaxed);
+    return 0;
+  }
+  if (atomic_fetch_add_explicit(&lt->lt_failures, 1, memory_order_relaxed) == 0)
+    prd__report("cannot create thread %s (%s): retried when next needed", lt->lt_name,
+                strerror(rc));
+  return rc;
+}
+
+bool prd__lthread_self(void)
+{
+  return lt_library;
+}
+
+/* ---- §3 ending ------------------------------------------------------------------------ */
+void prd__lthread_app_arrive(void)
+{
+  if (lt_counted || lt_library)
+    return;
+  lt_counted = true;
+  atomic_fetch_add_explicit(&lt_apps, 1, memory_order_relaxed);
+}
+
+void prd__lthread_app_leave(void)
+{
+  if (!lt_counted)
+    return;
+  lt_counted = false;
+  if (atomic_fetch_sub_explicit(&lt_apps, 1, memory_order_relaxed) != 1)
+    return;
+  atomic_store_explicit(&lt_leaver, lt_gettid(), memory_order_relaxed);
+  for (int i = 0; i < LT_MAX; i++) {
+    /* every one, running or not: a thread still starting looks at its first idle point */
+    struct prd__lthread *lt = atomic_load_explicit(&lt_table[i], memory_order_acquire);
+    if (lt != NULL) {
+      atomic_store_explicit(&lt->lt_poked, true, memory_order_relaxed);
+      lt->lt_wake();
+    }
+  }
+}
+
+int prd__lthread_apps(void)
+{
+  return atomic_load_explicit(&lt_apps, memory_order_relaxed);
+}
+
+bool prd__lthread_poked(struct prd__lthread *lt)
+{
+  return atomic_load_explicit(&lt->lt_poked, memory_order_relaxed);
+}
+
+long prd__lthread_idle_ms(const struct prd__lthread *lt)
+{
+  if (lt->lt_quick > 0)
+    return 1l << (LT_QUICK - 1 - lt->lt_quick);
+  return atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ? -1 : LT_IDLE_MS;
+}
+
+static bool lt_is_library(pid_t tid)
+{
+  for (int i = 0; i < LT_MAX; i++) {
+    struct prd__lthread *lt = atomic_load_explicit(&lt_table[i], memory_order_acquire);
+    if (lt != NULL && atomic_load_explicit(&lt->lt_tid, memory_order_relaxed) == tid)
+      return true;
+  }
+  return false;
+}
+
+/* The state letter of /proc/self/task/TID/stat ("tid (comm) S ..."; comm may hold spaces and
+ * parentheses: the state follows the last ')'), or 'X' when the task is gone; 'L' when the
+ * name starts with LT_PREFIX (a library thread, of this copy of the library or another). */
+static char lt_task_state(const char *tid)
+{
+  char path[64] = "/proc/self/task/";
+  size_t n = strlen(path), k = strlen(tid);
+  if (n + k + sizeof("/stat") > sizeof(path))
+    return 'R';
+  memcpy(path + n, tid, k);
+  memcpy(path + n + k, "/stat", sizeof("/stat"));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 'X';
+  char buf[512];
+  ssize_t len = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (len <= 0)
+    return 'X';
+  buf[len] = '\0';
+  char *lp = strchr(buf, '(');
+  if (lp != NULL && strncmp(lp + 1, LT_PREFIX, sizeof(LT_PREFIX) - 1) == 0)
+    return 'L';
+  char *rp = strrchr(buf, ')');
+  return rp != NULL && rp[1] == ' ' && rp[2] != '\0' ? rp[2] : 'R';
+}
+
+/* True when /proc/self/task lists a live application thread (§3), or cannot be read. */
+static bool lt_app_alive(void)
+{
+  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return true;
+  pid_t leaver = atomic_load_explicit(&lt_leaver, memory_order_relaxed);
+  bool alive = false;
+  union { char b[4096]; uint64_t align; } buf;
+  for (;;) {
+    long len = syscall(SYS_getdents64, fd, buf.b, sizeof(buf.b));
+    if (len < 0)
+      alive = true;
+    if (len <= 0 || alive)
+      break;
+    for (long off = 0; off < len && !alive;) {
+      /* struct linux_dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name */
+      unsigned short reclen;
+      memcpy(&reclen, buf.b + off + 16, sizeof(reclen));
+      const char *name = buf.b + off + 19;
+      off += reclen;
+      if (name[0] < '0' || name[0] > '9')
+        continue;
+      pid_t tid = 0;
+      for (const char *p = name; *p >= '0' && *p <= '9'; p++)
+        tid = tid * 10 + (*p - '0');
+      if (tid == leaver || lt_is_library(tid))
+        continue;
+      char st = lt_task_state(name);
+      alive = st != 'Z' && st != 'X' && st != 'x' && st != 'L';
+    }
+  }
+  close(fd);
+  return alive;
+}
+
+bool prd__lthread_idle_exit(struct prd__lthread *lt)
+{
+  uint64_t now = prd__now_ns();
+  if (atomic_exchange_explicit(&lt->lt_poked, false, memory_order_relaxed)) {
+    lt->lt_quick = LT_QUICK;
+  } else if (lt->lt_quick == 0) {
+    /* no poke: the idle check, at most once per LT_IDLE_MS however often the thread idles
+     * (a driver serving uncounted threads goes idle after every grace period) */
+    if (atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ||
+        now - lt->lt_looked_ns < (uint64_t)LT_IDLE_MS * 1000000u)
+      return false;
+  }
+  lt->lt_looked_ns = now;
+  if (!lt_app_alive())
+    return true;
+  if (lt->lt_quick > 0)
+    lt->lt_quick--;
+  return false;
+}
+
+/* ---- §5 fork -------------------------------------------------------------------------- */
+static void lt_atfork_child(void)
+{
+  for (int i = 0; i < LT_MAX; i++) {
+    struct prd__lthread *lt = atomic_load_explicit(&lt_table[i], memory_order_relaxed);
+    if (lt != NULL) {
+      atomic_store_explicit(&lt->lt_tid, 0, memory_order_relaxed);
+      atomic_store_explicit(&lt->lt_poked, false, memory_order_relaxed);
+      lt->lt_quick = 0;
+    }
+  }
+  lt_library = false;
+  atomic_store_explicit(&lt_apps, lt_counted ? 1 : 0, memory_order_relaxed);
+  atomic_store_explicit(&lt_leaver, 0, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void lt_register_atfork(void)
+{
+  pthread_atfork(NULL, NULL, lt_atfork_child);
+}

@@ -1,0 +1,319 @@
+/* test_lthread: the library's own threads (src/thread.c): a failure to create one is retried,
+ * not remembered, and nobody blocks on a thread that could not be started; they block every
+ * signal; and they keep no process alive.
+ *
+ * pthread_create is interposed (a definition here, which the library's static copy calls,
+ * forwarding to the real one through dlsym(RTLD_NEXT)) so that it fails with EAGAIN on demand.
+ * Each group runs in a child bounded by CHILD_WAIT_MS (and alarm() inside it): a hang fails
+ * the test instead of blocking ctest. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+// prd-test-labels: unit no-asan no-tsan
+// prd-test-timeout: 180
+// (no-asan, no-tsan: the sanitizers' runtimes define pthread_create themselves)
+
+#define CHILD_WAIT_MS 20000
+
+static _Atomic int fail_next;   /* creates to fail with EAGAIN; -1: every one */
+static _Atomic int failed;      /* creates failed so far */
+
+int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+  static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  if (real == NULL)
+    *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+  int f = atomic_load(&fail_next);
+  while (f != 0) {
+    if (f < 0 || atomic_compare_exchange_weak(&fail_next, &f, f - 1)) {
+      atomic_fetch_add(&failed, 1);
+      return EAGAIN;
+    }
+  }
+  return real(th, attr, fn, arg);
+}
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+  nanosleep(&ts, NULL);
+}
+
+static _Atomic int cb_count;
+static void cb(struct prd_rcu_head *h)
+{
+  (void)h;
+  atomic_fetch_add(&cb_count, 1);
+}
+
+/* Threads of this process whose name starts with "prd-", and how many of them do not block
+ * sig (from /proc/self/task/TID/status). */
+static int lib_threads(int sig, int *unblocked)
+{
+  int n = 0;
+  *unblocked = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL)
+    return -1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.')
+      continue;
+    char path[300], buf[4096];
+    snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    if (strncmp(buf, "Name:\tprd-", 10) != 0)
+      continue;
+    n++;
+    const char *b = strstr(buf, "SigBlk:\t");
+    unsigned long long mask = b != NULL ? strtoull(b + 8, NULL, 16) : 0;
+    if (!(mask & (1ull << (sig - 1))))
+      ++*unblocked;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Runs fn in a child; fails when it does not exit 0 within CHILD_WAIT_MS (then killed). */
+static int child_ms;
+static void in_child(void (*fn)(void))
+{
+  fflush(stdout);
+  fflush(stderr);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(CHILD_WAIT_MS / 1000);
+    prd_t_failures = 0;
+    fn();
+    fflush(stdout);
+    _exit(prd_t_failures == 0 ? 0 : 1);
+  }
+  int st = 0, ms = 0;
+  for (; ms < CHILD_WAIT_MS; ms++) {
+    if (waitpid(pid, &st, WNOHANG) == pid)
+      break;
+    sleep_ms(1);
+  }
+  if (ms == CHILD_WAIT_MS) {
+    fprintf(stderr, "  child still running after %d ms: killed\n", ms);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  child_ms = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+  if (WIFSIGNALED(st))
+    fprintf(stderr, "  child killed by signal %d\n", WTERMSIG(st));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- a failed start is retried, not remembered ------------------------------------------- */
+/* Guards: the grace-period driver's and the call_rcu worker's running flags were set before
+ * pthread_create and never cleared when it failed, so after one EAGAIN every grace-period
+ * wait, every call_rcu callback and every rcu_barrier hung for good. */
+static void once_body(void)
+{
+  /* a wait whose driver fails to start once completes, and the failure was seen */
+  atomic_store(&fail_next, 1);
+  prd_gp_t s = prd_rcu_get_state();
+  prd_rcu_wait_state(s);
+  CHECK(prd_rcu_poll_state(s));
+  CHECK_EQ(atomic_load(&failed), 1);
+  /* an asynchronous request after the failure is served: the driver starts on a later one */
+  s = prd_rcu_get_state();
+  for (int i = 0; i < 2000 && !prd_rcu_poll_state(s); i++) {
+    prd_rcu_request_gp(s);
+    sleep_ms(1);
+  }
+  CHECK(prd_rcu_poll_state(s));
+  prd_synchronize_rcu();
+  /* call_rcu whose worker fails to start once: rcu_barrier completes with it invoked */
+  atomic_store(&fail_next, 1);
+  struct prd_rcu_head h1;
+  prd_call_rcu(&h1, cb);
+  CHECK_EQ(atomic_load(&failed), 2);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&cb_count), 1);
+  /* and later callbacks run without a barrier: the worker was started after all */
+  struct prd_rcu_head h2;
+  prd_call_rcu(&h2, cb);
+  for (int i = 0; i < 2000 && atomic_load(&cb_count) < 2; i++)
+    sleep_ms(1);
+  CHECK_EQ(atomic_load(&cb_count), 2);
+}
+
+static void test_start_fails_once(void)
+{
+  in_child(once_body);
+}
+
+/* Nothing can be started: every blocking call still returns (the waiter runs the grace period,
+ * the barrier invokes the callbacks), and so do a cache's deferrals and its destroy. */
+static void never_body(void)
+{
+  atomic_store(&fail_next, -1);
+  prd_gp_t s = prd_rcu_get_state();
+  prd_rcu_wait_state(s);
+  CHECK(prd_rcu_poll_state(s));
+  prd_synchronize_rcu();
+  struct prd_rcu_head h[3];
+  for (int i = 0; i < 3; i++)
+    prd_call_rcu(&h[i], cb);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&cb_count), 3);
+  prd_rcu_barrier();   /* nothing pending */
+  prd_cache_t *c = prd_cache_create("tlthread", 96, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  void *objs[4000];
+  for (int r = 0; r < 4; r++) {
+    for (int i = 0; i < 4000; i++)
+      objs[i] = prd_cache_alloc(c, PRD_SLEEP);
+    for (int i = 0; i < 4000; i++)
+      prd_cache_free_deferred(c, objs[i]);
+  }
+  prd_cache_destroy(c);
+  CHECK(atomic_load(&failed) > 0);
+  int unblocked;
+  CHECK_EQ(lib_threads(SIGTERM, &unblocked), 0);
+  /* creates work again: the next call_rcu starts the worker */
+  atomic_store(&fail_next, 0);
+  struct prd_rcu_head h4;
+  prd_call_rcu(&h4, cb);
+  for (int i = 0; i < 2000 && atomic_load(&cb_count) < 4; i++)
+    sleep_ms(1);
+  CHECK_EQ(atomic_load(&cb_count), 4);
+}
+
+static void test_start_fails_always(void)
+{
+  in_child(never_body);
+}
+
+/* ---- signals ----------------------------------------------------------------------------- */
+static void *alloc_thread(void *arg)
+{
+  prd_cache_t *c = arg;
+  for (int r = 0; r < 100; r++) {
+    void *p[64];
+    for (int i = 0; i < 64; i++)
+      p[i] = prd_cache_alloc(c, PRD_SLEEP);
+    for (int i = 0; i < 64; i++)
+      prd_cache_free_deferred(c, p[i]);
+  }
+  return NULL;
+}
+
+/* Starts every library thread: two threads allocate and defer (the maintenance thread and the
+ * driver), a callback (the worker). */
+static void start_all(void)
+{
+  prd_cache_t *c = prd_cache_create("tlthread2", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, alloc_thread, c);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  struct prd_rcu_head h;
+  prd_call_rcu(&h, cb);
+  prd_rcu_barrier();
+  prd_rcu_wait_state(prd_rcu_get_state());
+}
+
+/* Guards: the maintenance thread was created without blocking signals, so a process that
+ * blocks SIGTERM in its threads and reads it from a signalfd was killed by it. */
+static void signals_body(void)
+{
+  start_all();
+  int unblocked = 0;
+  int n = lib_threads(SIGTERM, &unblocked);
+  printf("  %d library threads, %d with SIGTERM unblocked\n", n, unblocked);
+  /* prd-maint, prd-rcu-gp, prd-rcu-cb: the check saw each (and a preloaded malloc's own) */
+  CHECK(n >= 3);
+  CHECK_EQ(unblocked, 0);
+  lib_threads(SIGUSR1, &unblocked);
+  CHECK_EQ(unblocked, 0);
+}
+
+static void test_signals_blocked(void)
+{
+  in_child(signals_body);
+}
+
+/* ---- no library thread keeps a process alive ------------------------------------------- */
+/* Guards: with the maintenance thread (and the RCU threads) running, a process whose last
+ * thread called pthread_exit never ended. */
+static int tasks(void)
+{
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+static void exit_body(void)
+{
+  start_all();
+  if (tasks() < 4)   /* main and the three library threads: else this proves nothing */
+    _exit(2);
+  pthread_exit(NULL);   /* the process must end, with status 0 */
+}
+
+static void test_pthread_exit_ends_process(void)
+{
+  in_child(exit_body);
+  printf("  child with every library thread ended %d ms after its start\n", child_ms);
+}
+
+/* A thread that never used the library is an application thread too: the library threads
+ * stay while it lives (they serve it when it starts using them), and end after it. */
+static void *late_user(void *arg)
+{
+  (void)arg;
+  sleep_ms(300);   /* main has left meanwhile, and the library threads have looked */
+  int before = atomic_load(&cb_count);
+  struct prd_rcu_head h;
+  prd_call_rcu(&h, cb);
+  prd_rcu_barrier();
+  prd_rcu_wait_state(prd_rcu_get_state());
+  int unblocked;
+  if (atomic_load(&cb_count) != before + 1 || lib_threads(SIGTERM, &unblocked) < 2)
+    _exit(3);
+  return NULL;   /* the last thread: the process ends with status 0 */
+}
+
+static void late_body(void)
+{
+  start_all();
+  pthread_t t;
+  pthread_create(&t, NULL, late_user, NULL);
+  pthread_exit(NULL);
+}
+
+static void test_uncounted_thread(void)
+{
+  in_child(late_body);
+  printf("  child ended %d ms after its start\n", child_ms);
+}
+
+int main(void)
+{
+  RUN(test_start_fails_once);
+  RUN(test_start_fails_always);
+  RUN(test_signals_blocked);
+  RUN(test_pthread_exit_ends_process);
+  RUN(test_uncounted_thread);
+  return prd_test_done();
+}
