@@ -654,6 +654,9 @@ static void op_vmem_alloc(struct in *in, bool x)
       if (hi <= lo || hi - lo < size)
         lo = hi = 0;
     }
+    if (nocross != 0)   /* constrained: never imports, so a PRD_VM_SLEEP would only wait out
+                           vmem_sleep_ms before its ENOMEM (docs/api.md) */
+      flags |= PRD_VM_NOSLEEP;
     p = prd_vmem_xalloc(a->a_vm ? a->a_vm : prd_heap_arena(), size, align, phase, nocross,
                         (void *)lo, (void *)hi, flags);
   } else {
