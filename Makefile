@@ -9,6 +9,10 @@
 #               (TORTURE_ARGS="--source urcu-qsbr --retire synchronize" picks what it tortures)
 #               and alloc_torture (ALLOC_TORTURE_ARGS="--race-delay 64" widens its races; the
 #               delays need a Debug build: docs/testing.md)
+#   make fuzz SECONDS=600      the op-sequence fuzzer (libFuzzer, ASan+UBSan, build-fuzz/) from
+#               the seed corpus tests/fuzz/corpus; new inputs go to build-fuzz/corpus, crashes
+#               to build-fuzz/crashes/ (FUZZ_ARGS adds libFuzzer flags, e.g. -jobs=2)
+#   make fuzz-replay FILE=path runs one input (or a directory of them) again, same build
 #   make install PREFIX=/usr/local   headers, libraries, prudence.pc, CMake package config
 
 NPROC   ?= $(shell nproc 2>/dev/null || echo 2)
@@ -18,12 +22,16 @@ CC      ?= cc
 SECONDS ?= 300
 TORTURE_ARGS ?=
 ALLOC_TORTURE_ARGS ?=
+FUZZ_ARGS ?=
+# libFuzzer: bounded memory and input size, a hang is a failure, statistics at the end
+FUZZ_FLAGS = -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=4096 -timeout=60 \
+             -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/
 PREFIX  ?= /usr/local
 # ctest parallelism: tests are multi-threaded themselves, two at a time is plenty
 CTEST_J ?= 2
 
 .PHONY: all release debug asan tsan clang test test-debug test-asan test-tsan test-clang \
-        test-preload demo bench torture deps install clean
+        test-preload test-fuzz demo bench torture fuzz fuzz-build fuzz-replay deps install clean
 
 all: release
 
@@ -78,6 +86,15 @@ test-preload: debug
 	LD_PRELOAD=$(CURDIR)/build-debug/lib/libprudence-malloc.so \
 	  $(CTEST) --test-dir build-debug --output-on-failure -j$(CTEST_J) -LE 'preload|bench|install|no-preload'
 
+# The fuzzer for about a minute (make test).  Needs clang and libFuzzer's runtime
+# (libclang-rt-dev); skipped with a message where they are missing.  The corpus replay in
+# ctest (fuzz_corpus) runs in every build regardless.
+test-fuzz:
+	@if ./scripts/have-libfuzzer.sh; then \
+	  echo "== libFuzzer op-sequence fuzzer, 60 s"; \
+	  $(MAKE) --no-print-directory -s fuzz SECONDS=60; \
+	else echo "== test-fuzz: skipped: clang or libFuzzer's runtime (libclang-rt-dev) is missing"; fi
+
 test-clang: clang
 	@if [ -d build-clang ]; then echo "== Debug build (clang): unit tests"; \
 	  $(CTEST) --test-dir build-clang --output-on-failure -j$(CTEST_J) -L 'unit|example'; fi
@@ -88,6 +105,7 @@ test: deps
 	@$(MAKE) --no-print-directory -s test-asan
 	@$(MAKE) --no-print-directory -s test-tsan
 	@$(MAKE) --no-print-directory -s test-clang
+	@$(MAKE) --no-print-directory -s test-fuzz
 	@echo "== make test: all passed"
 
 demo: deps release
@@ -103,8 +121,25 @@ torture: release
 	./build/bin/rcu_torture --seconds $(SECONDS) $(TORTURE_ARGS)
 	./build/bin/alloc_torture --seconds $(SECONDS) $(ALLOC_TORTURE_ARGS)
 
+fuzz-build:
+	@./scripts/have-libfuzzer.sh || { echo "fuzz: clang with libFuzzer is needed (make deps)"; exit 1; }
+	@$(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS=-O1 -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DPRD_FUZZ=ON >/dev/null
+	@$(CMAKE) --build build-fuzz -j$(NPROC) --target fuzz_ops fuzz_ops_replay
+
+# A failure prints the input's file under build-fuzz/crashes/ and the step that failed;
+# make fuzz-replay FILE=that-file runs it again.
+fuzz: fuzz-build
+	@mkdir -p build-fuzz/corpus build-fuzz/crashes
+	./build-fuzz/bin/fuzz_ops build-fuzz/corpus tests/fuzz/corpus -max_total_time=$(SECONDS) \
+	  $(FUZZ_FLAGS) $(FUZZ_ARGS)
+
+fuzz-replay: fuzz-build
+	@test -n "$(FILE)" || { echo "usage: make fuzz-replay FILE=path"; exit 2; }
+	./build-fuzz/bin/fuzz_ops_replay $(FILE)
+
 install: release
 	$(CMAKE) --install build --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-debug build-asan build-tsan build-clang out
+	rm -rf build build-debug build-asan build-tsan build-clang build-fuzz out

@@ -3,10 +3,12 @@
 # Needed to build: cmake, a C compiler, pkg-config.  Used when present: liburcu-dev
 # (libprudence-urcu, the urcu grace-period sources and baselines), libjemalloc-dev,
 # libmimalloc-dev, libgoogle-perftools-dev (malloc baselines), python3-matplotlib (plots),
-# valgrind (memcheck test).  Not root, or no apt-get: says what is missing and goes on.
+# valgrind (memcheck test), clang (the clang build) and libclang-rt-dev (the runtime of the
+# default clang's sanitizers and libFuzzer, libclang-rt-14-dev on Debian 12: make fuzz).
+# Not root, or no apt-get: says what is missing and goes on.
 set -u
 PKGS="cmake gcc g++ make pkg-config liburcu-dev libjemalloc-dev libmimalloc-dev \
-libgoogle-perftools-dev python3-matplotlib valgrind clang"
+libgoogle-perftools-dev python3-matplotlib valgrind clang libclang-rt-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

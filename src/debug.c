@@ -24,7 +24,8 @@
  * 5. Patterns (002 §6.3): a free buffer holds 0xdeadbeef; allocation checks it (a difference
  *    is reported with its offset and both values), fills 0xbaddcafe and then constructs.
  *    With patterns on, construction happens on every allocation and destruction on every
- *    free, since a freed buffer's contents are the pattern (PRD_CF_SLABCTOR is off).
+ *    free, since a freed buffer's contents are the pattern (PRD_CF_SLABCTOR is off); the
+ *    same with page-per-buffer (section 9), since a free buffer's pages are inaccessible.
  * 6. Redzones (002 §6.4): the bytes from the object's end to the next 8-byte boundary hold
  *    0xbb and a tag after them holds 0xfeedfacefeedface and the bufctl's address (libumem's
  *    buftag); free checks both, so even a one-byte overrun of an odd-sized object is seen.
@@ -329,13 +330,14 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
     bt->bt_redzone = PRD_REDZONE_PATTERN;
     bt->bt_bufctl = bcp;
   }
-  if ((f & PRD_CACHE_PATTERNS) && cp->cache_ctor != NULL &&
+  if (!(f & PRD_CF_SLABCTOR) && cp->cache_ctor != NULL &&
       cp->cache_ctor(buf, cp->cache_private, flags) != 0) {
     /* the constructor failed: the buffer goes back as it came */
     pthread_mutex_lock(&cp->cache_lock);
     bcp->bc_dstate = 0;
     pthread_mutex_unlock(&cp->cache_lock);
-    fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
+    if (f & PRD_CACHE_PATTERNS)
+      fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
     if (f & PRD_CACHE_PAGEBUF)
       (void)prd__os_protect_none(buf, dbg_buf_pages(cp));
     prd__slab_free(cp, buf);
@@ -425,11 +427,10 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
       prd__report_done();
     }
   }
-  if (f & PRD_CACHE_PATTERNS) {
-    if (cp->cache_dtor != NULL)
-      cp->cache_dtor(buf, cp->cache_private);
+  if (!(f & PRD_CF_SLABCTOR) && cp->cache_dtor != NULL)
+    cp->cache_dtor(buf, cp->cache_private);
+  if (f & PRD_CACHE_PATTERNS)
     fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
-  }
   if (f & PRD_CACHE_PAGEBUF)
     (void)prd__os_protect_none(buf, dbg_buf_pages(cp));
   return 0;

@@ -1346,7 +1346,9 @@ static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t ali
     flags |= PRD_CF_DEBUG | PRD_CF_HASH;
   if (flags & PRD_CACHE_REDZONE)
     flags |= PRD_CF_BUFTAG;
-  if (ctor != NULL && !(flags & PRD_CACHE_PATTERNS))
+  /* a free buffer that holds the pattern, or whose pages are inaccessible, cannot keep its
+   * constructed state: the debug layer constructs at every allocation instead (debug.c) */
+  if (ctor != NULL && !(flags & (PRD_CACHE_PATTERNS | PRD_CACHE_PAGEBUF)))
     flags |= PRD_CF_SLABCTOR;
   /* deferred frees that take the call_rcu path carry their head in the chunk (defer.c) */
   if ((flags & (PRD_CACHE_OBLIVIOUS | PRD_CACHE_DEBUG_ALL)) && !(flags & PRD_CACHE_NOTOUCH) &&

@@ -180,7 +180,7 @@ struct prd_slab {
 /* Internal cache flags (above the public PRD_CACHE_* bits, which cache_flags also holds). */
 #define PRD_CF_HASH     0x00010000u  /* large layout: external slabs and bufctls, hash table */
 #define PRD_CF_DEBUG    0x00020000u  /* buffer debugging: the one flag the fast path tests */
-#define PRD_CF_SLABCTOR 0x00040000u  /* the slab layer constructs (ctor and no patterns) */
+#define PRD_CF_SLABCTOR 0x00040000u  /* the slab layer constructs (ctor, no patterns or pagebuf) */
 #define PRD_CF_BUFTAG   0x00080000u  /* a debug tag follows each buffer (redzone, bufctl) */
 #define PRD_CF_INTERNAL 0x00100000u  /* one of the slab layer's own caches: not on the list */
 #define PRD_CF_DEFERHEAD 0x00200000u /* a prd_defer_head_t follows each buffer (call_rcu path) */

@@ -284,6 +284,60 @@ static void test_pagebuf(void)
   prd_cache_destroy(cp);
 }
 
+/* A constructor with page-per-buffer and no patterns.  The defect: the slab layer kept
+ * constructing buffers itself, as for a cache without debugging, but a free page-per-buffer
+ * buffer is inaccessible (PROT_NONE from the moment its slab is made), so the first
+ * allocation crashed in the constructor, and a destroy in the destructor.  A child process,
+ * so that the crash is a failed check. */
+static int pbc_constructed;
+static int pagebuf_ctor(void *buf, void *priv, int flags)
+{
+  (void)priv;
+  (void)flags;
+  *(uint64_t *)buf = 0x5eed;
+  pbc_constructed++;
+  return 0;
+}
+
+static void pagebuf_dtor(void *buf, void *priv)
+{
+  (void)priv;
+  if (*(uint64_t *)buf == 0x5eed)
+    pbc_constructed--;
+}
+
+static void pagebuf_ctor_child(void *arg)
+{
+  (void)arg;
+  for (int cf = 0; cf < 2; cf++) {   /* without and with a redzone */
+    prd_cache_t *cp = prd_cache_create("pagebufctor", 40, 0, pagebuf_ctor, pagebuf_dtor, NULL,
+                                       NULL, NULL,
+                                       PRD_CACHE_PAGEBUF | (cf ? PRD_CACHE_REDZONE : 0));
+    void *v[8];
+    int bad = 0;
+    for (int r = 0; r < 3; r++) {
+      for (int i = 0; i < 8; i++) {
+        v[i] = prd_cache_alloc(cp, 0);
+        bad += *(uint64_t *)v[i] != 0x5eed;   /* handed out constructed */
+      }
+      for (int i = 0; i < 8; i++)
+        prd_cache_free(cp, v[i]);
+    }
+    printf("check %d unconstructed %d\n", prd__cache_check(cp), bad);
+    prd_cache_destroy(cp);
+    printf("constructed and not destructed %d\n", pbc_constructed);
+  }
+}
+
+static void test_pagebuf_ctor(void)
+{
+  char out[16384];
+  int st = prd_test_child(pagebuf_ctor_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "check 0 unconstructed 0\nconstructed and not destructed 0\n"
+                          "check 0 unconstructed 0\nconstructed and not destructed 0\n");
+}
+
 /* ---- everything at once, in normal use ------------------------------------------------------- */
 static void test_all_features_normal_use(void)
 {
@@ -434,6 +488,7 @@ int main(int argc, char **argv)
   RUN(test_audit_destroy_live);
   RUN(test_unmap);
   RUN(test_pagebuf);
+  RUN(test_pagebuf_ctor);
   RUN(test_all_features_normal_use);
   RUN(test_leak_report);
   RUN(test_leaks_at_exit);
