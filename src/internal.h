@@ -281,10 +281,11 @@ static inline bool prd__defer_safe(prd_gp_t s)
 {
   return prd__rcu_poll(s) || prd_unlikely(prd__defer_broken);
 }
-/* Runs grace periods on the calling thread until state s is reached, as prd_synchronize_rcu
- * runs its own (no hand-off to the driver thread, whose wake-up waits for a CPU on a loaded
- * machine).  Inside a read-side section: reported, returns at once. */
-void prd__rcu_sync_state(prd_gp_t s);
+/* The allocator's bounded wait (rcu.c §10): requests state s expedited and polls it for at
+ * most ns nanoseconds; true when it was reached.  Runs no grace period on the calling thread
+ * and never changes its RCU state (no offline, no quiescent state): allocations call this,
+ * never prd_rcu_wait_state or prd_synchronize_rcu. */
+bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns);
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */

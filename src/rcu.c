@@ -83,8 +83,8 @@
  *    magazines, one per 64 deferrals or so) runs them back to back, taking a core on a small
  *    machine.  Measured on 2 cores (prd-bench deferred, interval 0 vs 1000): 8-512 B pairs/s
  *    1.3-1.8x higher with the same peak RSS.  Nothing that must wait is slowed: blocked
- *    waiters, expedited requests and the allocator's inline waits (prd__rcu_sync_state) run
- *    their grace periods at once.  A plain request does not wake a pacing driver, only an idle
+ *    waiters and expedited requests (the allocator's bounded polls, §10, among them) are not
+ *    paced.  A plain request does not wake a pacing driver, only an idle
  *    one (drv_idle): the driver reads gp_req again before its next grace period.
  *    prd_synchronize_rcu runs the grace period itself under gp_lock, and returns at once if a
  *    grace period that started after its call ended while it waited for the lock (so concurrent
@@ -119,6 +119,21 @@
  *    reg, drv, src, wrk, cbq, which respects both chains.  No lock is held while a callback
  *    runs; a grace period holds gp_lock throughout, and the built-in source holds reg_lock for
  *    each scan of the readers, never across a sleep.
+ *
+ * 10. The allocator never waits for readers and never changes the caller's RCU state.  An
+ *    allocation may be made by a writer that holds a lock which readers take inside their
+ *    read-side sections (in user space readers may block; the kernel's rcu_read_lock sections
+ *    may not), or by an online QSBR thread that still holds references: a grace period run or
+ *    awaited on its behalf would deadlock with the first (the grace period waits for a reader
+ *    that waits for the writer's lock) and, made possible by putting the thread offline
+ *    (rs_block_begin), would let the second's objects be reused under it.  So the layers
+ *    above wait for grace periods only through prd__rcu_poll_bounded: an expedited request to
+ *    the driver and a poll of the state for a bounded time, never a grace period on the
+ *    calling thread, never rs_block_begin/end, rs_quiescent_state or rs_thread_offline.  The
+ *    calls that exist to wait (prd_synchronize_rcu, prd_rcu_wait_state, prd_rcu_barrier, cache
+ *    destroy) still block, with a QSBR caller offline meanwhile: they are not allocations, and
+ *    their callers know they wait (as liburcu documents which of its calls may wait for a
+ *    grace period).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -804,9 +819,39 @@ void prd_synchronize_rcu(void)
   sync_until(prd_rcu_get_state(), "prd_synchronize_rcu");
 }
 
-void prd__rcu_sync_state(prd_gp_t s)
+/* The allocator's only way to wait for a grace period (§10): ask for state s expedited and
+ * poll it for at most `ns` nanoseconds: spins for the first POLL_SPIN_NS (a driver that is
+ * running gets there in tens of microseconds), then sched_yield (on a loaded machine the driver
+ * may be waiting for this CPU), and past POLL_SLEEP_NS short sleeps (only the long polls of
+ * out-of-memory get there).  It never runs a grace period itself, never blocks on a lock
+ * another grace period holds, and never calls the source's rs_block_begin/end or a quiescent
+ * state function: the caller waits for no reader and its RCU state is what it was. */
+#define POLL_SPIN_NS 5000u     /* a few grace periods' worth of state loads, then yield */
+#define POLL_SLEEP_NS 200000u  /* past this, sleep 50 us at a time instead of yielding */
+
+bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
 {
-  sync_until(s, "a refill's grace-period wait");
+  if (prd_rcu_poll_state(s))
+    return true;
+  prd__rcu_request_expedited(s);
+  uint64_t start = prd__now_ns();
+  for (;;) {
+    if (prd_rcu_poll_state(s))
+      return true;
+    uint64_t t = prd__now_ns() - start;
+    if (t >= ns)
+      return false;
+    if (t < POLL_SPIN_NS) {
+      for (int i = 0; i < 64; i++)
+        cpu_relax();
+    } else if (t < POLL_SLEEP_NS) {
+      sched_yield();
+    } else {
+      uint64_t d = PRD_MIN(ns - t, (uint64_t)50000);
+      struct timespec ts = { 0, (long)d };
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 /* ---- thread functions, forwarded to the source ------------------------------------------ */
