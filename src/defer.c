@@ -173,14 +173,15 @@
  *    read-side sections, so a grace period awaited there would wait for a reader that waits
  *    for the allocation (a deadlock), and under a QSBR source the wait would have to take the
  *    caller offline, letting objects it still references be reused.  So every wait of this
- *    file and of magazine.c section 13 is prd__rcu_poll_bounded: the grace period asked for
- *    expedited, the state polled for a bounded time, no grace period run on this thread and
- *    no quiescent state or offline period of the source.  The steady-state throttles (the
- *    depot's latent rule, defer_latent_max_kb, a refill that got nothing) poll for
- *    defer_poll_us (50 us: the driver's expedited grace period on an idle 2-core machine, a
- *    wake-up and one or two membarriers, ends within it; docs/benchmarks.md) and otherwise let
- *    the cache grow: the memory bound holds while grace periods come and is exceeded, never
- *    waited for, while a reader holds one open.  Out of memory the poll is defer_oom_wait_ms
+ *    file and of magazine.c section 13 is prd__rcu_poll_bounded: for a bounded time, the
+ *    built-in grace period's steps run on this thread (each wait for readers stopping at the
+ *    deadline) or the state polled after an expedited request; no quiescent state or offline
+ *    period of the source.  The steady-state throttles (the depot's latent rule,
+ *    defer_latent_max_kb, a refill that got nothing) allow defer_poll_us (50 us: a grace
+ *    period without readers, one or two membarriers on 2 cores, ends within it, and
+ *    `prd-bench deferred` ran as fast as with the unbounded wait; docs/benchmarks.md) and
+ *    otherwise let the cache grow: the memory bound holds while grace periods come and is
+ *    exceeded, never waited for, while a reader holds one open.  Out of memory the poll is defer_oom_wait_ms
  *    (100 ms: long beside a grace period, short beside a program that would otherwise hang),
  *    then the allocation fails with ENOMEM (prd_malloc: NULL and ENOMEM).  Nothing else waits:
  *    the deferral paths never did, and prd_cache_destroy, which may wait, is not an

@@ -221,13 +221,14 @@
  *    a quiet machine: peak RSS at 8-64 B 8-11 -> 3-4.6 MiB, 512 B 8.5 -> 7, pairs/s the same
  *    within the noise at every size; a first, noisier comparison had suggested +40% at
  *    8-16 B), a sleeping allocation asks for the oldest one's grace
- *    period expedited and polls it for defer_poll_us (prd__defer_depot_wait ->
- *    prd__rcu_poll_bounded) and visits the depot again if it ended, rather than grow the
+ *    period for defer_poll_us at most (prd__defer_depot_wait -> prd__rcu_poll_bounded: the
+ *    built-in grace period's steps on this thread, whose wake-up the driver would wait for a
+ *    CPU for on a loaded machine) and visits the depot again if it ended, rather than grow the
  *    cache from the slabs while the free side spills into the latent slabs; when it has not
- *    ended the miss goes on to tier 4 and the cache grows.  It never runs or waits out the
- *    grace period itself (defer.c section 9, rcu.c §10): the caller may hold a lock that a
- *    reader waits for inside its section, or be an online QSBR thread whose references the
- *    grace period protects.  PRD_NOSLEEP and a caller inside a read-side section never poll
+ *    ended the miss goes on to tier 4 and the cache grows.  It never waits the grace period
+ *    out (defer.c section 9, rcu.c §10): the caller may hold a lock that a reader waits for
+ *    inside its section, or be an online QSBR thread whose references the grace period
+ *    protects.  PRD_NOSLEEP and a caller inside a read-side section never poll
  *    (tier 4 at once); latent_cap_waits counts the polls.
  *    Safety is prd__defer_safe(mag_gp), an acquire load pairing
  *    with the release store that ends the grace period (rcu.c §4), read under dp_lock; the
