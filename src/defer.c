@@ -76,10 +76,10 @@
  *      magazine (lines 7-11, prd__defer_cc_merge), then the previous magazine, the depot (a
  *      safe latent magazine of its latent list before a full magazine).
  *    REFILL (lines 13-30): a miss that finds the depot's latent magazines unsafe, holding
- *      half of defer_depot_kb or 4/5 of the cache's objects, first asks for the oldest one's
- *      grace period expedited and polls it for defer_poll_us (prd__defer_depot_wait, section
- *      9; magazine.c section 13: §3.4's bound paid as a short poll before growth).  With the
- *      depot empty, or the poll over, a cache that has seen deferrals refills the
+ *      half of defer_depot_kb or 4/5 of the cache's objects, first works on the oldest one's
+ *      grace period for defer_poll_us at most (prd__defer_depot_wait, section 9; magazine.c
+ *      section 13: §3.4's bound paid as a short bounded wait before growth).  With the depot
+ *      empty, or the wait over, a cache that has seen deferrals refills the
  *      loaded magazine from the slab layer with size - latent objects (line 14; at least 1,
  *      prd__defer_refill_size): the latent objects will fill the rest when their grace period
  *      ends.  The slab layer picks slabs with the deferred counts (lines 17-21, Fig. 5,
@@ -181,11 +181,11 @@
  *    period without readers, one or two membarriers on 2 cores, ends within it, and
  *    `prd-bench deferred` ran as fast as with the unbounded wait; docs/benchmarks.md) and
  *    otherwise let the cache grow: the memory bound holds while grace periods come and is
- *    exceeded, never waited for, while a reader holds one open.  Out of memory the poll is defer_oom_wait_ms
- *    (100 ms: long beside a grace period, short beside a program that would otherwise hang),
- *    then the allocation fails with ENOMEM (prd_malloc: NULL and ENOMEM).  Nothing else waits:
- *    the deferral paths never did, and prd_cache_destroy, which may wait, is not an
- *    allocation.  test_defer_nowait and test_rcu_urcu (QSBR) check the rule.
+ *    exceeded, never waited for, while a reader holds one open.  Out of memory the bound is
+ *    defer_oom_wait_ms (100 ms: long beside a grace period, short beside a program that would
+ *    otherwise hang), then the allocation fails with ENOMEM (prd_malloc: NULL and ENOMEM).
+ *    Nothing else waits: the deferral paths never did, and prd_cache_destroy, which may wait,
+ *    is not an allocation.  test_defer_nowait and test_rcu_urcu (QSBR) check the rule.
  */
 #include <errno.h>
 #include <pthread.h>

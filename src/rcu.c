@@ -416,15 +416,18 @@ static bool readers_old(void)
 }
 
 /* Waits until no reader is ACTIVE_OLD; false when monotonic time `deadline` (ns) passed first
- * (a bounded runner, §10: spins and yields only, never sleeps past it). */
+ * (a bounded runner, §10: the same backoff, its sleeps cut at the deadline). */
 static bool wait_for_readers_until(uint64_t deadline)
 {
   for (unsigned n = 0; readers_old(); n++) {
     if (deadline != UINT64_MAX) {
-      if (prd__now_ns() >= deadline)
+      uint64_t now = prd__now_ns();
+      if (now >= deadline)
         return false;
-      if (n >= 16) {
-        sched_yield();
+      if (n >= 64) {
+        uint64_t d = PRD_MIN((uint64_t)1000 << PRD_MIN(n - 64, 10u), deadline - now);
+        struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
+        nanosleep(&ts, NULL);
         continue;
       }
     }
