@@ -177,10 +177,11 @@
  *    built-in grace period's steps run on this thread (each wait for readers stopping at the
  *    deadline) or the state polled after an expedited request; no quiescent state or offline
  *    period of the source.  The steady-state throttles (the depot's latent rule,
- *    defer_latent_max_kb, a refill that got nothing) allow defer_poll_us (50 us: a grace
- *    period without readers, one or two membarriers on 2 cores, ends within it, and
- *    `prd-bench deferred` ran as fast as with the unbounded wait; docs/benchmarks.md) and
- *    otherwise let the cache grow: the memory bound holds while grace periods come and is
+ *    defer_latent_max_kb, a refill that got nothing) allow defer_poll_us (1 ms: a grace
+ *    period without readers takes tens of microseconds, but on a loaded machine the thread
+ *    running it, or another holding gp_lock, is preempted for longer; shorter bounds let
+ *    `prd-bench endurance` grow 1.8-2.2x where 1 ms kept 1.3x; docs/benchmarks.md; with a
+ *    QSBR source no poll at all, see poll_short) and otherwise let the cache grow: the memory bound holds while grace periods come and is
  *    exceeded, never waited for, while a reader holds one open.  Out of memory the bound is
  *    defer_oom_wait_ms (100 ms: long beside a grace period, short beside a program that would
  *    otherwise hang), then the allocation fails with ENOMEM (prd_malloc: NULL and ENOMEM).
@@ -451,10 +452,15 @@ static bool in_read_section(void)
   return src->rs_read_ongoing != NULL && src->rs_read_ongoing() != 0;
 }
 
-/* The steady-state throttles' wait (section 9): state s polled for defer_poll_us at most. */
+/* The steady-state throttles' wait (section 9): state s within defer_poll_us at most.  A
+ * source that holds every grace period for its online threads (rs_block_begin set: QSBR)
+ * cannot end one while the caller, online as a rule, polls, and nothing here may take it
+ * offline: ask, look once, and grow. */
 static bool poll_short(prd_gp_t s)
 {
-  return prd__rcu_poll_bounded(s, (uint64_t)prd__opt(defer_poll_us) * 1000);
+  uint64_t ns = prd_rcu_get_source()->rs_block_begin != NULL
+                    ? 0 : (uint64_t)prd__opt(defer_poll_us) * 1000;
+  return prd__rcu_poll_bounded(s, ns);
 }
 
 bool prd__defer_depot_wait(uint32_t id, prd_gp_t gp, int flags)

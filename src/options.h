@@ -59,7 +59,7 @@
   X(LONG, defer_latent_max_kb, 16384,                                                          \
     "Prudence: KiB of deferred objects a cache's latent slabs may hold before a refill polls " \
     "for their grace period (defer_poll_us) before it grows the cache (seed 001 3.4; 0 = off)") \
-  X(LONG, defer_poll_us, 50,                                                                   \
+  X(LONG, defer_poll_us, 1000,                                                                 \
     "Prudence: microseconds an allocation polls for deferred objects' grace period (requested " \
     "expedited) before it grows the cache instead; it never waits longer (no allocation waits " \
     "for readers)")                                                                             \

@@ -10,7 +10,7 @@
  * (the reader held its section throughout: none of those grace periods could have ended).
  * The OOM case: with the arena exhausted and the grace period blocked the same way, a
  * PRD_SLEEP allocation fails with ENOMEM after its bounded poll instead of hanging.
- * prd-test-timeout: 180
+ * prd-test-timeout: 400
  */
 #include <pthread.h>
 #include <sched.h>
@@ -23,7 +23,7 @@
 
 #define HOLD_ALLOCS 20000 /* allocations per hold of the mutex: the old code hung after ~2,800 */
 #define HOLDS 4
-#define CHILD_ALARM_S 60  /* the fixed code needs a few seconds at most under sanitizers */
+#define CHILD_ALARM_S 100 /* the fixed code needs a few seconds at most under sanitizers */
 
 static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int rd_in_section, rd_stop;
@@ -37,16 +37,17 @@ static void *reader(void *arg)
     prd_rcu_read_lock();
     atomic_store(&rd_in_section, 1);
     pthread_mutex_lock(&app_lock);
+    atomic_store(&rd_in_section, 0);   /* under the mutex: see hold_lock */
     pthread_mutex_unlock(&app_lock);
-    atomic_store(&rd_in_section, 0);
     prd_rcu_read_unlock();
     sched_yield();
   }
   return NULL;
 }
 
-/* Takes the mutex once the reader is inside its section (and so blocked on the mutex until
- * the writer drops it: no grace period can end during the hold). */
+/* Takes the mutex once the reader is inside its section and waiting for the mutex (it clears
+ * rd_in_section only while it holds the mutex, so a 1 seen under the mutex is a reader that
+ * has not got it yet): no grace period can end during the hold. */
 static void hold_lock(void)
 {
   for (;;) {
