@@ -905,10 +905,12 @@ void prd_synchronize_rcu(void)
 #define POLL_SPIN_NS 5000u     /* a few grace periods' worth of state loads, then yield */
 #define POLL_SLEEP_NS 200000u  /* past this, sleep 50 us at a time instead of yielding */
 
-/* The sequence when this thread's last bounded wait ran out.  While it has not moved, no
- * grace period has made progress since (a reader holds one open: perhaps one that waits for
- * this thread), and another wait would only run out again: it is not made.  Any progress
- * (the driver, asked for it when the wait ran out, ends a grace period) allows the next. */
+/* The sequence when this thread's last bounded wait ran out with a reader holding the grace
+ * period open (perhaps one that waits for this thread).  While it has not moved another wait
+ * would only run out again: it is not made.  Any progress (the driver, asked for it when the
+ * wait ran out, ends a grace period) allows the next.  A wait that ran out with no reader in
+ * the way (a runner or the driver preempted on a loaded machine) is not remembered: the
+ * grace period will end soon, and the next miss waits for it rather than grow. */
 static _Thread_local uint64_t poll_gave_up = UINT64_MAX;
 
 bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
@@ -955,7 +957,8 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   /* not reached: the driver, expedited, ends it (and a grace period left in progress here) */
   if (inline_gp)
     prd__rcu_request_expedited(s);
-  poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
+  if (inline_gp && readers_old())
+    poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   return prd_rcu_poll_state(s);
 }
 
