@@ -219,9 +219,9 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, preflush_moves, "latent objects pre-flushed to latent slabs (lines 41-43)")          \
   X(U64, slab_premoves, "slabs moved ahead of time at deferral (lines 52-57)")               \
   X(U64, frag_skips, "refill choices that passed over a mostly deferred slab (Fig. 5)")       \
-  X(U64, oom_gp_waits, "grace periods waited for instead of failing (lines 31-32)")        \
+  X(U64, oom_gp_waits, "bounded polls for a grace period instead of failing (lines 31-32)") \
   X(U64, latent_cap_waits,                                                                      \
-    "refills that waited for a grace period: defer_latent_max_kb, or the depot's latent magazines at half defer_depot_kb (3.4)") \
+    "refills that polled for a grace period: defer_latent_max_kb, or the depot's latent magazines at half defer_depot_kb (3.4)") \
   X(U64, mag_size, "rounds per new magazine now (0: no magazine layer)")                        \
   X(U64, mag_allocs, "allocations through the magazine layer (hits and depot visits)")         \
   X(U64, mag_frees, "frees through the magazine layer (hits and depot visits)")                 \

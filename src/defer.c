@@ -76,10 +76,10 @@
  *      magazine (lines 7-11, prd__defer_cc_merge), then the previous magazine, the depot (a
  *      safe latent magazine of its latent list before a full magazine).
  *    REFILL (lines 13-30): a miss that finds the depot's latent magazines unsafe, holding
- *      half of defer_depot_kb or 4/5 of the cache's objects, first runs the oldest one's grace period on the
- *      allocating thread (prd__defer_depot_wait; magazine.c section 13: §3.4's bound paid
- *      as a wait rather than as growth, without the driver's wake-up).  With the depot
- *      empty, a cache that has seen deferrals refills the
+ *      half of defer_depot_kb or 4/5 of the cache's objects, first works on the oldest one's
+ *      grace period for defer_poll_us at most (prd__defer_depot_wait, section 9; magazine.c
+ *      section 13: §3.4's bound paid as a short bounded wait before growth).  With the depot
+ *      empty, or the wait over, a cache that has seen deferrals refills the
  *      loaded magazine from the slab layer with size - latent objects (line 14; at least 1,
  *      prd__defer_refill_size): the latent objects will fill the rest when their grace period
  *      ends.  The slab layer picks slabs with the deferred counts (lines 17-21, Fig. 5,
@@ -87,10 +87,11 @@
  *      constructor may allocate from its own cache, a sleeping allocation may reap).
  *    OOM (lines 31-32): when the source is exhausted, the slab layer calls prd__defer_oom:
  *      the latent generations of every CPU cache are moved to latent slabs (try-locks only),
- *      the driver is asked to expedite the latest latent state, the caller waits for it and
- *      merges; PRD_NOSLEEP (and a caller inside a read-side section, where waiting would never
- *      end) merges only what is safe already.  A refill that got nothing first waits for the
- *      thread's own older generation.
+ *      the driver is asked to expedite the latest latent state, the caller polls it for
+ *      defer_oom_wait_ms at most (section 9) and merges; PRD_NOSLEEP (and a caller inside a
+ *      read-side section, whose poll could never succeed) merges only what is safe already;
+ *      then the slab layer's own policy (reclaim, ENOMEM).  A refill that got nothing first
+ *      polls for the thread's own older generation for defer_poll_us.
  *    FLUSH (001 §4.2 "Object cache flush"): a free that finds both magazines full sends the
  *      previous one to the depot, and also the loaded one when the thread's latent objects
  *      would fill half a magazine: they will be the next loaded magazine once safe, so the
@@ -166,6 +167,27 @@
  *    state itself carries the RCU ordering: prd__defer_safe() is an acquire load that pairs
  *    with the release store ending the grace period (rcu.c §4), so a merge that sees a
  *    generation safe is ordered after every reader that could have seen its objects.
+ *
+ * 9. No allocation waits for readers, and none changes the caller's RCU state (rcu.c §10).
+ *    Algorithm 1 waits in two places (the kernel's line 32, and §3.4's bound on memory): in
+ *    user space the allocating thread may hold a lock that readers take inside their
+ *    read-side sections, so a grace period awaited there would wait for a reader that waits
+ *    for the allocation (a deadlock), and under a QSBR source the wait would have to take the
+ *    caller offline, letting objects it still references be reused.  So every wait of this
+ *    file and of magazine.c section 13 is prd__rcu_poll_bounded: for a bounded time, the
+ *    built-in grace period's steps run on this thread (each wait for readers stopping at the
+ *    deadline) or the state polled after an expedited request; no quiescent state or offline
+ *    period of the source.  The steady-state throttles (the depot's latent rule,
+ *    defer_latent_max_kb, a refill that got nothing) allow defer_poll_us (1 ms: a grace
+ *    period without readers takes tens of microseconds, but on a loaded machine the thread
+ *    running it, or another holding gp_lock, is preempted for longer; shorter bounds let
+ *    `prd-bench endurance` grow 1.8-2.2x where 1 ms kept 1.3x; docs/benchmarks.md; with a
+ *    QSBR source no poll at all, see poll_short) and otherwise let the cache grow: the memory bound holds while grace periods come and is
+ *    exceeded, never waited for, while a reader holds one open.  Out of memory the bound is
+ *    defer_oom_wait_ms (100 ms: long beside a grace period, short beside a program that would
+ *    otherwise hang), then the allocation fails with ENOMEM (prd_malloc: NULL and ENOMEM).
+ *    Nothing else waits: the deferral paths never did, and prd_cache_destroy, which may wait,
+ *    is not an allocation.  test_defer_nowait and test_rcu_urcu (QSBR) check the rule.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -436,16 +458,27 @@ static bool in_read_section(void)
   return src->rs_read_ongoing != NULL && src->rs_read_ongoing() != 0;
 }
 
+/* The steady-state throttles' wait (section 9): state s within defer_poll_us at most.  A
+ * source that holds every grace period for its online threads (rs_block_begin set: QSBR)
+ * cannot end one while the caller, online as a rule, polls, and nothing here may take it
+ * offline: ask, look once, and grow. */
+static bool poll_short(prd_gp_t s)
+{
+  uint64_t ns = prd_rcu_get_source()->rs_block_begin != NULL
+                    ? 0 : (uint64_t)prd__opt(defer_poll_us) * 1000;
+  return prd__rcu_poll_bounded(s, ns);
+}
+
 bool prd__defer_depot_wait(uint32_t id, prd_gp_t gp, int flags)
 {
   if ((flags & PRD_NOSLEEP) || in_read_section())
     return false;
-  prd__rcu_sync_state(gp);
+  bool safe = poll_short(gp);
   prd_tcache_t *tc = prd__mag_here();
   pthread_mutex_lock(&tc->tc_lock);   /* the counters of cc: the owner under tc_lock (§5) */
   cc_count(&tc->tc_cc[id], PRD_PC_CAPWAITS, 1);
   pthread_mutex_unlock(&tc->tc_lock);
-  return true;
+  return safe;
 }
 
 /* Pops the loaded magazine after a merge (tc_lock held), NULL when it is empty. */
@@ -469,32 +502,31 @@ void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, 
   prd__defer_gp_requests();   /* prd__defer_refill_size's, made under tc_lock */
   if (waiting && prd__mag_grow(cp))   /* section 2: the grace period outlasts the magazine */
     cc_count(&tc->tc_cc[id], PRD_PC_RESIZES, 1);
-  /* §3.4, bounded memory: past defer_latent_max_kb of latent-slab objects a refill waits for
-   * their grace period rather than grow the cache, so that a thread deferring in a tight
-   * loop reaches a steady state however slowly grace periods come (a loaded machine) */
+  /* §3.4, bounded memory: past defer_latent_max_kb of latent-slab objects a refill asks for
+   * their grace period expedited and polls it for defer_poll_us before it grows the cache
+   * (section 9: never longer, the grace period may be waiting for this caller) */
   long cap_kb = prd__opt(defer_latent_max_kb);
   if (cap_kb > 0 && !(flags & PRD_NOSLEEP)) {
     prd_gp_t maxgp;
     uint64_t n = prd__slab_lat_pending(cp, &maxgp);
     if (n * cp->cache_chunksize > (uint64_t)cap_kb * 1024 && !prd__defer_safe(maxgp) &&
         !in_read_section()) {
-      prd__rcu_request_expedited(maxgp);
-      prd_rcu_wait_state(maxgp);
+      (void)poll_short(maxgp);
       cc_count(&tc->tc_cc[id], PRD_PC_CAPWAITS, 1);
     }
   }
   void *objs[PRD_DEFER_REFILL_MAX];
   size_t got = prd__slab_alloc_bulk(cp, objs, want, flags | PRD_NOSLEEP);
   if (got == 0 && !(flags & PRD_NOSLEEP) && !in_read_section()) {
-    /* lines 31-32 for this thread's own latent objects: wait for the older generation */
+    /* lines 31-32 for this thread's own latent objects: poll for the older generation
+     * (section 9); the slab layer's out-of-memory path below polls longer for everyone's */
     pthread_mutex_lock(&tc->tc_lock);
     prd_cpu_cache_t *cc = &tc->tc_cc[id];
     int g = lat_n(cc, 0) != 0 ? 0 : lat_n(cc, 1) != 0 ? 1 : -1;
     prd_gp_t wgp = g >= 0 ? cc->cc_lat_gp[g] : 0;
     pthread_mutex_unlock(&tc->tc_lock);
     if (g >= 0) {
-      prd__rcu_request_expedited(wgp);
-      prd_rcu_wait_state(wgp);
+      (void)poll_short(wgp);   /* the merge below takes the generation only if it is safe */
       pthread_mutex_lock(&tc->tc_lock);
       cc = &tc->tc_cc[id];
       cc_count(cc, PRD_PC_OOMWAITS, 1);
@@ -760,8 +792,9 @@ bool prd__defer_oom(prd_cache_t *cp, int flags)
   prd_gp_t maxgp;
   if (!prd__slab_lat_pending(cp, &maxgp) || (flags & PRD_NOSLEEP) || in_read_section())
     return false;
-  prd__rcu_request_expedited(maxgp);                          /* lines 31-32 */
-  prd_rcu_wait_state(maxgp);
+  /* lines 31-32, bounded (section 9): out of memory, the caller would rather wait than fail,
+   * but not for a grace period that may be waiting for it: then the slab layer fails */
+  (void)prd__rcu_poll_bounded(maxgp, (uint64_t)prd__opt(defer_oom_wait_ms) * 1000000);
   atomic_fetch_add_explicit(&cp->cache_oom_waits, 1, memory_order_relaxed);
   return prd__slab_lat_merge_all(cp) != 0;
 }

@@ -218,9 +218,10 @@ int prd__option_choice(const char *name, char *buf, size_t len);
 extern bool prd__defer_broken;
 
 /* Out of memory with deferred objects waiting (Algorithm 1 lines 31-32), cache_lock not held:
- * moves the threads' latent generations to latent slabs (try-locks), waits for their grace period unless flags say
- * PRD_NOSLEEP (or the caller is inside a read-side section), merges what is safe.  True if
- * any buffer came back. */
+ * moves the threads' latent generations to latent slabs (try-locks), polls for their grace
+ * period for defer_oom_wait_ms at most (defer.c section 9: never a wait for readers) unless
+ * flags say PRD_NOSLEEP (or the caller is inside a read-side section), merges what is safe.
+ * True if any buffer came back. */
 bool  prd__defer_oom(prd_cache_t *cp, int flags);
 /* Before a cache is destroyed: every thread's latent generations to the latent slabs, their
  * grace periods waited for. */
@@ -336,10 +337,12 @@ static inline bool prd__defer_safe(prd_gp_t s)
 {
   return prd__rcu_poll(s) || prd_unlikely(prd__defer_broken);
 }
-/* Runs grace periods on the calling thread until state s is reached, as prd_synchronize_rcu
- * runs its own (no hand-off to the driver thread, whose wake-up waits for a CPU on a loaded
- * machine).  Inside a read-side section: reported, returns at once. */
-void prd__rcu_sync_state(prd_gp_t s);
+/* The allocator's bounded wait (rcu.c §10): state s within ns nanoseconds at most, the
+ * built-in grace period's steps run on the calling thread while gp_lock is free (each wait for
+ * readers stopping at the deadline, the rest left to the driver), else requested expedited and
+ * polled; true when it was reached.  Never changes the caller's RCU state (no offline, no
+ * quiescent state): allocations call this, never prd_rcu_wait_state or prd_synchronize_rcu. */
+bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns);
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */

@@ -303,16 +303,16 @@
  *    `prd-bench deferred --pairs 2000000 --threads 2`, the two builds interleaved 5 times on
  *    a quiet machine: peak RSS at 8-64 B 8-11 -> 3-4.6 MiB, 512 B 8.5 -> 7, pairs/s the same
  *    within the noise at every size; a first, noisier comparison had suggested +40% at
- *    8-16 B), a sleeping allocation runs the oldest one's grace
- *    period itself (prd__defer_depot_wait -> prd__rcu_sync_state: one or two membarriers on
- *    this thread, as prd_synchronize_rcu) and visits the depot again, instead of growing the
- *    cache from the slabs while the free side spills into the latent slabs.  On a loaded
- *    machine the driver thread waits for a CPU before it can end a grace period; the
- *    allocating thread is running already.  Measured (`prd-bench deferred --pairs 2000000
- *    --threads 2 --sizes 8,512,4096 --modes prudence`, load average 8-10): 4 KiB pairs 12-15
- *    -> 41-48 Mpairs/s, 512 B 17-26 -> 51-64, peak RSS 28-30 -> 7-8 MiB, the latent slabs'
- *    share of the deferrals from 30-60% to nothing.  PRD_NOSLEEP and a caller inside a
- *    read-side section never wait (tier 4 as before); latent_cap_waits counts the waits.
+ *    8-16 B), a sleeping allocation asks for the oldest one's grace
+ *    period for defer_poll_us at most (prd__defer_depot_wait -> prd__rcu_poll_bounded: the
+ *    built-in grace period's steps on this thread, whose wake-up the driver would wait for a
+ *    CPU for on a loaded machine) and visits the depot again if it ended, rather than grow the
+ *    cache from the slabs while the free side spills into the latent slabs; when it has not
+ *    ended the miss goes on to tier 4 and the cache grows.  It never waits the grace period
+ *    out (defer.c section 9, rcu.c §10): the caller may hold a lock that a reader waits for
+ *    inside its section, or be an online QSBR thread whose references the grace period
+ *    protects.  PRD_NOSLEEP and a caller inside a read-side section never poll
+ *    (tier 4 at once); latent_cap_waits counts the polls.
  *    Safety is prd__defer_safe(mag_gp), an acquire load pairing
  *    with the release store that ends the grace period (rcu.c §4), read under dp_lock; the
  *    objects are not touched before it.  A reap (prd_cache_reap) gives safe latent magazines'
@@ -1422,7 +1422,7 @@ again:
       frounds = fmp->mag_size;
       dp->dp_rounds -= frounds;
     } else if (dp->dp_lat_head != NULL && !waited && depot_lat_wait(cp, dp)) {
-      /* section 13: latent magazines hold half their bound, none safe: wait for the oldest
+      /* section 13: latent magazines hold half their bound, none safe: poll for the oldest
        * (below), then visit again */
       lat_wait = dp->dp_lat_head->mag_gp;
       pthread_mutex_unlock(&dp->dp_lock);
@@ -1449,14 +1449,14 @@ again:
   }
   if (lat_wait != 0) {
     /* section 13: the depot's latent magazines hold half their bound and none is safe:
-     * their grace period, run here, rather than new objects from the slabs */
+     * their grace period, polled for a bounded time, before new objects from the slabs */
     pthread_mutex_unlock(&tc->tc_lock);
     if (give != NULL)
       mag_destroy(cp, give, 0);
     waited = true;
     if (prd__defer_depot_wait(id, lat_wait, flags))
       goto again;
-    depot_lock(dp);   /* it may not wait (PRD_NOSLEEP, a read-side section): tier 4 */
+    depot_lock(dp);   /* not over, or no poll (PRD_NOSLEEP, a read-side section): tier 4 */
     dp->dp_alloc_misses++;
     dp->dp_to_slab_allocs++;
     pthread_mutex_unlock(&dp->dp_lock);

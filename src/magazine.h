@@ -98,9 +98,10 @@ bool prd__defer_cc_merge(prd_cache_t *cp, prd_cpu_cache_t *cc);
  * prd__defer_gp_requests, which the caller runs once it holds no lock. */
 void prd__defer_cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc);
 /* An allocation miss found the depot's latent magazines unsafe while they hold half of
- * defer_depot_kb or more (magazine.c section 13): runs the oldest one's grace period on this
- * thread (no lock held), unless flags has PRD_NOSLEEP or the thread is inside a read-side
- * section.  True when it did: the caller looks at the depot again. */
+ * defer_depot_kb or more (magazine.c section 13): asks for the oldest one's grace period
+ * expedited and polls it for defer_poll_us (no lock held; defer.c section 9), unless flags
+ * has PRD_NOSLEEP or the thread is inside a read-side section.  True when it ended: the
+ * caller looks at the depot again; false: the caller grows the cache. */
 bool prd__defer_depot_wait(uint32_t id, prd_gp_t gp, int flags);
 /* A latent magazine of the depot whose grace period has not ended: its objects to the latent
  * slabs with its state (noted for prd__defer_gp_requests), the magazine freed.  No lock held

@@ -50,15 +50,22 @@
     "libprudence-urcu; naming a source not linked ends the process, never falls back)")         \
   X(LONG, rcu_gp_interval_us, 1000,                                                             \
     "minimum microseconds between grace periods started by the RCU driver thread (batching; "  \
-    "waiters, expedited requests and the allocator's own waits are not paced)")               \
+    "waiters and expedited requests, the allocator's polls among them, are not paced)")         \
   X(LONG, rcu_gp_delay_us, 0,                                                                   \
     "microseconds the idle RCU driver waits after a first request so later ones share its "     \
     "grace period")                                                                             \
   X(BOOL, rcu_expedited, 0,                                                                     \
     "expedited grace periods: no pacing, and the writer polls readers without sleeping")      \
   X(LONG, defer_latent_max_kb, 16384,                                                          \
-    "Prudence: KiB of deferred objects a cache's latent slabs may hold before a refill waits " \
-    "for their grace period instead of growing the cache (seed 001 3.4; 0 = no limit)")        \
+    "Prudence: KiB of deferred objects a cache's latent slabs may hold before a refill polls " \
+    "for their grace period (defer_poll_us) before it grows the cache (seed 001 3.4; 0 = off)") \
+  X(LONG, defer_poll_us, 1000,                                                                 \
+    "Prudence: microseconds an allocation polls for deferred objects' grace period (requested " \
+    "expedited) before it grows the cache instead; it never waits longer (no allocation waits " \
+    "for readers)")                                                                             \
+  X(MS, defer_oom_wait_ms, 100,                                                                 \
+    "Prudence: ms an allocation that finds the arena exhausted polls for deferred objects' "    \
+    "grace period before it fails with ENOMEM")                                                 \
   X(LONG, defer_depot_kb, 8192,                                                                \
     "Prudence: KiB of deferred objects a cache's depot may hold in whole latent magazines "    \
     "(tagged with their grace period) before full latent caches spill into the latent slabs "  \

@@ -92,8 +92,8 @@
  *    magazines, one per 64 deferrals or so) runs them back to back, taking a core on a small
  *    machine.  Measured on 2 cores (prd-bench deferred, interval 0 vs 1000): 8-512 B pairs/s
  *    1.3-1.8x higher with the same peak RSS.  Nothing that must wait is slowed: blocked
- *    waiters, expedited requests and the allocator's inline waits (prd__rcu_sync_state) run
- *    their grace periods at once.  A plain request does not wake a pacing driver, only an idle
+ *    waiters and expedited requests (the allocator's bounded polls, §10, among them) are not
+ *    paced.  A plain request does not wake a pacing driver, only an idle
  *    one (drv_idle): the driver reads gp_req again before its next grace period.
  *    prd_synchronize_rcu runs the grace period itself under gp_lock, and returns at once if a
  *    grace period that started after its call ended while it waited for the lock (so concurrent
@@ -150,6 +150,30 @@
  *    runs; a grace period holds gp_lock throughout, and the built-in source holds reg_lock for
  *    each scan of the readers, never across a sleep.  Threads are created (thread.c) under
  *    drv_lock or wrk_lock; thread.c's pokes take either alone.
+ *
+ * 10. The allocator never waits for readers and never changes the caller's RCU state.  An
+ *    allocation may be made by a writer that holds a lock which readers take inside their
+ *    read-side sections (in user space readers may block; the kernel's rcu_read_lock sections
+ *    may not), or by an online QSBR thread that still holds references: a grace period run or
+ *    awaited to its end on its behalf would deadlock with the first (the grace period waits
+ *    for a reader that waits for the writer's lock) and, made possible by putting the thread
+ *    offline (rs_block_begin), would let the second's objects be reused under it.  So the
+ *    layers above wait for grace periods only through prd__rcu_poll_bounded, for a bounded
+ *    time: with the built-in source the caller runs the grace period's steps itself while
+ *    gp_lock is free (gp_advance; the driver's wake-up waits for a CPU on a loaded machine),
+ *    every wait for readers stopping at the deadline and what is left handed to the driver,
+ *    expedited; otherwise an expedited request and a poll of the state.  Never
+ *    rs_block_begin/end, rs_quiescent_state or rs_thread_offline, never a block on gp_lock.
+ *    Stopping half way is safe: the sequence stays odd, gp_stage says which wait comes next,
+ *    and the next holder of gp_lock (the driver, a synchronize) repeats the scan from there;
+ *    a scan is a set of loads whichever thread makes it, and the fences after it (the flip's,
+ *    (W2)) are run by the thread that made the last one.  (W1), a membarrier, acted on every
+ *    thread when the grace period began; in fence mode, a local fence, the thread that goes
+ *    on runs it again before its first scan.  The
+ *    calls that exist to wait (prd_synchronize_rcu, prd_rcu_wait_state, prd_rcu_barrier, cache
+ *    destroy) still block, with a QSBR caller offline meanwhile: they are not allocations, and
+ *    their callers know they wait (as liburcu documents which of its calls may wait for a
+ *    grace period).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -429,28 +453,63 @@ static bool readers_old(void)
   return old;
 }
 
-static void wait_for_readers(void)
+/* Waits until no reader is ACTIVE_OLD; false when monotonic time `deadline` (ns) passed first
+ * (a bounded runner, §10: the same backoff, its sleeps cut at the deadline). */
+static bool wait_for_readers_until(uint64_t deadline)
 {
-  for (unsigned n = 0; readers_old(); n++)
+  for (unsigned n = 0; readers_old(); n++) {
+    if (deadline != UINT64_MAX) {
+      uint64_t now = prd__now_ns();
+      if (now >= deadline)
+        return false;
+      if (n >= 64) {
+        uint64_t d = PRD_MIN((uint64_t)1000 << PRD_MIN(n - 64, 10u), deadline - now);
+        struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
+        nanosleep(&ts, NULL);
+        continue;
+      }
+    }
     reader_backoff(n);
+  }
+  return true;
+}
+
+/* The built-in grace period in its two stages (gp_lock held, (W1) executed): 1 waits for the
+ * readers of the previous phase and flips, 2 waits for the readers that began before the flip
+ * and runs (W2).  gp_stage keeps where a bounded runner (§10) stopped, so that the next
+ * holder of gp_lock goes on from there: a scan is a scan whichever thread makes it, and the
+ * fences below are run by the thread that makes the last scan before them. */
+static int gp_stage; /* gp_lock: 0 none in progress, 1 (W1) done, 2 phase flipped */
+
+static bool builtin_stages(uint64_t deadline)
+{
+  if (gp_stage == 1) {
+    if (!wait_for_readers_until(deadline))   /* readers of the previous phase */
+      return false;
+    /* Writer-local ordering, paired with no reader barrier (liburcu has the same two): the
+     * first scan's loads complete before the flip is stored, and the flip is visible before
+     * the second scan, else the writer could wait forever on readers that keep starting in
+     * the old phase (progress, not safety: safety comes from (W1)/(R1) and (W2)/(R2)). */
+    prd__rcu_full_fence();
+    __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
+    prd__rcu_full_fence();
+    gp_stage = 2;
+  }
+  if (!wait_for_readers_until(deadline))     /* readers that began before the flip */
+    return false;
+  /* (W2), paired with the readers' (R2); with membarrier on TSO (R2) alone keeps their loads
+   * before the clearing store (§3), and fence mode's (W2) is a local fence either way */
+  if (!PRD_RCU_TSO || !use_membarrier)
+    smp_mb_master();
+  return true;
 }
 
 /* rs_synchronize of the built-in source: gp_lock is held and (W1) has been executed. */
 static void builtin_synchronize(void)
 {
-  wait_for_readers();        /* readers of the previous phase */
-  /* Writer-local ordering, paired with no reader barrier (liburcu has the same two): the
-   * first scan's loads complete before the flip is stored, and the flip is visible before the
-   * second scan, else the writer could wait forever on readers that keep starting in the old
-   * phase (progress, not safety: safety comes from (W1)/(R1) and (W2)/(R2)). */
-  prd__rcu_full_fence();
-  __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
-  prd__rcu_full_fence();
-  wait_for_readers();        /* readers that began before the flip */
-  /* (W2), paired with the readers' (R2); with membarrier on TSO (R2) alone keeps their loads
-   * before the clearing store (§3), and fence mode's (W2) is a local fence either way */
-  if (!PRD_RCU_TSO || !use_membarrier)
-    smp_mb_master();
+  gp_stage = 1;
+  (void)builtin_stages(UINT64_MAX);
+  gp_stage = 0;
 }
 
 static int builtin_read_ongoing(void)
@@ -626,17 +685,45 @@ bool prd_rcu_poll_state(prd_gp_t s)
   return prd__rcu_poll(s);
 }
 
-/* One grace period with gp_lock held: the sequence, (W1), the source, the end. */
-static void gp_run(const struct prd_rcu_source *src)
+/* One grace period with gp_lock held: the sequence, (W1), the source, the end.  With the
+ * built-in source and a deadline (monotonic ns; UINT64_MAX: none) the waits for readers stop
+ * at the deadline: false, the grace period left in progress (odd sequence, gp_stage) for the
+ * next call, from any thread, to go on with. */
+static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
 {
   uint64_t s = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
-  PRD_ASSERT((s & 1) == 0);
-  atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 1, memory_order_relaxed);
-  PRD_RACE(); /* race widening (src/race.h) */
-  smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
-  src->rs_synchronize();
+  if (gp_stage == 0) {
+    PRD_ASSERT((s & 1) == 0);
+    atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 1, memory_order_relaxed);
+    PRD_RACE(); /* race widening (src/race.h) */
+    smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
+    if (src->rs_synchronize != builtin_synchronize) {
+      src->rs_synchronize();
+      s += 2;
+      goto end;
+    }
+    gp_stage = 1;
+    s += 2;
+  } else {
+    PRD_ASSERT((s & 1) == 1);
+    s += 1;
+    /* going on with a grace period another thread began (§10): a membarrier (W1) acted on
+     * this thread too; fence mode's (W1) is a local fence, so run it here before the scans */
+    if (!use_membarrier)
+      smp_mb_master();
+  }
+  if (!builtin_stages(deadline))
+    return false;
+  gp_stage = 0;
+end:
   /* release: everything the grace period observed before a poller that sees the end */
-  atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 2, memory_order_release);
+  atomic_store_explicit(&prd__rcu_gp.gs_seq, s, memory_order_release);
+  return true;
+}
+
+static void gp_run(const struct prd_rcu_source *src)
+{
+  (void)gp_advance(src, UINT64_MAX);
 }
 
 /* ---- §5 the driver --------------------------------------------------------------------- */
@@ -896,9 +983,75 @@ void prd_synchronize_rcu(void)
   sync_until(prd_rcu_get_state(), "prd_synchronize_rcu");
 }
 
-void prd__rcu_sync_state(prd_gp_t s)
+/* The allocator's only way to wait for a grace period (§10), for at most `ns` nanoseconds.
+ * With the built-in source, and gp_lock free, the caller runs the grace period's steps itself
+ * (no hand-off to the driver, whose wake-up waits for a CPU on a loaded machine), each wait
+ * for readers stopping at the deadline; a grace period it cannot finish stays in progress
+ * (gp_advance) and is asked of the driver, expedited, which goes on with it.  Otherwise (a
+ * liburcu source, whose synchronize cannot be bounded, or gp_lock held by another grace
+ * period) it asks the driver and polls the state: spins for the first POLL_SPIN_NS, then
+ * sched_yield (on a loaded machine the driver may be waiting for this CPU), past POLL_SLEEP_NS
+ * short sleeps (only out-of-memory's long polls get there).  It never blocks on gp_lock and
+ * never calls the source's rs_block_begin/end or a quiescent-state function: the caller's
+ * RCU state is what it was, and no reader can hold it past the bound. */
+#define POLL_SPIN_NS 5000u     /* a few grace periods' worth of state loads, then yield */
+#define POLL_SLEEP_NS 200000u  /* past this, sleep 50 us at a time instead of yielding */
+
+/* The sequence when this thread's last bounded wait ran out with a reader holding the grace
+ * period open (perhaps one that waits for this thread).  While it has not moved another wait
+ * would only run out again: it is not made.  Any progress (the driver, asked for it when the
+ * wait ran out, ends a grace period) allows the next.  A wait that ran out with no reader in
+ * the way (a runner or the driver preempted on a loaded machine) is not remembered: the
+ * grace period will end soon, and the next miss waits for it rather than grow. */
+static _Thread_local uint64_t poll_gave_up = UINT64_MAX;
+
+bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
 {
-  sync_until(s, "a refill's grace-period wait");
+  if (prd_rcu_poll_state(s))
+    return true;
+  if (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed) == poll_gave_up)
+    return false;
+  uint64_t start = prd__now_ns();
+  const struct prd_rcu_source *src = rcu_source();
+  /* a reader of this thread would make its own grace period wait: never inside a section */
+  bool inline_gp = src == &prd_rcu_builtin && reader_nesting() == 0;
+  if (!inline_gp)
+    prd__rcu_request_expedited(s);
+  for (;;) {
+    if (inline_gp && pthread_mutex_trylock(&gp_lock) == 0) {
+      bool done = true;
+      while (done && !prd_rcu_poll_state(s))
+        done = gp_advance(src, start + ns);
+      pthread_mutex_unlock(&gp_lock);
+      pthread_mutex_lock(&drv_lock);   /* blocked waiters whose state this reached */
+      pthread_cond_broadcast(&drv_done_cond);
+      pthread_mutex_unlock(&drv_lock);
+      if (done)
+        return true;
+      break;   /* a reader held it to the deadline */
+    }
+    if (prd_rcu_poll_state(s))
+      return true;
+    uint64_t t = prd__now_ns() - start;
+    if (t >= ns)
+      break;
+    if (t < POLL_SPIN_NS) {
+      for (int i = 0; i < 64; i++)
+        cpu_relax();
+    } else if (t < POLL_SLEEP_NS) {
+      sched_yield();
+    } else {
+      uint64_t d = PRD_MIN(ns - t, (uint64_t)50000);
+      struct timespec ts = { 0, (long)d };
+      nanosleep(&ts, NULL);
+    }
+  }
+  /* not reached: the driver, expedited, ends it (and a grace period left in progress here) */
+  if (inline_gp)
+    prd__rcu_request_expedited(s);
+  if (inline_gp && readers_old())
+    poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
+  return prd_rcu_poll_state(s);
 }
 
 /* ---- thread functions, forwarded to the source ------------------------------------------ */

@@ -2,8 +2,8 @@
  * src/urcu_qsbr.c).  Each case runs in a child forked before this process uses RCU, so each
  * starts with no source fixed: selection by prd_rcu_set_source and by the option rcu=NAME,
  * grace periods that wait for liburcu readers, the state interface and call_rcu over them,
- * misuse detection (synchronize inside a memb read section), and QSBR threads put offline
- * while they block in prudence.
+ * misuse detection (synchronize inside a memb read section), QSBR threads put offline
+ * while they block in prudence, and never by an allocation.
  * prd-test-needs: urcu
  * prd-test-labels: no-tsan
  * (no-tsan: liburcu is not built with TSan and its inline read side uses volatile accesses
@@ -15,6 +15,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -169,6 +171,65 @@ static void test_builtin_reader_with_urcu(void)
   CHECK_STR_CONTAINS(buf, "prd_rcu_read_lock used while the grace-period source is urcu-memb");
 }
 
+/* Under the urcu-qsbr source an allocation must never be a quiescent state.  The defect this
+ * guards: the allocator's grace-period waits (the depot's latent wait, the latent-cap wait, the
+ * own-generation and OOM waits) put an online QSBR caller offline around the wait, so the
+ * grace period of objects the caller still referenced ended inside its allocation and they
+ * were handed back to it.  Here an online QSBR thread holds QSBR_HELD objects that another
+ * thread defers, then allocates as many again from the same cache without announcing a
+ * quiescent state: none of them may be one it holds.  alarm(): a wait in the allocation that
+ * kept the thread online would hang, and must fail rather than block ctest. */
+#define QSBR_HELD 20000
+static void *qsbr_held[QSBR_HELD];
+static prd_cache_t *qsbr_cp;
+
+static void *qsbr_deferrer(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < QSBR_HELD; i++)
+    prd_cache_free_deferred(qsbr_cp, qsbr_held[i]);
+  return NULL; /* thread exit hands its latent generations to the depot */
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void child_qsbr_alloc_online(void *arg)
+{
+  (void)arg;
+  alarm(60);
+  prd_rcu_set_source(&prd_rcu_urcu_qsbr);
+  urcu_qsbr_register_thread(); /* online from here to the end: it holds references */
+  qsbr_cp = prd_cache_create("qsbr256", 256, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  for (int i = 0; i < QSBR_HELD; i++)
+    qsbr_held[i] = prd_cache_alloc(qsbr_cp, PRD_SLEEP);
+  pthread_t d;
+  pthread_create(&d, NULL, qsbr_deferrer, NULL);
+  pthread_join(d, NULL);
+  qsort(qsbr_held, QSBR_HELD, sizeof(void *), ptr_cmp);
+  int reused = 0, nulls = 0;
+  for (int i = 0; i < QSBR_HELD; i++) {
+    void *p = prd_cache_alloc(qsbr_cp, PRD_SLEEP);
+    nulls += p == NULL;
+    reused += bsearch(&p, qsbr_held, QSBR_HELD, sizeof(void *), ptr_cmp) != NULL;
+  }
+  printf("qsbr online=%d reused=%d nulls=%d\n", urcu_qsbr_read_ongoing() != 0, reused, nulls);
+  urcu_qsbr_unregister_thread();
+}
+
+static void test_qsbr_alloc_not_quiescent(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_qsbr_alloc_online, NULL, buf, sizeof(buf));
+  if (WIFSIGNALED(st))
+    fprintf(stderr, "  child killed by signal %d (SIGALRM %d: it hung)\n", WTERMSIG(st), SIGALRM);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "qsbr online=1 reused=0 nulls=0");
+}
+
 int main(void)
 {
   RUN(test_memb);
@@ -176,5 +237,6 @@ int main(void)
   RUN(test_qsbr_block_offline);
   RUN(test_memb_sync_in_section);
   RUN(test_builtin_reader_with_urcu);
+  RUN(test_qsbr_alloc_not_quiescent);
   return prd_test_done();
 }
