@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "options.h"
 #include "types.h"
@@ -258,6 +259,8 @@ bool  prd__lthread_poked(struct prd__lthread *lt);
 /* How long an idle library thread may sleep before it looks again: -1 for good (counted
  * application threads live, and the last to leave wakes it), else milliseconds. */
 long  prd__lthread_idle_ms(const struct prd__lthread *lt);
+/* *ts = now + ms on `clock`, the absolute deadline of a library thread's timed wait. */
+void  prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

@@ -1233,13 +1233,7 @@ static void *maint_main(void *arg)
     if (look >= 0 && look < ms)
       ms = look;
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    prd__lthread_deadline(&ts, CLOCK_MONOTONIC, ms);
     pthread_mutex_lock(&maint_lock);
     /* prd__maint_wake signals it with maint_kick set, thread.c's poke with lt_poked set
      * (both under maint_lock) */

@@ -770,13 +770,7 @@ static void lt_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t
     return;
   }
   struct timespec ts;
-  clock_gettime(clock, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  prd__lthread_deadline(&ts, clock, ms);
   pthread_cond_timedwait(cond, mutex, &ts);
 }
 

@@ -66,6 +66,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -188,6 +189,17 @@ long prd__lthread_idle_ms(const struct prd__lthread *lt)
   if (lt->lt_quick > 0)
     return 1l << (LT_QUICK - 1 - lt->lt_quick);
   return atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ? -1 : LT_IDLE_MS;
+}
+
+void prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms)
+{
+  clock_gettime(clock, ts);
+  ts->tv_sec += ms / 1000;
+  ts->tv_nsec += (ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
 }
 
 static bool lt_is_library(pid_t tid)
