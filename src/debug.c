@@ -1,17 +1,8 @@
 /*
- * debug.c: error reports and internal assertions.
+ * debug.c: debugging of object caches (Bonwick 1994, seed 002 §6; libumem's names and
+ * patterns).  Its reports go through report.c.
  *
- * 1. Reports go to stderr through write(2) from a stack buffer: the allocator reports from
- *    inside malloc, where stdio (which may allocate) is not safe.  Each line starts with
- *    "prudence: " and names the arena or cache, the buffer and what was wrong.
- * 2. After a report the caller decides, through prd__report_done(), whether to abort: it does
- *    when the option abort_on_error is set (default in Debug builds).  Tests set it to 0 and
- *    then check that the structure stayed consistent.
- * 3. PRD_ASSERT checks internal invariants in Debug builds only; a failed assertion always
- *    aborts: it means our own state is wrong, not the caller's input.
- *
- * Debugging of object caches (Bonwick 1994, seed 002 §6; libumem's names and patterns).
- * 4. Where.  slab.c tests one word (cache_flags & PRD_CF_DEBUG) on its fast paths and calls
+ * 1. Where.  slab.c tests one word (cache_flags & PRD_CF_DEBUG) on its fast paths and calls
  *    prd__debug_alloc when an object leaves the cache for the user and prd__debug_free when
  *    it comes back, from whichever layer serves it.  Every buffer-debugging cache uses the
  *    large layout: its bufctls are external and all in the hash table, so every free is
@@ -21,27 +12,27 @@
  *    the slab layer's bc_flags so that a layer in front (magazines) keeps the checks exact.
  *    The debug state and the audit log change under the cache's lock; buffer contents are
  *    checked and filled outside it, by the thread that owns the buffer at that moment.
- * 5. Patterns (002 §6.3): a free buffer holds 0xdeadbeef; allocation checks it (a difference
+ * 2. Patterns (002 §6.3): a free buffer holds 0xdeadbeef; allocation checks it (a difference
  *    is reported with its offset and both values), fills 0xbaddcafe and then constructs.
  *    With patterns on, construction happens on every allocation and destruction on every
  *    free, since a freed buffer's contents are the pattern (PRD_CF_SLABCTOR is off); the
- *    same with page-per-buffer (section 9), since a free buffer's pages are inaccessible.
- * 6. Redzones (002 §6.4): the bytes from the object's end to the next 8-byte boundary hold
+ *    same with page-per-buffer (section 6), since a free buffer's pages are inaccessible.
+ * 3. Redzones (002 §6.4): the bytes from the object's end to the next 8-byte boundary hold
  *    0xbb and a tag after them holds 0xfeedfacefeedface and the bufctl's address (libumem's
  *    buftag); free checks both, so even a one-byte overrun of an odd-sized object is seen.
- * 7. Auditing (002 §6.1): each bufctl carries a ring of the buffer's last PRD_AUDIT_TX
+ * 4. Auditing (002 §6.1): each bufctl carries a ring of the buffer's last PRD_AUDIT_TX
  *    transactions (thread, time, slab, backtrace() stack of PRD_AUDIT_DEPTH frames); every
  *    report on a buffer prints them, newest first, as 002 §6.8.  Frames print as
  *    symbol+offset where dladdr knows the symbol.
- * 8. Synchronous unmapping (002 §6.5): a slab freed by an UNMAP cache is decommitted and made
+ * 5. Synchronous unmapping (002 §6.5): a slab freed by an UNMAP cache is decommitted and made
  *    inaccessible at once, and held out of its source arena in a quarantine of the last
  *    PRD_UNMAP_QUARANTINE slabs (so a stale access faults for a while even though the
  *    arena, not the kernel, owns the address range); the oldest goes back (made accessible)
  *    when the quarantine is full or its cache is destroyed.
- * 9. Page-per-buffer (002 §6.6): each buffer starts a page and is followed by an
+ * 6. Page-per-buffer (002 §6.6): each buffer starts a page and is followed by an
  *    inaccessible guard page; a free buffer's pages are inaccessible too, so use after free
  *    and overruns past the page fault at the faulting instruction.
- * 10. Leaks (002 §6.7): prd_leak_report walks every cache's allocated buffers; with auditing
+ * 7. Leaks (002 §6.7): prd_leak_report walks every cache's allocated buffers; with auditing
  *    it prints each one's age and allocation stack and skips the young ones.
  */
 #include <dlfcn.h>
@@ -54,88 +45,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-static _Atomic uint64_t report_count;
-
-int prd__write_all(int fd, const char *p, size_t len)
-{
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      if (w == 0)
-        errno = EIO;
-      return -1;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
-void prd__vwrite(int fd, const char *fmt, va_list ap)
-{
-  char buf[1024];
-  int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-  if (n < 0)
-    return;
-  prd__write_all(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-}
-
-static void write_fmt(int fd, const char *fmt, ...) PRD_PRINTF(2, 3);
-static void write_fmt(int fd, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  prd__vwrite(fd, fmt, ap);
-  va_end(ap);
-}
-
-static void report_v(const char *fmt, va_list ap)
-{
-  char line[1024];
-  if (vsnprintf(line, sizeof(line), fmt, ap) < 0)
-    line[0] = '\0';
-  write_fmt(STDERR_FILENO, "prudence: %s\n", line);
-  atomic_fetch_add_explicit(&report_count, 1, memory_order_relaxed);
-}
-
-void prd__report(const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  report_v(fmt, ap);
-  va_end(ap);
-}
-
-void prd__report_done(void)
-{
-  if (prd__opt(abort_on_error)) {
-    write_fmt(STDERR_FILENO, "prudence: aborting (set PRUDENCE_OPTIONS=abort_on_error=0 to go on)\n");
-    abort();
-  }
-}
-
-void prd__error(const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  report_v(fmt, ap);
-  va_end(ap);
-  prd__report_done();
-}
-
-uint64_t prd__error_count(void)
-{
-  return atomic_load_explicit(&report_count, memory_order_relaxed);
-}
-
-void prd__assert_fail(const char *expr, const char *file, int line)
-{
-  write_fmt(STDERR_FILENO, "prudence: internal assertion failed: %s (%s:%d)\n", expr, file, line);
-  abort();
-}
 
 /* ==== debugging of object caches ========================================================== */
 #define PRD_PATTERN_FREE     0xdeadbeefu          /* freed memory (002 §6.3) */
@@ -162,7 +71,7 @@ static void dline(int fd, const char *fmt, ...)
   if (fd < 0)
     prd__report("%s", line);
   else
-    write_fmt(fd, "prudence: %s\n", line);
+    prd__write_fmt(fd, "prudence: %s\n", line);
 }
 
 static size_t dbg_user_bytes(const prd_cache_t *cp)

@@ -29,7 +29,7 @@
 #define PRD_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PRD_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* ---- debug.c: reporting errors and internal assertions ------------------------------ */
+/* ---- report.c: reporting errors and internal assertions (a leaf: libc only) --------- */
 /* Prints "prudence: <message>" on stderr without allocating (safe inside the allocator)
  * and counts it.  Callers that print several lines call prd__report_done() once after. */
 void prd__report(const char *fmt, ...) PRD_PRINTF(1, 2) PRD_COLD;
@@ -40,8 +40,10 @@ void prd__error(const char *fmt, ...) PRD_PRINTF(1, 2) PRD_COLD;
 /* Number of errors reported so far (tests read it). */
 uint64_t prd__error_count(void);
 _Noreturn void prd__assert_fail(const char *expr, const char *file, int line) PRD_COLD;
-/* Writes without allocating; used by every printer that may run inside malloc. */
+/* Write a formatted text of at most 1 KiB to fd without allocating; used by every printer
+ * that may run inside malloc. */
 void prd__vwrite(int fd, const char *fmt, va_list ap);
+void prd__write_fmt(int fd, const char *fmt, ...) PRD_PRINTF(2, 3);
 /* Writes all of [p, p+len) to fd (retrying short and interrupted writes): 0, or -1 with
  * errno on an error (the reporters ignore it; the snapshot writer of stats.c does not). */
 int prd__write_all(int fd, const char *p, size_t len);

@@ -1,0 +1,107 @@
+/*
+ * report.c: error reports and internal assertions, a leaf.
+ *
+ * 1. Reports go to stderr through write(2) from a stack buffer: the allocator reports from
+ *    inside malloc, where stdio (which may allocate) is not safe.  Each line starts with
+ *    "prudence: " and names the arena or cache, the buffer and what was wrong.
+ * 2. After a report the caller decides, through prd__report_done(), whether to abort: it does
+ *    when the option abort_on_error is set (default in Debug builds).  Tests set it to 0 and
+ *    then check that the structure stayed consistent.
+ * 3. PRD_ASSERT checks internal invariants in Debug builds only; a failed assertion always
+ *    aborts: it means our own state is wrong, not the caller's input.
+ * 4. Place in the layers: every file that reports calls down into this one, and this one
+ *    calls only the C library (vsnprintf, write, abort), so a report can come from any
+ *    layer, under any of its locks, without a cycle.  The one thing it reads of the library
+ *    is the option abort_on_error, a relaxed load of options.c's storage (prd__opt), not a
+ *    call.  It takes no lock: each line is one write(2) of at most 1 KiB, and the report
+ *    count is a relaxed counter (tests read it, nothing is ordered by it).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static _Atomic uint64_t report_count;
+
+int prd__write_all(int fd, const char *p, size_t len)
+{
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (w == 0)
+        errno = EIO;
+      return -1;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+void prd__vwrite(int fd, const char *fmt, va_list ap)
+{
+  char buf[1024];
+  int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+  if (n < 0)
+    return;
+  prd__write_all(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+void prd__write_fmt(int fd, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  prd__vwrite(fd, fmt, ap);
+  va_end(ap);
+}
+
+static void report_v(const char *fmt, va_list ap)
+{
+  char line[1024];
+  if (vsnprintf(line, sizeof(line), fmt, ap) < 0)
+    line[0] = '\0';
+  prd__write_fmt(STDERR_FILENO, "prudence: %s\n", line);
+  atomic_fetch_add_explicit(&report_count, 1, memory_order_relaxed);
+}
+
+void prd__report(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  report_v(fmt, ap);
+  va_end(ap);
+}
+
+void prd__report_done(void)
+{
+  if (prd__opt(abort_on_error)) {
+    prd__write_fmt(STDERR_FILENO, "prudence: aborting (set PRUDENCE_OPTIONS=abort_on_error=0 to go on)\n");
+    abort();
+  }
+}
+
+void prd__error(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  report_v(fmt, ap);
+  va_end(ap);
+  prd__report_done();
+}
+
+uint64_t prd__error_count(void)
+{
+  return atomic_load_explicit(&report_count, memory_order_relaxed);
+}
+
+void prd__assert_fail(const char *expr, const char *file, int line)
+{
+  prd__write_fmt(STDERR_FILENO, "prudence: internal assertion failed: %s (%s:%d)\n", expr, file, line);
+  abort();
+}
