@@ -288,8 +288,10 @@ bool prd__lthread_idle_exit(struct prd__lthread *lt)
       return false;
   }
   lt->lt_looked_ns = now;
-  if (!lt_app_alive())
+  if (!lt_app_alive()) {
+    lt->lt_quick = 0;   /* the thread ends: one started later begins with no quick looks */
     return true;
+  }
   if (lt->lt_quick > 0)
     lt->lt_quick--;
   return false;
