@@ -121,8 +121,10 @@ static int fork_stdio_run(void)
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
       ;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       bad++;
+      printf("# fork %d: child wait status %#x\n", forks, (unsigned)st);
+    }
   }
   atomic_store(&stop, 1);
   pthread_join(t[0], NULL);
