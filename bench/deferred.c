@@ -44,6 +44,7 @@
 #include "bench.h"
 #include "deferred.h"
 #include "internal.h"
+#include "prd_child.h"
 
 /* ---- modes -------------------------------------------------------------------------------- */
 enum { M_PRUDENCE, M_OBLIVIOUS, M_MALLOC, M_URCU, M_COUNT };
@@ -174,38 +175,30 @@ static bool mode_available(int mode)
 }
 
 /* ---- running one measurement in a child ------------------------------------------------- */
+struct child_call {
+  void (*fn)(void *arg, char *out, size_t len);
+  void *arg;
+};
+
+/* The child: runs the measurement, writes its line to the pipe, exits 1 on a short write. */
+static void child_body(void *call, int fd)
+{
+  struct child_call *c = call;
+  char line[4096];
+  line[0] = '\0';
+  c->fn(c->arg, line, sizeof(line));
+  size_t n = strlen(line);
+  ssize_t w = write(fd, line, n);
+  _exit(w == (ssize_t)n ? 0 : 1);
+}
+
 /* Runs fn(arg, out, len) in a child process; its output line comes back in out.  0 or -1. */
 static int run_child(void (*fn)(void *arg, char *out, size_t len), void *arg, char *out,
                      size_t len)
 {
-  int fds[2];
-  if (pipe(fds) != 0)
-    return -1;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0)
-    return -1;
-  if (pid == 0) {
-    close(fds[0]);
-    char line[4096];
-    line[0] = '\0';
-    fn(arg, line, sizeof(line));
-    size_t n = strlen(line);
-    ssize_t w = write(fds[1], line, n);
-    _exit(w == (ssize_t)n ? 0 : 1);
-  }
-  close(fds[1]);
-  size_t got = 0;
-  ssize_t r;
-  while (got + 1 < len && (r = read(fds[0], out + got, len - 1 - got)) > 0)
-    got += (size_t)r;
-  out[got] = '\0';
-  close(fds[0]);
-  int st;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-    ;
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 && got > 0 ? 0 : -1;
+  struct child_call c = { fn, arg };
+  int st = prd_child_run(child_body, &c, out, len);
+  return st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && out[0] != '\0' ? 0 : -1;
 }
 
 static double json_num(const char *line, const char *key)

@@ -26,7 +26,8 @@
  *      freed addresses by setting the large-object threshold to zero", 002 §6.2): the slab is
  *      only buffers; the prd_slab_t and one prd_bufctl_t per buffer come from the slab
  *      layer's own small caches, and a per-cache hash table maps a buffer to its bufctl
- *      (002 §3.2.3).  The table doubles when it holds more than 2 bufctls per bucket, so
+ *      (002 §3.2.3).  The table doubles (in whole pages from os.c, moved by hash.h, the
+ *      table code slab.c shares with vmem.c) when it holds more than 2 bufctls per bucket, so
  *      lookups stay O(1) as the cache grows; every buffer of a live slab is in it, allocated
  *      or free, so a double free is found by one flag test.
  *    - Slab size: the smallest multiple of the page (of the source's quantum for NOTOUCH
@@ -100,6 +101,7 @@
 #include <unistd.h>
 
 #include "annotate.h"
+#include "hash.h"
 #include "internal.h"
 #include "magazine.h"
 
@@ -305,14 +307,8 @@ static void hash_remove(prd_cache_t *cp, prd_bufctl_t *bcp)
   cp->cache_hash_count--;
 }
 
-static size_t hash_bytes(size_t buckets)
-{
-  return PRD_P2ROUNDUP(buckets * sizeof(prd_bufctl_t *), prd__os_page_size());
-}
-
-/* Doubles (or more) the table when it averages over 2 bufctls a bucket.  The new table comes
- * from os.c, not from a cache, so the hash never recurses into the slab layer.  If no memory
- * can be had, the old table stays: longer chains, still correct. */
+/* Doubles (or more) the table when it averages over 2 bufctls a bucket (hash.h: the table
+ * comes from os.c, and if no memory can be had the old table stays). */
 static void hash_grow(prd_cache_t *cp)
 {
   size_t old_n = cp->cache_hash_mask + 1;
@@ -322,24 +318,14 @@ static void hash_grow(prd_cache_t *cp)
   while (new_n < cp->cache_hash_count)
     new_n *= 2;
   new_n *= 2;
-  prd_bufctl_t **nt = prd__os_map(hash_bytes(new_n));
+  prd_bufctl_t **nt = prd__hash_table_map(new_n);
   if (nt == NULL)
     return;
   prd_bufctl_t **ot = cp->cache_hash;
   cp->cache_hash = nt;
   cp->cache_hash_mask = new_n - 1;
-  for (size_t i = 0; i < old_n; i++) {
-    prd_bufctl_t *bcp = ot[i];
-    while (bcp != NULL) {
-      prd_bufctl_t *next = bcp->bc_hnext;
-      size_t h = hash_index(cp, bcp->bc_addr);
-      bcp->bc_hnext = nt[h];
-      nt[h] = bcp;
-      bcp = next;
-    }
-  }
-  if (ot != cp->cache_hash0)
-    prd__os_unmap(ot, hash_bytes(old_n));
+  PRD__HASH_MOVE(prd_bufctl_t, ot, old_n, nt, bc_hnext, hash_index, cp, bc_addr);
+  prd__hash_table_unmap(ot, old_n, cp->cache_hash0);
 }
 
 /* ---- buffers and slabs --------------------------------------------------------------------- */
@@ -1547,8 +1533,7 @@ void prd_cache_destroy(prd_cache_t *cp)
   slab_destroy_chain(cp, chain);
   if (cp->cache_flags & PRD_CACHE_UNMAP)
     prd__debug_unmap_flush(cp);
-  if (cp->cache_hash != cp->cache_hash0)
-    prd__os_unmap(cp->cache_hash, hash_bytes(cp->cache_hash_mask + 1));
+  prd__hash_table_unmap(cp->cache_hash, cp->cache_hash_mask + 1, cp->cache_hash0);
   pthread_mutex_destroy(&cp->cache_lock);
   prd__slab_free(&slab_cache_cache, cp);
   if (live > 0)

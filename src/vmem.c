@@ -52,9 +52,10 @@
  *
  * 6. Allocated segments (paper 4.2) sit in a hash table keyed by start address (multiplicative
  *    hashing of addr >> quantum shift), so free finds its tag in O(1).  The table starts with
- *    16 embedded buckets and grows 4x (new buckets from os.c) whenever the arena holds more
- *    than 2 allocated segments per bucket, so chains stay short as the arena grows; it never
- *    shrinks (a shrink would only save memory that the peak needed anyway).
+ *    16 embedded buckets and grows 4x (new buckets from os.c; hash.h moves the chains, the
+ *    table code vmem.c shares with slab.c) whenever the arena holds more than 2 allocated
+ *    segments per bucket, so chains stay short as the arena grows; it never shrinks (a
+ *    shrink would only save memory that the peak needed anyway).
  *
  * 7. Importing (paper 4.1).  An arena with an afunc that finds no fit imports a span of the
  *    request's size (plus align - quantum when the alignment exceeds the quantum, so the span
@@ -151,6 +152,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "internal.h"
 
 #define VMEM_HASH_LOAD      2
@@ -284,31 +286,22 @@ static inline size_t hash_index(const prd_vmem_t *vmp, uintptr_t addr)
   return (size_t)(h >> vmp->vm_hash_shift) & vmp->vm_hash_mask;
 }
 
+/* Grows the table VMEM_HASH_GROW times (hash.h: the table comes from os.c, and if no memory
+ * can be had the old table stays: chains grow longer; correctness does not depend on the
+ * table's size). */
 static void hash_grow(prd_vmem_t *vmp)
 {
   size_t old_n = vmp->vm_hash_mask + 1;
   size_t new_n = old_n * VMEM_HASH_GROW;
-  size_t page = prd__os_page_size();
-  size_t bytes = PRD_P2ROUNDUP(new_n * sizeof(prd_vseg_t *), page);
-  prd_vseg_t **table = prd__os_map(bytes);
+  prd_vseg_t **table = prd__hash_table_map(new_n);
   if (table == NULL)
-    return;   /* chains grow longer; correctness does not depend on the table's size */
+    return;
   prd_vseg_t **old = vmp->vm_hash;
   vmp->vm_hash = table;
   vmp->vm_hash_mask = new_n - 1;
   vmp->vm_hash_shift = 64 - vmem_highbit(new_n);
-  for (size_t i = 0; i < old_n; i++) {
-    prd_vseg_t *vsp = old[i];
-    while (vsp != NULL) {
-      prd_vseg_t *next = vsp->vs_knext;
-      size_t b = hash_index(vmp, vsp->vs_start);
-      vsp->vs_knext = table[b];
-      table[b] = vsp;
-      vsp = next;
-    }
-  }
-  if (old != vmp->vm_hash0)
-    prd__os_unmap(old, PRD_P2ROUNDUP(old_n * sizeof(prd_vseg_t *), page));
+  PRD__HASH_MOVE(prd_vseg_t, old, old_n, table, vs_knext, hash_index, vmp, vs_start);
+  prd__hash_table_unmap(old, old_n, vmp->vm_hash0);
 }
 
 static void hash_insert(prd_vmem_t *vmp, prd_vseg_t *vsp)
@@ -1225,9 +1218,7 @@ void prd_vmem_destroy(prd_vmem_t *vmp)
     if (sp->vs_import)
       vmp->vm_ffunc(vmp->vm_source, (void *)sp->vs_start, vseg_size(sp));
   size_t page = prd__os_page_size();
-  if (vmp->vm_hash != vmp->vm_hash0)
-    prd__os_unmap(vmp->vm_hash,
-                  PRD_P2ROUNDUP((vmp->vm_hash_mask + 1) * sizeof(prd_vseg_t *), page));
+  prd__hash_table_unmap(vmp->vm_hash, vmp->vm_hash_mask + 1, vmp->vm_hash0);
   void *tp = vmp->vm_tag_pages;
   while (tp != NULL) {
     void *next = *(void **)tp;

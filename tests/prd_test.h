@@ -5,7 +5,8 @@
  *   RUN(fn)        runs one test function, prints "ok - fn" or "not ok - fn" (TAP style)
  *   prd_test_done() prints "N passed, N failed" and returns the exit status for main
  *   prd_test_child(fn, arg, buf, len) runs fn in a child process with stderr captured into
- *                  buf; returns the child's wait status (for reports that abort)
+ *                  buf; returns the child's wait status (for reports that abort); the fork
+ *                  and the capture are prd_child_run (prd_child.h), which bench/ uses too
  *   prd_test_bounded(fn, what, seconds) runs fn in a child process group with a deadline;
  *                  returns its exit status, or -1 after killing it (a deadlock fails fast)
  *   prd_rng_*      a seeded xorshift generator; the seed comes from PRD_SEED or the clock
@@ -25,6 +26,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "prd_child.h"
 
 static int prd_t_failures __attribute__((unused)); /* checks failed in the current test */
 static int prd_t_passed, prd_t_failed;
@@ -77,44 +80,26 @@ static inline int prd_test_done(void)
   return prd_t_failed == 0 ? 0 : 1;
 }
 
+/* prd_test_child's child: stderr and stdout go to the pipe, then fn(arg) runs. */
+struct prd_test_child_call {
+  void (*fn)(void *);
+  void *arg;
+};
+
+static inline void prd_test_child_body(void *call, int fd)
+{
+  struct prd_test_child_call *c = call;
+  dup2(fd, STDERR_FILENO);
+  dup2(fd, STDOUT_FILENO);
+  c->fn(c->arg);
+}
+
 /* Runs fn(arg) in a child with stderr (and stdout) captured into buf (NUL-terminated).
  * Returns the raw wait status: WIFSIGNALED/WTERMSIG tell an abort from an exit. */
 static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_t len)
 {
-  int fds[2];
-  if (pipe(fds) != 0)
-    return -1;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0)
-    return -1;
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], STDERR_FILENO);
-    dup2(fds[1], STDOUT_FILENO);
-    fn(arg);
-    fflush(stdout);
-    fflush(stderr);
-    _exit(0);
-  }
-  close(fds[1]);
-  size_t got = 0;
-  for (;;) {
-    char tmp[4096];
-    ssize_t n = read(fds[0], tmp, sizeof(tmp));
-    if (n <= 0)
-      break;
-    for (ssize_t i = 0; i < n && got + 1 < len; i++)
-      buf[got++] = tmp[i];
-  }
-  if (len > 0)
-    buf[got] = '\0';
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  return status;
+  struct prd_test_child_call c = { fn, arg };
+  return prd_child_run(prd_test_child_body, &c, buf, len);
 }
 
 /* Runs fn() in a child process that leads its own process group, and waits for it at most
@@ -123,9 +108,7 @@ static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_
  * instead of holding ctest until its timeout. */
 static inline int prd_test_bounded(int (*fn)(void), const char *what, double seconds)
 {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
+  pid_t pid = prd_child_fork();
   if (pid < 0)
     return -1;
   if (pid == 0) {
