@@ -604,6 +604,7 @@ void prd__debug_unmap_flush(prd_cache_t *cp)
 }
 
 /* ---- fork (called by fork.c's pthread_atfork handlers, after the depot locks) -------------- */
+PRD__FORK_LINK();
 void prd__debug_fork_prepare(void)
 {
   pthread_mutex_lock(&dbg_qlock);

@@ -12,7 +12,9 @@
  *    the forking thread, and a layer above adds a lock that must come first
  *    (prd__fork_add_outer_lock: malloc.c's start-up lock) instead of registering its own.
  *    The registration is a constructor, so a fork before any cache exists finds every lock
- *    consistent too.
+ *    consistent too.  No file calls into this one, so each file with fork functions names
+ *    prd__fork_anchor (PRD__FORK_LINK, internal.h): a static link that takes the file takes
+ *    this one, and its constructor, with it.
  *
  * 2. The whole-process lock order, as prepare takes it:
  *        rcu gp_lock -> rcu reg_lock -> the C library's stream-list lock
@@ -85,6 +87,7 @@
 #define FORK_OUTER 4   /* locks of the layers above taken first: malloc's start-up lock */
 static pthread_mutex_t *fork_outer[FORK_OUTER];
 static int fork_nouter;
+const char prd__fork_anchor = 0;   /* named by every file with fork functions (internal.h) */
 
 _Thread_local _Atomic unsigned prd__fork_section __attribute__((tls_model("initial-exec")));
 /* This thread's forks whose prepare took nothing and whose parent or child handler has not

@@ -151,6 +151,12 @@ void  prd__mag_fork_child(void);
  * be taken before every other (malloc.c's start-up lock) from a constructor, before threads
  * exist.  At most a few. */
 void  prd__fork_add_outer_lock(pthread_mutex_t *m);
+/* No file calls into fork.c (pthread_atfork calls its handlers), so a static link would leave
+ * it out, and with it every fork handler.  Each file that has fork functions names its anchor
+ * once (PRD__FORK_LINK();, at file scope), so that linking the file links fork.c too. */
+extern const char prd__fork_anchor __attribute__((visibility("hidden")));
+#define PRD__FORK_LINK() \
+  __attribute__((used)) static const char *const prd__fork_link = &prd__fork_anchor
 /* > 0 while this thread is inside a section that may hold a lock of the fork order: the
  * malloc family's paths into the layers below (malloc.c) and the fork handlers' own window
  * (prepare to parent or child).  A fork started there (from a signal handler) takes none of

@@ -1672,6 +1672,7 @@ void prd__mag_purge_all(void)
 }
 
 /* ---- fork (section 11; fork.c calls these in the whole-process order it states) ---------- */
+PRD__FORK_LINK();
 /* maint_lock and mag_reap_lock: before the slab layer's reap and list locks. */
 void prd__mag_fork_prepare_maint(void)
 {

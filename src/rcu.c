@@ -1432,6 +1432,7 @@ static void rcu_thread_exit(void *arg)
 }
 
 /* ---- §8 fork --------------------------------------------------------------------------- */
+PRD__FORK_LINK();
 void prd__rcu_fork_prepare_gp(void)
 {
   pthread_mutex_lock(&gp_lock);

@@ -298,6 +298,7 @@ bool prd__lthread_idle_exit(struct prd__lthread *lt)
 }
 
 /* ---- §5 fork -------------------------------------------------------------------------- */
+PRD__FORK_LINK();
 void prd__lthread_fork_child(void)
 {
   for (int i = 0; i < LT_MAX; i++) {
