@@ -512,7 +512,8 @@ void prd__debug_unmap_flush(prd_cache_t *cp)
   pthread_mutex_unlock(&dbg_qlock);
 }
 
-/* ---- fork (called by magazine.c's pthread_atfork handlers, after the slab locks) ---------- */
+/* ---- fork (called by fork.c's pthread_atfork handlers, after the depot locks) -------------- */
+PRD__FORK_LINK();
 void prd__debug_fork_prepare(void)
 {
   pthread_mutex_lock(&dbg_qlock);

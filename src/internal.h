@@ -115,7 +115,7 @@ static inline bool prd__cache_slow_front(const prd_cache_t *cp)
   return (cp->cache_flags & PRD_CF_DEBUG) != 0;
 }
 
-/* Fork (magazine.c's atfork): the reap and list locks, later every cache lock; release all. */
+/* Fork (fork.c's order): the reap and list locks, later every cache lock; release all. */
 void  prd__slab_fork_prepare(void);
 void  prd__slab_fork_prepare_caches(void);
 void  prd__slab_fork_release(void);
@@ -139,14 +139,30 @@ void  prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 /* The maintenance thread's work: later layers register a job run every maint_interval
  * (0, or -1 when the few slots are taken).  prd__maint_tick runs one interval's work now. */
 typedef void prd__maint_fn(void *arg);
-/* Fork: the process's one pthread_atfork registration is magazine.c's (section 11); a layer
- * above adds a lock that must be taken before every other (malloc.c's start-up lock) from a
- * constructor, before threads exist.  At most a few. */
+/* Fork (magazine.c section 11; fork.c calls these in its whole-process order): maint_lock
+ * and mag_reap_lock; the registry and every tc_lock; mag_id_lock and every dp_lock; their
+ * releases; in the child, the take-over of the CPU caches of the threads that are gone. */
+void  prd__mag_fork_prepare_maint(void);
+void  prd__mag_fork_prepare_threads(void);
+void  prd__mag_fork_prepare_depots(void);
+void  prd__mag_fork_release_depots(void);
+void  prd__mag_fork_release_threads(void);
+void  prd__mag_fork_release_maint(void);
+void  prd__mag_fork_child(void);
+/* fork.c: the process's one pthread_atfork registration; a layer above adds a lock that must
+ * be taken before every other (malloc.c's start-up lock) from a constructor, before threads
+ * exist.  At most a few. */
 void  prd__fork_add_outer_lock(pthread_mutex_t *m);
+/* No file calls into fork.c (pthread_atfork calls its handlers), so a static link would leave
+ * it out, and with it every fork handler.  Each file that has fork functions names its anchor
+ * once (PRD__FORK_LINK();, at file scope), so that linking the file links fork.c too. */
+extern const char prd__fork_anchor __attribute__((visibility("hidden")));
+#define PRD__FORK_LINK() \
+  __attribute__((used)) static const char *const prd__fork_link = &prd__fork_anchor
 /* > 0 while this thread is inside a section that may hold a lock of the fork order: the
  * malloc family's paths into the layers below (malloc.c) and the fork handlers' own window
  * (prepare to parent or child).  A fork started there (from a signal handler) takes none of
- * the locks (section 11).  Read only by this thread, also from a signal handler: relaxed
+ * the locks (fork.c section 4).  Read only by this thread, also from a signal handler: relaxed
  * accesses and signal fences, which order them against the section's lock calls. */
 extern _Thread_local _Atomic unsigned prd__fork_section
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
@@ -193,7 +209,7 @@ void  prd__debug_report_live(prd_cache_t *cp);
 void  prd__debug_unmap(prd_cache_t *cp, void *base, size_t size);
 void  prd__debug_unmap_flush(prd_cache_t *cp);
 
-/* Fork: the quarantine lock (magazine.c's atfork, after the slab locks, before vmem's). */
+/* Fork: the quarantine lock (fork.c's order: after the depot locks, before vmem's). */
 void  prd__debug_fork_prepare(void);
 void  prd__debug_fork_release(void);
 
@@ -254,6 +270,10 @@ bool  prd__lthread_self(void);
 void  prd__lthread_app_arrive(void);
 void  prd__lthread_app_leave(void);
 int   prd__lthread_apps(void);
+/* In every forked child (fork.c's child handler, last): forgets the library threads' ids and
+ * counts this thread once if it was counted.  Stores only atomics and this thread's own
+ * variables, so it is async-signal-safe (thread.c section 5). */
+void  prd__lthread_fork_child(void);
 /* At a library thread's idle point: true when no application thread is left (it then clears
  * its running flag and returns).  prd__lthread_poked: a look is due (a wait loop's test). */
 bool  prd__lthread_idle_exit(struct prd__lthread *lt);
@@ -352,7 +372,7 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns);
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
 uint64_t prd__rcu_callbacks_invoked(void);
-/* Fork (§8; called by magazine.c's atfork handlers, in the order of its section 11):
+/* Fork (§8; called by fork.c's atfork handlers, in the order of its section 2):
  * prepare_gp takes gp_lock and reg_lock, prepare the other four; parent releases all six;
  * child re-initializes them and forgets the threads that did not survive the fork. */
 void prd__rcu_fork_prepare_gp(void);

@@ -206,62 +206,14 @@
  *    one that empties a CPU cache.  After its destructor a thread's misses go straight to the
  *    slab layer.
  *
- * 11. fork (pthread_atfork, registered once for the library by a constructor here; the RCU
- *    layer's handlers are called from these, so that one place states the order).  prepare
- *    takes every lock of the process in the whole-process order below, through the small
- *    fork functions at the end of rcu.c, slab.c, debug.c and vmem.c; parent and child release
- *    them.  The child then takes over
+ * 11. fork.  fork.c holds the library's one pthread_atfork registration and states the whole
+ *    process's lock order; this layer exports the functions it calls in that order: its
+ *    locks in three steps (maint_lock and mag_reap_lock before the slab layer's reap and
+ *    list locks; the registry and every tc_lock before the cache locks; mag_id_lock and every
+ *    dp_lock after them) and their release.  In the child, prd__mag_fork_child takes over
  *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
  *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
- *    thread is restarted lazily, when the child needs it (section 9).  The whole-process order, as prepare takes it:
- *        rcu gp_lock -> rcu reg_lock -> the C library's stream-list lock
- *          -> rcu drv_lock -> src_lock -> wrk_lock -> cbq_lock
- *          -> the outer locks (prd__fork_add_outer_lock: malloc_init_lock)
- *          -> vmem heap_lock -> vmem_qcache_lock -> section 12's order (maint_lock ... dp_lock)
- *          -> debug dbg_qlock -> vmem_list_lock -> every arena's vm_lock
- *    The stream-list lock (glibc's _IO_list_lock, which fflush(NULL), fopen and fclose hold,
- *    fflush(NULL) while it takes each stream's lock) is glibc's, which its fork takes itself,
- *    after the prepare handlers and before its own malloc locks.  The C library calls the
- *    allocator while it holds a stream's lock (getdelim grows its line with realloc), so if
- *    prepare held an allocator lock when glibc waited for the list lock, a thread in
- *    fflush(NULL) (holding the list lock, waiting for a stream) and one in getline (holding
- *    the stream, waiting in realloc for the lock prepare held) would close a cycle.  prepare
- *    therefore takes the list lock before every lock an allocation may take, rcu's driver and
- *    queue locks included (a miss may request a grace period; starting a library thread
- *    allocates), as glibc takes it before its malloc locks.  gp_lock and reg_lock come
- *    before it: a grace period holds them while it waits for readers, and a reader may use
- *    stdio inside its read-side section; this needs that no allocation takes gp_lock (runs a
- *    grace period itself: docs/api.md).  The list lock is recursive: glibc's own acquisition
- *    after ours nests in it, glibc drops its hold before the parent handlers (parent drops
- *    ours), and in the child glibc resets the lock before the child handlers (the child
- *    handler leaves it alone).  glibc takes and resets it only when the process has had a
- *    second thread (__libc_single_threaded clear, the flag its fork reads), and prepare takes
- *    it only then too.  Both are weak references: with a C library that has neither, prepare
- *    takes only the locks of this library.
- *    A fork that must not wait.  prepare takes nothing (and that fork's parent and child
- *    handlers release nothing) (i) when the process never had a second thread
- *    (__libc_single_threaded set, glibc's own test for its malloc locks): no other thread can
- *    hold a lock, and the child is a copy of the parent, whatever the forking thread held;
- *    (ii) when the forking thread is inside a fork section (prd__fork_section > 0: malloc.c
- *    marks its start-up, its calls into the class caches and its big blocks; prepare marks
- *    the handlers' own window until parent or child has released everything): the fork comes
- *    from a signal handler or from an atfork handler run inside another fork, and its thread
- *    may hold some of the locks, so waiting for them could wait for itself.  Argument: the
- *    mark is set before a section's first lock and cleared after its last unlock (signal
- *    fences order the relaxed accesses against the lock calls; only the thread and its signal
- *    handlers read it), so a thread outside every section holds none of these locks (the
- *    marked sections are the malloc family's way into them) and its prepare waits only for
- *    other threads, which hold them in the order and release them without waiting for this
- *    one.  Inside a section prepare waits for nothing.  Its parent handler returns before the
- *    interrupted code resumes, which finds its locks as it left them.  The child of such a
- *    fork (POSIX: after a fork in a multi-threaded process or from a signal handler, only
- *    async-signal-safe calls until exec) keeps the locks as they were, held by threads that
- *    are gone or by the interrupted frame, and its handlers touch nothing, so _exit and exec
- *    never wait.  Forks of one thread nest innermost first, so the thread's count of forks
- *    that took nothing (mag_fork_skipped) tells each parent and child handler whether its
- *    own prepare took the locks.  Not covered: a thread of a multi-threaded process
- *    interrupted inside the other entry points (prd_cache_*, prd_vmem_*, the grace-period
- *    waits), whose fork from a signal handler still waits for the lock it holds.
+ *    thread is restarted lazily, when the child needs it (section 9).
  *
  * 12. Lock order:
  *        maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
@@ -280,7 +232,7 @@
  *    (the pre-flush job and the OOM path only try them), its slow paths tc_lock -> dp_lock or
  *    cache_lock (the latent slabs), and its refill calls the slab layer with tc_lock dropped,
  *    as tier 4 does.  Outside all of these: vmem's heap_lock -> vmem_qcache_lock (making quantum caches creates caches).
- *    Section 11 gives the whole process's order, which this one is part of.
+ *    fork.c (section 2) gives the whole process's order, which this one is part of.
  *
  * 13. Prudence's latent magazines in the depot (defer.c sections 2 and 4; after FreeBSD
  *    UMA's SMR buckets, ANCHORS.md).  A thread whose latent cache is full and unsafe hands a
@@ -1719,131 +1671,63 @@ void prd__mag_purge_all(void)
   pthread_mutex_unlock(&mag_reap_lock);
 }
 
-/* ---- fork (section 11) ----------------------------------------------------------------- */
-#define MAG_FORK_OUTER 4   /* locks of the layers above taken first: malloc's start-up lock */
-static pthread_mutex_t *mag_fork_outer[MAG_FORK_OUTER];
-static int mag_fork_nouter;
-
-_Thread_local _Atomic unsigned prd__fork_section __attribute__((tls_model("initial-exec")));
-/* This thread's forks whose prepare took nothing and whose parent or child handler has not
- * run yet (section 11: forks of one thread nest, innermost first). */
-static _Thread_local unsigned mag_fork_skipped;
-/* The prepare of this thread's fork that took the locks also took the stream-list lock. */
-static _Thread_local bool mag_fork_io;
-
-/* glibc's stream-list lock (a recursive lock; glibc takes it itself after the prepare
- * handlers and, when it took it, resets it in the child before the child handlers), and its
- * "no thread was ever created" flag (the one glibc's fork reads).  Weak: a C library without
- * them leaves them NULL, and then the stream lock is not taken and every fork takes our locks. */
-extern void _IO_list_lock(void) __attribute__((weak));
-extern void _IO_list_unlock(void) __attribute__((weak));
-extern char __libc_single_threaded __attribute__((weak));
-
-void prd__fork_add_outer_lock(pthread_mutex_t *m)
+/* ---- fork (section 11; fork.c calls these in the whole-process order it states) ---------- */
+PRD__FORK_LINK();
+/* maint_lock and mag_reap_lock: before the slab layer's reap and list locks. */
+void prd__mag_fork_prepare_maint(void)
 {
-  PRD_ASSERT(mag_fork_nouter < MAG_FORK_OUTER);
-  if (mag_fork_nouter < MAG_FORK_OUTER)
-    mag_fork_outer[mag_fork_nouter++] = m;
-}
-
-/* Whether this fork must take no lock (section 11): the process never had a second thread,
- * so no other thread can hold one, or this thread is inside a section that may hold some
- * (a fork from a signal handler, or from an atfork handler run inside another fork). */
-static bool mag_fork_takes_nothing(void)
-{
-  if (atomic_load_explicit(&prd__fork_section, memory_order_relaxed) != 0)
-    return true;
-  return &__libc_single_threaded != NULL && __libc_single_threaded != 0;
-}
-
-static void mag_fork_prepare(void)
-{
-  if (mag_fork_takes_nothing()) {
-    mag_fork_skipped++;
-    return;
-  }
-  prd__fork_section_enter();   /* until the parent or child handler has released everything */
-  mag_fork_io = _IO_list_lock != NULL && _IO_list_unlock != NULL;
-  prd__rcu_fork_prepare_gp();
-  if (mag_fork_io)
-    _IO_list_lock();
-  prd__rcu_fork_prepare();
-  for (int i = 0; i < mag_fork_nouter; i++)
-    pthread_mutex_lock(mag_fork_outer[i]);
-  prd__vmem_fork_prepare_early();
   pthread_mutex_lock(&maint_lock);
   pthread_mutex_lock(&mag_reap_lock);
-  prd__slab_fork_prepare();
+}
+
+/* The thread registry and every thread's tc_lock: after the slab list lock, before the
+ * cache locks. */
+void prd__mag_fork_prepare_threads(void)
+{
   pthread_mutex_lock(&mag_registry_lock);
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
     pthread_mutex_lock(&tc->tc_lock);
-  prd__slab_fork_prepare_caches();
+}
+
+/* mag_id_lock and every depot's dp_lock: after the cache locks. */
+void prd__mag_fork_prepare_depots(void)
+{
   pthread_mutex_lock(&mag_id_lock);
   for (uint32_t id = 1; id < mag_nids; id++)
     if (mag_caches[id] != NULL && mag_caches[id] != MAG_DYING)
       pthread_mutex_lock(&mag_caches[id]->cache_depot.dp_lock);
-  prd__debug_fork_prepare();
-  prd__vmem_fork_prepare();
 }
 
-static void mag_fork_release(void)
+void prd__mag_fork_release_depots(void)
 {
   for (uint32_t id = 1; id < mag_nids; id++)
     if (mag_caches[id] != NULL && mag_caches[id] != MAG_DYING)
       pthread_mutex_unlock(&mag_caches[id]->cache_depot.dp_lock);
   pthread_mutex_unlock(&mag_id_lock);
-  prd__slab_fork_release();
+}
+
+void prd__mag_fork_release_threads(void)
+{
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next)
     pthread_mutex_unlock(&tc->tc_lock);
   pthread_mutex_unlock(&mag_registry_lock);
+}
+
+void prd__mag_fork_release_maint(void)
+{
   pthread_mutex_unlock(&mag_reap_lock);
   pthread_mutex_unlock(&maint_lock);
 }
 
-static void mag_fork_release_outer(void)
+/* In the child, with every lock released: the maintenance thread is gone, and so are the
+ * other threads, whose CPU caches this one takes over as their exit would have. */
+void prd__mag_fork_child(void)
 {
-  for (int i = mag_fork_nouter; i-- > 0;)
-    pthread_mutex_unlock(mag_fork_outer[i]);
-}
-
-static void mag_fork_parent(void)
-{
-  if (mag_fork_skipped > 0) {
-    mag_fork_skipped--;   /* this fork's prepare took nothing */
-    return;
-  }
-  prd__vmem_fork_parent();
-  prd__debug_fork_release();
-  mag_fork_release();
-  mag_fork_release_outer();
-  prd__rcu_fork_parent();
-  if (mag_fork_io)
-    _IO_list_unlock();   /* glibc has dropped its own hold of it already */
-  prd__fork_section_leave();
-}
-
-static void mag_fork_child(void)
-{
-  if (mag_fork_skipped > 0) {
-    /* Nothing was taken: touch nothing.  Single-threaded, the child is a copy of the parent,
-     * locks included; after a fork from a signal handler it may only call async-signal-safe
-     * functions, and the locks stay as the fork found them. */
-    mag_fork_skipped--;
-    return;
-  }
-  prd__vmem_fork_child();
-  prd__debug_fork_release();
-  mag_fork_release();
-  mag_fork_release_outer();
-  prd__rcu_fork_child();
-  /* the stream-list lock: glibc has reset it before the child handlers (it takes and
-   * resets it exactly when the process had a second thread, as this prepare does) */
   maint_cv_init();
   atomic_store_explicit(&maint_started, false, memory_order_relaxed);
 #ifdef PRD_TSAN
   maint_inline_child = true;   /* TSan does not support threads started after fork() */
 #endif
-  /* the other threads are gone: take over their CPU caches as their exit would have */
   prd_tcache_t *self = prd__mag_tls.mt_tc;
   pthread_mutex_lock(&mag_registry_lock);
   prd_tcache_t *tc = mag_threads;
@@ -1859,14 +1743,6 @@ static void mag_fork_child(void)
     tc = next;
   }
   pthread_mutex_unlock(&mag_registry_lock);
-  prd__fork_section_leave();
-}
-
-/* The one atfork registration of the library, at load time: a fork before any cache exists
- * must find every lock consistent too. */
-__attribute__((constructor)) static void mag_register_atfork(void)
-{
-  pthread_atfork(mag_fork_prepare, mag_fork_parent, mag_fork_child);
 }
 
 /* ---- initialization ------------------------------------------------------------------------- */

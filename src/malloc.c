@@ -120,7 +120,7 @@
  *    (prd__mag_hold, magazine.h) makes this thread's hit paths miss, so a re-entrant call
  *    reaches the miss functions, which test the depth (section 8).
  *
- * 6. Fork.  The CPU layer's pthread_atfork handlers (magazine.c section 11) take every lock
+ * 6. Fork.  The library's pthread_atfork handlers (fork.c) take every lock
  *    of the process before fork and release them after, in the parent and the child, so the
  *    child's only thread finds every structure consistent and can allocate.  This file
  *    adds malloc_init_lock, from a constructor, as the first of the allocator's locks in that
@@ -1132,5 +1132,5 @@ prd_cache_t *prd__malloc_pm_cache(const void *p)
 /* ---- fork (section 6) ---------------------------------------------------------------------- */
 __attribute__((constructor)) static void malloc_register_atfork(void)
 {
-  prd__fork_add_outer_lock(&malloc_init_lock);   /* taken first by magazine.c's handlers */
+  prd__fork_add_outer_lock(&malloc_init_lock);   /* taken first by fork.c's handlers */
 }

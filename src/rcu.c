@@ -130,8 +130,8 @@
  *    constructors, before main; the library stays linked under --as-needed through
  *    prudence_urcu.h, prudence-urcu.pc and CMake's prudence::urcu.
  *
- * 8. Fork.  The library's pthread_atfork handlers (magazine.c section 11, which gives the
- *    whole process's lock order) take every lock of this file before fork, through
+ * 8. Fork.  The library's pthread_atfork handlers (fork.c, which states the whole process's
+ *    lock order in its section 2) take every lock of this file before fork, through
  *    prd__rcu_fork_prepare_gp (gp_lock, reg_lock) and prd__rcu_fork_prepare (the other four:
  *    the C library's stream-list lock comes between the two), and release them after
  *    (prd__rcu_fork_parent).  In the child prd__rcu_fork_child reinitializes them, forgets
@@ -139,7 +139,7 @@
  *    re-registers membarrier (a new mm starts unregistered) and marks the driver and worker
  *    as not running: they start again on the next request, call_rcu or rcu_barrier (thread.c
  *    forgets their ids).  A fork
- *    that takes no lock (section 11 there: from a signal handler, or single-threaded) calls
+ *    that takes no lock (fork.c section 4: from a signal handler, or single-threaded) calls
  *    none of them.  A thread that forks inside a read-side
  *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
  *
@@ -1432,6 +1432,7 @@ static void rcu_thread_exit(void *arg)
 }
 
 /* ---- §8 fork --------------------------------------------------------------------------- */
+PRD__FORK_LINK();
 void prd__rcu_fork_prepare_gp(void)
 {
   pthread_mutex_lock(&gp_lock);

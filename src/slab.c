@@ -1814,9 +1814,10 @@ int prd__cache_check(prd_cache_t *cp)
   return bad;
 }
 
-/* ---- fork (magazine.c's pthread_atfork handlers call these, in its lock order) ------------ */
-/* Takes the reap and list locks (magazine.c then takes the thread registry, whose lock comes
- * after them: the statistics snapshot holds slab_list_lock while it reads thread caches). */
+/* ---- fork (fork.c's pthread_atfork handlers call these, in its lock order) ---------------- */
+PRD__FORK_LINK();
+/* Takes the reap and list locks (the magazine layer's thread registry comes after them in
+ * fork.c's order: the statistics snapshot holds slab_list_lock while it reads thread caches). */
 void prd__slab_fork_prepare(void)
 {
   pthread_mutex_lock(&slab_reap_lock);

@@ -57,8 +57,10 @@
  *    publish data (relaxed).
  *
  * 5. fork.  Only the forking thread survives: the child forgets the library threads' ids and
- *    counts itself once if it was counted (the files that own the threads clear their running
- *    flags in their own child handlers and start them again on demand).
+ *    counts itself once if it was counted (prd__lthread_fork_child, which fork.c's child
+ *    handler calls last, in every child: it takes no lock, so also after a fork that took
+ *    none).  The files that own the threads clear their running flags in their own fork
+ *    functions and start them again on demand.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -298,7 +300,8 @@ bool prd__lthread_idle_exit(struct prd__lthread *lt)
 }
 
 /* ---- §5 fork -------------------------------------------------------------------------- */
-static void lt_atfork_child(void)
+PRD__FORK_LINK();
+void prd__lthread_fork_child(void)
 {
   for (int i = 0; i < LT_MAX; i++) {
     struct prd__lthread *lt = atomic_load_explicit(&lt_table[i], memory_order_relaxed);
@@ -311,9 +314,4 @@ static void lt_atfork_child(void)
   lt_library = false;
   atomic_store_explicit(&lt_apps, lt_counted ? 1 : 0, memory_order_relaxed);
   atomic_store_explicit(&lt_leaver, 0, memory_order_relaxed);
-}
-
-__attribute__((constructor)) static void lt_register_atfork(void)
-{
-  pthread_atfork(NULL, NULL, lt_atfork_child);
 }

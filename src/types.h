@@ -247,7 +247,7 @@ typedef struct prd_depot {
   uint64_t dp_to_slab_allocs, dp_to_slab_frees; /* objects that went on to the slab layer */
   uint64_t dp_dead_alloc_hits, dp_dead_free_hits;   /* counters of threads that exited */
   uint64_t dp_dead_pcnt[PRD_PC_NCOUNTERS];   /* their Prudence counters, and the depot's own */
-  /* Prudence's latent magazines parked in the depot (magazine.c section 11, defer.c section
+  /* Prudence's latent magazines parked in the depot (magazine.c section 13, defer.c section
    * 4): latent generations that a full latent cache handed over whole, each tagged with its
    * grace-period state (mag_gp) and count (mag_nlat); oldest first, taken by an allocation
    * miss once safe */

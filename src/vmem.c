@@ -1404,7 +1404,8 @@ int prd__vmem_check(prd_vmem_t *vmp)
   return bad;
 }
 
-/* ---- fork (section 15; called by magazine.c's pthread_atfork handlers) --------------------- */
+/* ---- fork (section 15; called by fork.c's pthread_atfork handlers) ------------------------- */
+PRD__FORK_LINK();
 void prd__vmem_fork_prepare_early(void)
 {
   pthread_mutex_lock(&heap_lock);

@@ -164,7 +164,7 @@ static inline int prd_test_shell(char *buf, size_t len, const char *fmt, ...)
 
 /* ---- TSan and fork ------------------------------------------------------------------- */
 /* TSan's deadlock detector tracks at most 64 mutexes held at once by one thread, and the
- * fork handlers (magazine.c section 11) hold one per cache, per depot and per thread cache.
+ * fork handlers (fork.c) hold one per cache, per depot and per thread cache.
  * A test that forks with many caches alive defines PRD_TEST_FORKS_WITH_MANY_LOCKS before
  * including this file: under TSan the detector is then off for that program (races are still
  * detected; the other tests keep lock-order checking). */

@@ -9,7 +9,7 @@
  * (whose handlers hold all of them from prepare to parent) waited for itself forever.  glibc
  * survives this (single-threaded it takes no malloc lock).  Now a fork takes no lock when
  * the process never had a second thread, nor when the forking thread is inside a section
- * that may hold one (magazine.c section 11); the child, which then may only call
+ * that may hold one (fork.c section 4); the child, which then may only call
  * async-signal-safe functions, exits at once.
  *
  * Three runs, each in a process of its own with a deadline (prd_test_bounded), so that a

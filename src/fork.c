@@ -1,0 +1,201 @@
+/*
+ * fork.c: the process-wide fork orchestration (pthread_atfork).  The library's one atfork
+ * registration; its handlers call each layer's small fork functions in the whole-process
+ * lock order, which this file states once for the library.
+ *
+ * 1. What.  A fork copies one thread into the child, with every lock as it was: a lock held
+ *    by another thread stays held for good.  So prepare takes every lock of the process in
+ *    one order before fork, and parent and child release them after; each layer owns its
+ *    locks and exports the functions that take and release them (rcu.c §8, vmem.c §15,
+ *    slab.c, debug.c, magazine.c §11, thread.c §5), and only this file knows the order in
+ *    which they are called.  One registration: two handlers taking one mutex would deadlock
+ *    the forking thread, and a layer above adds a lock that must come first
+ *    (prd__fork_add_outer_lock: malloc.c's start-up lock) instead of registering its own.
+ *    The registration is a constructor, so a fork before any cache exists finds every lock
+ *    consistent too.  No file calls into this one, so each file with fork functions names
+ *    prd__fork_anchor (PRD__FORK_LINK, internal.h): a static link that takes the file takes
+ *    this one, and its constructor, with it.
+ *
+ * 2. The whole-process lock order, as prepare takes it:
+ *        rcu gp_lock -> rcu reg_lock -> the C library's stream-list lock
+ *          -> rcu drv_lock -> src_lock -> wrk_lock -> cbq_lock
+ *          -> the outer locks (prd__fork_add_outer_lock: malloc_init_lock)
+ *          -> vmem heap_lock -> vmem_qcache_lock -> magazine.c §12's order
+ *             (maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
+ *              -> mag_registry_lock -> every tc_lock -> every cache_lock -> mag_id_lock
+ *              -> every dp_lock)
+ *          -> debug dbg_qlock -> vmem_list_lock -> every arena's vm_lock
+ *    Each layer's own order is part of this one (rcu.c §9, magazine.c §12, vmem.c §15).
+ *    The stream-list lock (glibc's _IO_list_lock, which fflush(NULL), fopen and fclose hold,
+ *    fflush(NULL) while it takes each stream's lock) is glibc's, which its fork takes itself,
+ *    after the prepare handlers and before its own malloc locks.  The C library calls the
+ *    allocator while it holds a stream's lock (getdelim grows its line with realloc), so if
+ *    prepare held an allocator lock when glibc waited for the list lock, a thread in
+ *    fflush(NULL) (holding the list lock, waiting for a stream) and one in getline (holding
+ *    the stream, waiting in realloc for the lock prepare held) would close a cycle.  prepare
+ *    therefore takes the list lock before every lock an allocation may take, rcu's driver and
+ *    queue locks included (a miss may request a grace period; starting a library thread
+ *    allocates), as glibc takes it before its malloc locks.  gp_lock and reg_lock come
+ *    before it: a grace period holds them while it waits for readers, and a reader may use
+ *    stdio inside its read-side section; this needs that no allocation takes gp_lock (runs a
+ *    grace period itself: docs/api.md).  The list lock is recursive: glibc's own acquisition
+ *    after ours nests in it, glibc drops its hold before the parent handlers (parent drops
+ *    ours), and in the child glibc resets the lock before the child handlers (the child
+ *    handler leaves it alone).  glibc takes and resets it only when the process has had a
+ *    second thread (__libc_single_threaded clear, the flag its fork reads), and prepare takes
+ *    it only then too.  Both are weak references: with a C library that has neither, prepare
+ *    takes only the locks of this library.
+ *
+ * 3. Parent and child.  Both release in the reverse order.  The child then lets each layer
+ *    forget the threads that did not survive the fork: rcu.c reinitializes its locks and
+ *    orphans the other threads' callbacks, the magazine layer takes over their CPU caches
+ *    (flushed as at thread exit) and keeps the forking thread's, so that thread's caches stay
+ *    usable, and marks the maintenance thread as not running (it restarts when the child
+ *    needs it), and thread.c forgets the library threads' ids.  thread.c's part takes no lock
+ *    and runs in every child, also after a fork that took nothing (section 4).
+ *
+ * 4. A fork that must not wait.  prepare takes nothing (and that fork's parent and child
+ *    handlers release nothing) (i) when the process never had a second thread
+ *    (__libc_single_threaded set, glibc's own test for its malloc locks): no other thread can
+ *    hold a lock, and the child is a copy of the parent, whatever the forking thread held;
+ *    (ii) when the forking thread is inside a fork section (prd__fork_section > 0: malloc.c
+ *    marks its start-up, its calls into the class caches and its big blocks; prepare marks
+ *    the handlers' own window until parent or child has released everything): the fork comes
+ *    from a signal handler or from an atfork handler run inside another fork, and its thread
+ *    may hold some of the locks, so waiting for them could wait for itself.  Argument: the
+ *    mark is set before a section's first lock and cleared after its last unlock (signal
+ *    fences order the relaxed accesses against the lock calls; only the thread and its signal
+ *    handlers read it), so a thread outside every section holds none of these locks (the
+ *    marked sections are the malloc family's way into them) and its prepare waits only for
+ *    other threads, which hold them in the order and release them without waiting for this
+ *    one.  Inside a section prepare waits for nothing.  Its parent handler returns before the
+ *    interrupted code resumes, which finds its locks as it left them.  The child of such a
+ *    fork (POSIX: after a fork in a multi-threaded process or from a signal handler, only
+ *    async-signal-safe calls until exec) keeps the locks as they were, held by threads that
+ *    are gone or by the interrupted frame, and its handlers touch nothing of the layers'
+ *    locks, so _exit and exec never wait.  Forks of one thread nest innermost first, so the
+ *    thread's count of forks that took nothing (fork_skipped) tells each parent and child
+ *    handler whether its own prepare took the locks.  Not covered: a thread of a
+ *    multi-threaded process interrupted inside the other entry points (prd_cache_*,
+ *    prd_vmem_*, the grace-period waits), whose fork from a signal handler still waits for
+ *    the lock it holds.
+ */
+#include <pthread.h>
+
+#include "internal.h"
+
+#define FORK_OUTER 4   /* locks of the layers above taken first: malloc's start-up lock */
+static pthread_mutex_t *fork_outer[FORK_OUTER];
+static int fork_nouter;
+const char prd__fork_anchor = 0;   /* named by every file with fork functions (internal.h) */
+
+_Thread_local _Atomic unsigned prd__fork_section __attribute__((tls_model("initial-exec")));
+/* This thread's forks whose prepare took nothing and whose parent or child handler has not
+ * run yet (section 4: forks of one thread nest, innermost first). */
+static _Thread_local unsigned fork_skipped;
+/* The prepare of this thread's fork that took the locks also took the stream-list lock. */
+static _Thread_local bool fork_io;
+
+/* glibc's stream-list lock (a recursive lock; glibc takes it itself after the prepare
+ * handlers and, when it took it, resets it in the child before the child handlers), and its
+ * "no thread was ever created" flag (the one glibc's fork reads).  Weak: a C library without
+ * them leaves them NULL, and then the stream lock is not taken and every fork takes our locks. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern char __libc_single_threaded __attribute__((weak));
+
+void prd__fork_add_outer_lock(pthread_mutex_t *m)
+{
+  PRD_ASSERT(fork_nouter < FORK_OUTER);
+  if (fork_nouter < FORK_OUTER)
+    fork_outer[fork_nouter++] = m;
+}
+
+/* Whether this fork must take no lock (section 4): the process never had a second thread,
+ * so no other thread can hold one, or this thread is inside a section that may hold some
+ * (a fork from a signal handler, or from an atfork handler run inside another fork). */
+static bool fork_takes_nothing(void)
+{
+  if (atomic_load_explicit(&prd__fork_section, memory_order_relaxed) != 0)
+    return true;
+  return &__libc_single_threaded != NULL && __libc_single_threaded != 0;
+}
+
+/* Section 2's order. */
+static void fork_prepare(void)
+{
+  if (fork_takes_nothing()) {
+    fork_skipped++;
+    return;
+  }
+  prd__fork_section_enter();   /* until the parent or child handler has released everything */
+  fork_io = _IO_list_lock != NULL && _IO_list_unlock != NULL;
+  prd__rcu_fork_prepare_gp();
+  if (fork_io)
+    _IO_list_lock();
+  prd__rcu_fork_prepare();
+  for (int i = 0; i < fork_nouter; i++)
+    pthread_mutex_lock(fork_outer[i]);
+  prd__vmem_fork_prepare_early();
+  prd__mag_fork_prepare_maint();
+  prd__slab_fork_prepare();
+  prd__mag_fork_prepare_threads();
+  prd__slab_fork_prepare_caches();
+  prd__mag_fork_prepare_depots();
+  prd__debug_fork_prepare();
+  prd__vmem_fork_prepare();
+}
+
+/* The allocator's locks and the outer ones, in the reverse of their order (vmem's and rcu's
+ * are released by their parent and child functions, which differ). */
+static void fork_release(void)
+{
+  prd__debug_fork_release();
+  prd__mag_fork_release_depots();
+  prd__slab_fork_release();
+  prd__mag_fork_release_threads();
+  prd__mag_fork_release_maint();
+  for (int i = fork_nouter; i-- > 0;)
+    pthread_mutex_unlock(fork_outer[i]);
+}
+
+static void fork_parent(void)
+{
+  if (fork_skipped > 0) {
+    fork_skipped--;   /* this fork's prepare took nothing */
+    return;
+  }
+  prd__vmem_fork_parent();
+  fork_release();
+  prd__rcu_fork_parent();
+  if (fork_io)
+    _IO_list_unlock();   /* glibc has dropped its own hold of it already */
+  prd__fork_section_leave();
+}
+
+static void fork_child(void)
+{
+  if (fork_skipped > 0) {
+    /* Nothing was taken: touch no lock.  Single-threaded, the child is a copy of the parent,
+     * locks included; after a fork from a signal handler it may only call async-signal-safe
+     * functions, and the locks stay as the fork found them.  thread.c's part only stores
+     * atomics (section 3). */
+    fork_skipped--;
+    prd__lthread_fork_child();
+    return;
+  }
+  prd__vmem_fork_child();
+  fork_release();
+  prd__rcu_fork_child();
+  /* the stream-list lock: glibc has reset it before the child handlers (it takes and
+   * resets it exactly when the process had a second thread, as this prepare does) */
+  prd__mag_fork_child();
+  prd__fork_section_leave();
+  prd__lthread_fork_child();
+}
+
+/* The one atfork registration of the library, at load time (section 1). */
+__attribute__((constructor)) static void fork_register_atfork(void)
+{
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
