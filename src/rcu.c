@@ -876,18 +876,30 @@ void prd__rcu_request_expedited(prd_gp_t s)
   pthread_mutex_unlock(&drv_lock);
 }
 
+/* Wakes the threads blocked in wait_state_raw after a grace period that was not the
+ * driver's ended (no lock held): they look at the state again. */
+static void drv_done_wake(void)
+{
+  pthread_mutex_lock(&drv_lock);
+  pthread_cond_broadcast(&drv_done_cond);
+  pthread_mutex_unlock(&drv_lock);
+}
+
+/* gp_lock held: grace periods on this thread until poll(s); gp_lock released. */
+static void gp_run_held(const struct prd_rcu_source *src, prd_gp_t s)
+{
+  while (!prd_rcu_poll_state(s))
+    gp_run(src);
+  pthread_mutex_unlock(&gp_lock);
+}
+
 /* Runs grace periods on this thread until poll(s): a waiter whose driver could not be
  * started (no lock held). */
 static void gp_run_until(prd_gp_t s)
 {
-  const struct prd_rcu_source *src = rcu_source();
   pthread_mutex_lock(&gp_lock);
-  while (!prd_rcu_poll_state(s))
-    gp_run(src);
-  pthread_mutex_unlock(&gp_lock);
-  pthread_mutex_lock(&drv_lock);
-  pthread_cond_broadcast(&drv_done_cond);
-  pthread_mutex_unlock(&drv_lock);
+  gp_run_held(rcu_source(), s);
+  drv_done_wake();
 }
 
 /* Blocks until poll(s), through the driver, or on this thread when no driver can be started;
@@ -960,16 +972,11 @@ static void sync_until(prd_gp_t s, const char *what)
     pthread_mutex_lock(&gp_lock);
     locked = true;
   }
-  if (locked) {
-    while (!prd_rcu_poll_state(s))
-      gp_run(src);
-    pthread_mutex_unlock(&gp_lock);
-  }
+  if (locked)
+    gp_run_held(src, s);
   if (src->rs_block_end)
     src->rs_block_end(token);
-  pthread_mutex_lock(&drv_lock);
-  pthread_cond_broadcast(&drv_done_cond);
-  pthread_mutex_unlock(&drv_lock);
+  drv_done_wake();
 }
 
 void prd_synchronize_rcu(void)
@@ -1017,9 +1024,7 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
       while (done && !prd_rcu_poll_state(s))
         done = gp_advance(src, start + ns);
       pthread_mutex_unlock(&gp_lock);
-      pthread_mutex_lock(&drv_lock);   /* blocked waiters whose state this reached */
-      pthread_cond_broadcast(&drv_done_cond);
-      pthread_mutex_unlock(&drv_lock);
+      drv_done_wake();   /* blocked waiters whose state this reached */
       if (done)
         return true;
       break;   /* a reader held it to the deadline */
