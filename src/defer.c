@@ -208,10 +208,14 @@ static _Atomic int pf_pending;   /* a CPU cache asked for a pre-flush since the 
 static _Thread_local prd_gp_t defer_req;
 
 static void preflush_job(void *arg);
+static const struct prd__mag_hooks defer_hooks;
 
+/* At the first deferral to a cache with latent generations: the pre-flush job and the
+ * magazine layer's hooks (section 7), before any latent generation exists. */
 static void defer_init_once(void)
 {
-  (void)prd__maint_register(preflush_job, NULL);
+  (void)prd__maint_register(preflush_job, NULL, NULL);
+  prd__mag_set_hooks(&defer_hooks);
 }
 
 /* ---- one CPU cache's latent generations (tc_lock held, or the owner inside its handshake) - */
@@ -240,7 +244,7 @@ static inline void req_later(prd_gp_t gp)
     defer_req = gp;
 }
 
-void prd__defer_gp_requests(void)
+static void gp_requests(void)
 {
   prd_gp_t gp = defer_req;
   if (gp != 0) {
@@ -350,8 +354,9 @@ static bool cc_to_depot(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, bool refill
   PRD_RACE();   /* race widening (race.h): a latent transition */
   uint32_t n = lat_n(cc, g);
   prd_mag_t *empty = NULL;
+  uint64_t cap = (uint64_t)prd__opt(defer_depot_kb) * 1024;   /* the depot list's bound */
   if (n == 0 ||
-      !prd__mag_lat_put(cp, cc->cc_lat[g], n, cc->cc_lat_gp[g], refill ? &empty : NULL))
+      !prd__mag_lat_put(cp, cc->cc_lat[g], n, cc->cc_lat_gp[g], cap, refill ? &empty : NULL))
     return false;
   req_later(cc->cc_lat_gp[g]);
   cc->cc_lat[g] = empty;
@@ -360,7 +365,9 @@ static bool cc_to_depot(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, bool refill
   return true;
 }
 
-void prd__defer_mag_to_slabs(prd_cache_t *cp, prd_mag_t *mp)
+/* mh_tag_out: an unsafe tagged magazine of the depot to the latent slabs with its state, the
+ * magazine freed (section 7); its grace period is asked for once no lock is held. */
+static void tag_out(prd_cache_t *cp, prd_mag_t *mp)
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
   req_later(mp->mag_gp);
@@ -396,8 +403,10 @@ static void cc_rotate(prd_cache_t *cp, prd_cpu_cache_t *cc)
   }
 }
 
-/* ---- the magazine layer's calls (magazine.h; tc_lock held, the owner out of its operations) */
-bool prd__defer_cc_merge(prd_cache_t *cp, prd_cpu_cache_t *cc)
+/* ---- the magazine layer's hooks (magazine.h; tc_lock held, the owner out of its operations) */
+/* mh_cc_merge, lines 7-11: the loaded magazine is empty; a safe latent generation takes its
+ * place. */
+static bool defer_cc_merge(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
   for (int g = 0; g < 2; g++) {   /* lines 7-11: the older generation first */
     if (lat_n(cc, g) == 0)
@@ -420,7 +429,9 @@ static void cc_latent_out(prd_cache_t *cp, prd_cpu_cache_t *cc, void *arg)
   cc_restop(cc);
 }
 
-void prd__defer_cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
+/* mh_cc_drain (section 7): whole generations to the depot's list while it has room, the rest
+ * to the latent slabs; the latent cache is left empty. */
+static void cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
   for (int g = 0; g < 2; g++)   /* whole generations to the depot while it has room */
     (void)cc_to_depot(cp, cc, g, false);
@@ -437,7 +448,9 @@ void prd__defer_cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
   atomic_store_explicit(&cc->cc_want_preflush, 0, memory_order_relaxed);
 }
 
-uint32_t prd__defer_refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
+/* The refill size (line 14: size less the latent count, at least 1), asking for the latent
+ * objects' grace period; *waiting: latent objects still wait. */
+static uint32_t refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
 {
   uint32_t lat = prd__mag_latent(cc);
   uint32_t size = prd__mag_cur_size(cp);
@@ -469,7 +482,32 @@ static bool poll_short(prd_gp_t s)
   return prd__rcu_poll_bounded(s, ns);
 }
 
-bool prd__defer_depot_wait(uint32_t id, prd_gp_t gp, int flags)
+/* mh_tag_safe: a tagged magazine's state (section 8: the acquire load ending the wait). */
+static bool tag_safe(prd_gp_t gp)
+{
+  return prd__defer_safe(gp);
+}
+
+/* mh_tag_wait, the depot rule (section 4, REFILL): an allocation miss that found no safe
+ * tagged magazine and no full one waits for the oldest one's grace period rather than grow
+ * the cache when the depot's list holds half its bound (defer_depot_kb), or when the list and
+ * the latent slabs together hold DEPOT_POP of the cache's objects: new objects would only
+ * wait beside them until the grace period ends.  dp_lock held; the slab layer's counts are
+ * read without its lock (relaxed atomics, stored under it). */
+#define DEPOT_POP_NUM 4
+#define DEPOT_POP_DEN 5
+static bool tag_wait(prd_cache_t *cp, uint64_t tag_rounds)
+{
+  uint64_t total = __atomic_load_n(&cp->cache_bufs_total, __ATOMIC_RELAXED);
+  uint64_t lat_slab = __atomic_load_n(&cp->cache_lat_slab_objs, __ATOMIC_RELAXED);
+  return 2 * tag_rounds * cp->cache_chunksize >= (uint64_t)prd__opt(defer_depot_kb) * 1024 ||
+         DEPOT_POP_DEN * (tag_rounds + lat_slab) >= DEPOT_POP_NUM * total;
+}
+
+/* mh_depot_wait: the depot rule's wait, the oldest tagged magazine's grace period polled for
+ * defer_poll_us at most (section 9), unless flags has PRD_NOSLEEP or the thread is inside a
+ * read-side section.  No lock held. */
+static bool depot_wait(uint32_t id, prd_gp_t gp, int flags)
 {
   if ((flags & PRD_NOSLEEP) || in_read_section())
     return false;
@@ -494,12 +532,12 @@ static void *cc_pop(prd_cache_t *cp, prd_cpu_cache_t *cc)
   return buf;
 }
 
-void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool waiting)
+static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool waiting)
 {
   /* the CPU caches may be remapped by a nested call (a constructor allocating from another
    * cache): &tc->tc_cc[id] is taken afresh after each call out */
   prd_tcache_t *tc = prd__mag_here();
-  prd__defer_gp_requests();   /* prd__defer_refill_size's, made under tc_lock */
+  gp_requests();   /* refill_size's, made under tc_lock */
   if (waiting && prd__mag_grow(cp))   /* section 2: the grace period outlasts the magazine */
     cc_count(&tc->tc_cc[id], PRD_PC_RESIZES, 1);
   /* §3.4, bounded memory: past defer_latent_max_kb of latent-slab objects a refill asks for
@@ -532,7 +570,7 @@ void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, 
       cc_count(cc, PRD_PC_OOMWAITS, 1);
       void *buf = NULL;
       if (atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) != 0 ||
-          prd__defer_cc_merge(cp, cc))
+          defer_cc_merge(cp, cc))
         buf = cc_pop(cp, cc);
       pthread_mutex_unlock(&tc->tc_lock);
       if (buf != NULL)
@@ -572,6 +610,29 @@ void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, 
     prd__annot_object_out(cp, buf);
   return buf;
 }
+
+/* mh_refill, tier 4 of a cache with deferrals (REFILL, lines 13-33): the size under tc_lock,
+ * then the refill with no lock held. */
+static void *defer_refill(prd_cache_t *cp, uint32_t id, int flags)
+{
+  prd_tcache_t *tc = prd__mag_here();
+  bool waiting;
+  pthread_mutex_lock(&tc->tc_lock);
+  uint32_t want = refill_size(cp, &tc->tc_cc[id], &waiting);
+  pthread_mutex_unlock(&tc->tc_lock);
+  return refill(cp, id, flags, want, waiting);
+}
+
+static const struct prd__mag_hooks defer_hooks = {
+  .mh_tag_safe = tag_safe,
+  .mh_tag_wait = tag_wait,
+  .mh_depot_wait = depot_wait,
+  .mh_tag_out = tag_out,
+  .mh_cc_merge = defer_cc_merge,
+  .mh_cc_drain = cc_drain,
+  .mh_refill = defer_refill,
+  .mh_unlocked = gp_requests,
+};
 
 /* ---- the pre-flush job of the maintenance thread (section 6) ------------------------------ */
 struct pf_ctx { bool pf_backoff; };
@@ -616,7 +677,7 @@ static void preflush_job(void *arg)
    * hold a slab lock, under which mag_reap_lock is never waited for (magazine.c section 12) */
   if (prd__mag_visit(NULL, PRD_VISIT_TRY, preflush_cc, &ctx) != 0)
     atomic_store_explicit(&pf_pending, 1, memory_order_relaxed);   /* busy: next wake-up */
-  prd__defer_gp_requests();
+  gp_requests();
   if (ctx.pf_backoff)
     sched_yield();   /* allocation is faster than deferral: the application goes first */
 }
@@ -714,7 +775,7 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf, prd_gp_t gp)
   if (cc->cc_lat[1] == NULL || lat_n(cc, 0) >= cc->cc_lat_limit) {
     cc_restop(cc);
     pthread_mutex_unlock(&tc->tc_lock);
-    prd__defer_gp_requests();
+    gp_requests();
     defer_direct(cp, buf, gp);
     return;
   }
@@ -729,7 +790,7 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf, prd_gp_t gp)
              !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed);
   cc_restop(cc);
   pthread_mutex_unlock(&tc->tc_lock);
-  prd__defer_gp_requests();
+  gp_requests();
   if (ask)
     preflush_ask(&tc->tc_cc[id]);                             /* line 42 */
 }
@@ -786,7 +847,7 @@ bool prd__defer_oom(prd_cache_t *cp, int flags)
    * them; the caller may hold locks of the order: try-locks only (section 8) */
   (void)prd__mag_visit(cp, PRD_VISIT_TRY, cc_latent_out, NULL);
   prd__mag_lat_out(cp);   /* and the depot's latent magazines */
-  prd__defer_gp_requests();
+  gp_requests();
   if (prd__slab_lat_merge_all(cp) != 0)
     return true;
   prd_gp_t maxgp;
@@ -807,7 +868,7 @@ void prd__defer_cache_destroy(prd_cache_t *cp)
   if ((on & PRD_DEFER_LATENT) && cp->cache_magid != 0)
     (void)prd__mag_visit(cp, PRD_VISIT_WAIT, cc_latent_out, NULL);
   prd__mag_lat_out(cp);
-  prd__defer_gp_requests();
+  gp_requests();
   prd_gp_t maxgp;
   if (prd__slab_lat_pending(cp, &maxgp)) {
     if (in_read_section()) {

@@ -7,9 +7,9 @@
  *    by another thread stays held for good.  So prepare takes every lock of the process in
  *    one order before fork, and parent and child release them after; each layer owns its
  *    locks and exports the functions that take and release them (rcu.c §8, vmem.c §15,
- *    slab.c, debug.c, magazine.c §11, thread.c §5), and only this file knows the order in
- *    which they are called.  One registration: two handlers taking one mutex would deadlock
- *    the forking thread, and a layer above adds a lock that must come first
+ *    slab.c, debug.c, maint.c §5, magazine.c §11, thread.c §5), and only this file knows the
+ *    order in which they are called.  One registration: two handlers taking one mutex would
+ *    deadlock the forking thread, and a layer above adds a lock that must come first
  *    (prd__fork_add_outer_lock: malloc.c's start-up lock) instead of registering its own.
  *    The registration is a constructor, so a fork before any cache exists finds every lock
  *    consistent too.  No file calls into this one, so each file with fork functions names
@@ -50,7 +50,7 @@
  *    forget the threads that did not survive the fork: rcu.c reinitializes its locks and
  *    orphans the other threads' callbacks, the magazine layer takes over their CPU caches
  *    (flushed as at thread exit) and keeps the forking thread's, so that thread's caches stay
- *    usable, and marks the maintenance thread as not running (it restarts when the child
+ *    usable, maint.c marks the maintenance thread as not running (it restarts when the child
  *    needs it), and thread.c forgets the library threads' ids.  thread.c's part takes no lock
  *    and runs in every child, also after a fork that took nothing (section 4).
  *
@@ -137,7 +137,8 @@ static void fork_prepare(void)
   for (int i = 0; i < fork_nouter; i++)
     pthread_mutex_lock(fork_outer[i]);
   prd__vmem_fork_prepare_early();
-  prd__mag_fork_prepare_maint();
+  prd__maint_fork_prepare();
+  prd__mag_fork_prepare_reap();
   prd__slab_fork_prepare();
   prd__mag_fork_prepare_threads();
   prd__slab_fork_prepare_caches();
@@ -154,7 +155,8 @@ static void fork_release(void)
   prd__mag_fork_release_depots();
   prd__slab_fork_release();
   prd__mag_fork_release_threads();
-  prd__mag_fork_release_maint();
+  prd__mag_fork_release_reap();
+  prd__maint_fork_release();
   for (int i = fork_nouter; i-- > 0;)
     pthread_mutex_unlock(fork_outer[i]);
 }
@@ -189,6 +191,7 @@ static void fork_child(void)
   prd__rcu_fork_child();
   /* the stream-list lock: glibc has reset it before the child handlers (it takes and
    * resets it exactly when the process had a second thread, as this prepare does) */
+  prd__maint_fork_child();
   prd__mag_fork_child();
   prd__fork_section_leave();
   prd__lthread_fork_child();

@@ -136,18 +136,15 @@ void  prd__mag_reap_threads(void);
 void  prd__mag_purge_all(void);
 /* Fills the CPU layer's fields of st. */
 void  prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st);
-/* The maintenance thread's work: later layers register a job run every maint_interval
- * (0, or -1 when the few slots are taken).  prd__maint_tick runs one interval's work now. */
-typedef void prd__maint_fn(void *arg);
-/* Fork (magazine.c section 11; fork.c calls these in its whole-process order): maint_lock
- * and mag_reap_lock; the registry and every tc_lock; mag_id_lock and every dp_lock; their
- * releases; in the child, the take-over of the CPU caches of the threads that are gone. */
-void  prd__mag_fork_prepare_maint(void);
+/* Fork (magazine.c section 11; fork.c calls these in its whole-process order): mag_reap_lock;
+ * the registry and every tc_lock; mag_id_lock and every dp_lock; their releases; in the
+ * child, the take-over of the CPU caches of the threads that are gone. */
+void  prd__mag_fork_prepare_reap(void);
 void  prd__mag_fork_prepare_threads(void);
 void  prd__mag_fork_prepare_depots(void);
 void  prd__mag_fork_release_depots(void);
 void  prd__mag_fork_release_threads(void);
-void  prd__mag_fork_release_maint(void);
+void  prd__mag_fork_release_reap(void);
 void  prd__mag_fork_child(void);
 /* fork.c: the process's one pthread_atfork registration; a layer above adds a lock that must
  * be taken before every other (malloc.c's start-up lock) from a constructor, before threads
@@ -180,12 +177,6 @@ static inline void prd__fork_section_leave(void)
                         atomic_load_explicit(&prd__fork_section, memory_order_relaxed) - 1,
                         memory_order_relaxed);
 }
-int   prd__maint_register(prd__maint_fn *fn, void *arg);
-void  prd__maint_tick(void);
-/* Wakes the maintenance thread now to run the registered jobs (the magazine work still waits
- * for its interval); no lock may be held that a job takes.  Inline mode: nothing (the jobs run
- * at the next interval). */
-void  prd__maint_wake(void);
 
 /* ---- debug.c: debugging of caches (Bonwick 1994 §6), out of the fast paths ------------- */
 void  prd__debug_cache_init(prd_cache_t *cp);
@@ -283,6 +274,32 @@ bool  prd__lthread_poked(struct prd__lthread *lt);
 long  prd__lthread_idle_ms(const struct prd__lthread *lt);
 /* *ts = now + ms on `clock`, the absolute deadline of a library thread's timed wait. */
 void  prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms);
+
+/* ---- maint.c: the maintenance thread and its jobs (knows nothing of caches) ----------- */
+/* A job: run with no lock held at each wake-up of the thread (about a second) and at once on
+ * prd__maint_wake.  `needs` (or NULL) says when the job wants the thread even while one
+ * application thread runs.  0, or -1 when the few slots are taken. */
+typedef void prd__maint_fn(void *arg);
+int   prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void));
+/* The interval job (the magazine layer's), run once every maint_interval before the jobs:
+ * `trylock` when it runs inline from a slow path and must not wait for its locks; it
+ * returns false when it did not run (a try-lock failed: the interval is not restarted). */
+typedef bool prd__maint_tick_fn(bool trylock);
+void  prd__maint_set_tick(prd__maint_tick_fn *fn);
+/* On the slow paths with no lock held: starts the thread when it is needed, else (and in
+ * inline mode) runs the tick and the jobs once an interval has passed. */
+void  prd__maint_poke(void);
+/* Runs one interval's work (the tick, then the jobs) now: tests drive intervals with it. */
+void  prd__maint_tick(void);
+/* Wakes the maintenance thread now to run the registered jobs (the tick still waits for its
+ * interval); no lock may be held that a job takes.  Inline mode: the work runs if an interval
+ * has passed. */
+void  prd__maint_wake(void);
+/* Fork (maint.c section 5): maint_lock first of the magazine layer's locks, released last;
+ * in the child the thread is gone and restarts lazily. */
+void  prd__maint_fork_prepare(void);
+void  prd__maint_fork_release(void);
+void  prd__maint_fork_child(void);
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

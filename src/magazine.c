@@ -15,8 +15,8 @@
  *    - prd_tcache_t: one per thread that ever missed, on the thread registry, holding an array
  *      of prd_cpu_cache_t indexed by the cache's cache_magid (a small integer given at cache
  *      creation and recycled at destroy; index 0 is never used).  The array comes from os.c
- *      pages and grows (doubling) on demand, never from malloc: the malloc of a later issue
- *      sits on this layer.
+ *      pages and grows (doubling) on demand, never from malloc: malloc.c sits on this
+ *      layer.
  *    - prd_cpu_cache_t: cc_loaded (cc_rounds of cc_magsize held) and cc_previous (always full
  *      or empty: cc_prounds), as kmem's cpu cache; hit counters; one cache line for the hit
  *      path.  Its second line holds Prudence's latent cache (defer.c section 2): two latent
@@ -42,13 +42,16 @@
  *              from the depot's empty list or else from the magazine cache (PRD_NOSLEEP: a
  *              free never waits), previous = loaded, loaded = empty, push
  *      tier 4  no empty magazine could be had: the object goes straight to the slab layer
- *    Prudence (defer.c section 4) adds, for a cache that has seen deferrals: before tier 2 of
- *    allocation, a safe latent generation is exchanged with the empty loaded magazine (lines
- *    7-11 of seed 001's Algorithm 1); tier 4 of allocation refills the loaded magazine with
- *    size - latent objects from the slab layer (line 14) instead of taking one; tier 3 of free
- *    also sends the full loaded magazine to the depot when the thread's latent objects would
- *    fill half a magazine (the flush sized by the latent count); tier 3 of allocation takes a
- *    safe latent magazine of the depot (section 13) before a full one.
+ *    Prudence (defer.c section 4) enters these tiers through the hooks of section 14, for a
+ *    cache that has seen deferrals: before tier 2 of allocation, a safe latent generation is
+ *    exchanged with the empty loaded magazine (mh_cc_merge: lines 7-11 of seed 001's
+ *    Algorithm 1); tier 3 of allocation takes a safe tagged magazine of the depot (section
+ *    13) before a full one, and may wait a bounded time for one rather than go to tier 4;
+ *    tier 4 of allocation refills the loaded magazine with size - latent objects from the
+ *    slab layer (mh_refill: line 14) instead of taking one.  Tier 3 of free also sends the
+ *    full loaded magazine to the depot when the thread's latent objects would fill half a
+ *    magazine (the flush sized by the latent count, 001 §4.2): they will be the next loaded
+ *    magazine once safe.
  *    Why two magazines: after a depot visit the thread holds one full and one empty
  *    magazine, so at least M allocations or M frees separate two depot visits whatever the
  *    pattern (seed 004); prd-bench cache measures depot visits per operation <= 1/M for the
@@ -64,27 +67,24 @@
  *    annotate.h, as the slab layer does for its free buffers; reaped rounds go back through
  *    prd__slab_free, which annotates them as well.
  *
- * 5. The fast path, counted (objdump -d build/lib/libprudence.a, Release, gcc 12.2 -O2,
- *    x86-64).  A hit of prd_cache_alloc is 31 instructions from entry to ret: 4 are the front
- *    end's tests (NULL cache, the debug flag of slab.c; a cache with Prudence deferrals stays
- *    on this path), the rest the CPU layer: the TLS-offset load of the thread's hit block
- *    (magazine.h prd__mag_tls: the set, a copy of its array and its bound, all %fs-relative,
- *    so the array is not reached through the set), the load and test of prd__mag_plain (set
- *    when membarrier is registered and no tool annotates: the plain hit half then tests
- *    neither), the id load, the compare with the bound and branch, the entry address (shift,
- *    add of the array), the set's load (for tc_steal), the busy store, the steal and rounds
- *    loads and their two tests (the steal test first: section 6's enter), the magazine load, the index (two), the round load, the
- *    rounds store, the hit counter (one addq: PRD__MAG_COUNT), the busy store, the return
- *    value; no stack frame.  A hit of prd_cache_free is 34 (6 front end with its NULL-buffer
- *    test, the rest the CPU layer, the round stored instead of loaded), and 3 more for the
- *    top-round test below when the
- *    magazine holds a round.  No lock, no atomic read-modify-write, no fence on the path
- *    taken: the `lock orq` in the listing is the seq_cst fence of the fallback (section 6),
- *    reached only without membarrier.  The miss goes to prd__mag_alloc_miss /
- *    prd__mag_free_miss.  A hit of prd_cache_free_deferred (defer.c) is 49 instructions with
- *    the state read inline (prd__rcu_get_state: no call, no stack frame).  (Before the hit
- *    block and the one-instruction counter, commit 766f05f: 42, 38 and 52 plus a call of 8;
- *    before prd__mag_alloc and prd__mag_free took the plain halves, 7984246: 40 and 36.)
+ * 5. The fast path.  A hit of prd_cache_alloc is a few tests of the front end (NULL cache,
+ *    the debug flag of slab.c; a cache with Prudence deferrals stays on this path) and the CPU
+ *    layer: the TLS-offset load of the thread's hit block (magazine.h prd__mag_tls: the set, a
+ *    copy of its array and its bound, all %fs-relative, so the array is not reached through
+ *    the set), the load and test of prd__mag_plain (set when membarrier is registered and no
+ *    tool annotates: the plain hit half then tests neither), the id load, the compare with
+ *    the bound and branch, the entry address (shift, add of the array), the set's load (for
+ *    tc_steal), the busy store, the steal and rounds loads and their two tests (the steal
+ *    test first: section 6's enter), the magazine load, the index, the round load, the rounds
+ *    store, the hit counter (one add: PRD__MAG_COUNT), the busy store, the return value; no
+ *    stack frame.  A hit of prd_cache_free is the same with the front end's NULL-buffer test
+ *    and the round stored instead of loaded, and the top-round test below when the magazine
+ *    holds a round.  No lock, no atomic read-modify-write, no fence on the path taken: the
+ *    `lock orq` in the listing is the seq_cst fence of the fallback (section 6), reached only
+ *    without membarrier.  The miss goes to prd__mag_alloc_miss / prd__mag_free_miss.  A hit
+ *    of prd_cache_free_deferred (defer.c) reads the grace-period state inline
+ *    (prd__rcu_get_state: no call, no stack frame).  docs/benchmarks.md ("Magazine layer")
+ *    gives the instruction counts with the command that measures them.
  *    The free hit also compares the buffer with the loaded magazine's top round (a load from
  *    the line the push writes, a compare and a branch): equal is a double free, reported by
  *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the plain
@@ -95,7 +95,7 @@
  *    so every hit path of the thread misses and the misses serve it under tc_lock).
  * 6. The handshake: taking magazines from a thread that is not running this layer.  Memory
  *    parked in a thread that stopped allocating must come back (prd_reap, cache destroy, the
- *    maintenance thread for caches idle a whole interval).  The owner runs the fast path
+ *    maintenance tick for caches idle a whole interval).  The owner runs the fast path
  *    without locks, so a reaper may touch a CPU cache only when the owner is not inside an
  *    operation on it, and the owner must not start one while the reaper works:
  *      owner (each fast-path operation)      reaper
@@ -141,7 +141,9 @@
  *    The same handshake serves the latent generations of Prudence (PRUDENCE-NOTES §1): the
  *    deferral hit path (defer.c) runs it like the magazine hit path, and Prudence's visitors
  *    (pre-flush, OOM, destroy: prd__mag_visit) run the reaper's side under mag_reap_lock, so
- *    that a reaper never clears tc_steal while a visitor still works on that thread.
+ *    that a reaper never clears tc_steal while a visitor still works on that thread.  A
+ *    reaper that empties a CPU cache with latent generations hands them to Prudence first
+ *    (mh_cc_drain, section 14), under the same tc_lock and the same busy test.
  *
  * 7. Depot working set (seed 004; libumem's umem_depot_ws_update/ws_reap).  Each depot list
  *    tracks ml_min, its fewest magazines during the current interval.  At each interval
@@ -167,56 +169,40 @@
  *    past libumem's (255 to 4095 rounds) that only this growth reaches: the latent limit is
  *    the magazine size, so the deferrals of one grace period fit in the latent magazines and
  *    merge back by pointer exchange instead of passing object by object through the latent
- *    slabs (measured: `prd-bench deferred` with the growth off ran 2-6x slower per pair; with
- *    1023 rounds as the last row, 8-64 B objects ran at about half the speed, since on 2
- *    cores a grace period outlasted what 1023 rounds held).  The byte limit bounds the memory
- *    a thread's three magazines of one cache hold (1.5 MiB); 2 MiB would double the speed at
- *    512 B, for four times the memory.
+ *    slabs (docs/benchmarks.md, "Magazine layer", measures the growth and the last row).  The
+ *    byte limit bounds the memory a thread's three magazines of one cache hold (1.5 MiB); a
+ *    larger limit buys speed at the largest sizes for proportionally more memory.
  *
- * 9. Maintenance.  One thread (option maint_thread) wakes every second (MAINT_WAKE_MS) to
- *    run the registered jobs, and every maint_interval ms does the magazine work
- *    (prd__maint_tick does both): for
- *    every cache with magazines the working-set update (section 7), the resize check
- *    (section 8) and the reap, then the idle-thread reap (section 6), then the work other
- *    files register with prd__maint_register (stats.c's periodic snapshot is the first, Prudence's
- *    pre-flush the second); prd__maint_wake (maint_kick, set and signalled under maint_lock)
- *    runs the jobs at once.  With maint_thread=0 the slow paths run the
- *    tick themselves once an interval has passed (with a try-lock: never waiting on a slow
- *    path); tests call prd__maint_tick directly to drive intervals without sleeping.  In a
- *    forked child of a TSan build the inline mode is used (TSan forbids new threads there).
- *    The thread starts (thread.c: signals blocked, a failure retried at the next slow path)
- *    only when the work needs one (maint_needed): once a second application thread uses
- *    the allocator (thread.c's count), when a job asks for an idle-time worker
- *    (prd__maint_wake: the pre-flush), or with periodic statistics on.  Until then the slow
- *    paths run the work inline as with maint_thread=0, so a single-threaded program stays
- *    single-threaded: glibc skips its stdio and fork locking only while a process has one
- *    thread, and a fork() from a signal handler can deadlock in glibc's own fork lock in a
- *    multi-threaded one.  At each wake-up, and at once when thread.c pokes it
- *    (the last counted application thread left), it looks whether any application thread is
- *    left; none: it clears maint_started under maint_lock and returns, unless a kick is due
- *    (prd__maint_wake sets maint_kick and reads maint_started under maint_lock, so either
- *    the kick keeps the thread or the waker sees it gone and starts another).
+ * 9. Maintenance (maint.c, the process-wide maintenance thread).  The layer's periodic work
+ *    is maint.c's interval job, mag_tick, registered at the layer's start
+ *    (prd__maint_set_tick): every maint_interval ms, for every cache with magazines the
+ *    working-set update (section 7), the resize check (section 8) and the reap, then the
+ *    idle-thread reap (section 6).  The slow paths poke maint.c with no lock held
+ *    (prd__maint_poke): it starts the thread when the work needs one, or runs the work inline
+ *    once an interval has passed; inline, mag_tick only tries mag_reap_lock (a slow path's
+ *    caller may hold a lock that comes after it, section 12) and skips the interval when a
+ *    reap holds it.  A thread's first miss counts it as an application thread (thread.c),
+ *    which is what starts the maintenance thread once there are two.
  *
  * 10. Threads.  A thread's first miss maps its prd_tcache_t and registers it; a TLS destructor
  *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
  *    they are; the rounds of a partly filled one to the slab layer, its magazine to the empty
  *    list) and folds its counters into the depot's, so no object is lost and none leaked;
- *    prd_thread_flush does the same on demand.  Latent generations (Prudence) go to the latent
- *    slabs with their grace-period states (defer.c section 7), on this path and every other
- *    one that empties a CPU cache.  After its destructor a thread's misses go straight to the
- *    slab layer.
+ *    prd_thread_flush does the same on demand.  Latent generations (Prudence) leave through
+ *    mh_cc_drain (section 14), on this path and every other one that empties a CPU cache.
+ *    After its destructor a thread's misses go straight to the slab layer.
  *
  * 11. fork.  fork.c holds the library's one pthread_atfork registration and states the whole
  *    process's lock order; this layer exports the functions it calls in that order: its
- *    locks in three steps (maint_lock and mag_reap_lock before the slab layer's reap and
- *    list locks; the registry and every tc_lock before the cache locks; mag_id_lock and every
- *    dp_lock after them) and their release.  In the child, prd__mag_fork_child takes over
+ *    locks in three steps (mag_reap_lock after maint.c's maint_lock, before the slab layer's
+ *    reap and list locks; the registry and every tc_lock before the cache locks; mag_id_lock
+ *    and every dp_lock after them) and their release.  In the child, prd__mag_fork_child takes over
  *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
  *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
- *    thread is restarted lazily, when the child needs it (section 9).
+ *    thread is restarted lazily, when the child needs it (maint.c section 5).
  *
  * 12. Lock order:
- *        maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
+ *        maint_lock (maint.c) -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
  *          -> mag_registry_lock -> a thread's tc_lock -> cache_lock (user, then internal)
  *          -> mag_id_lock -> dp_lock -> vmem
  *    (slab_reap_lock before the thread caches: a reclaim callback run under it may allocate;
@@ -229,54 +215,67 @@
  *    PRD_SLEEP allocation may reap, and a reap takes tc_lock).  Statistics take the registry
  *    and each tc_lock (also under slab_list_lock, from the snapshot of stats.c).  Prudence
  *    (defer.c section 8): its visitors take mag_reap_lock -> mag_registry_lock -> tc_lock
- *    (the pre-flush job and the OOM path only try them), its slow paths tc_lock -> dp_lock or
- *    cache_lock (the latent slabs), and its refill calls the slab layer with tc_lock dropped,
- *    as tier 4 does.  Outside all of these: vmem's heap_lock -> vmem_qcache_lock (making quantum caches creates caches).
+ *    (the pre-flush job and the OOM path only try them), its slow paths and the hooks called
+ *    under tc_lock take dp_lock or cache_lock (the latent slabs), and its refill calls the
+ *    slab layer with tc_lock dropped, as tier 4 does.  Under dp_lock only mh_tag_safe and
+ *    mh_tag_wait run (loads, no lock).  Outside all of these: vmem's heap_lock ->
+ *    vmem_qcache_lock (making quantum caches creates caches).
  *    fork.c (section 2) gives the whole process's order, which this one is part of.
  *
- * 13. Prudence's latent magazines in the depot (defer.c sections 2 and 4; after FreeBSD
- *    UMA's SMR buckets, ANCHORS.md).  A thread whose latent cache is full and unsafe hands a
- *    whole generation, magazine and grace-period state (mag_gp, mag_nlat), to its cache's
- *    depot (prd__mag_lat_put, tc_lock -> dp_lock), taking an empty magazine back in the same
- *    lock hold; thread exit and flush hand theirs over the same way.  The list is a FIFO
- *    (dp_lat_head/tail), bounded by the option defer_depot_kb of objects (8 MiB: what the
- *    2-core machine's grace-period latency needs at 4 KiB objects and two threads, about the
- *    16 MiB latent-slab bound of defer_latent_max_kb halved); past it the generation goes to
- *    the latent slabs object by object (Algorithm 1 lines 49-51).  Tier 3 of allocation
- *    looks at the first MAG_LAT_SCAN (4) magazines, the list being only roughly ordered by
- *    state (several threads push), and takes the first safe one as its loaded magazine
- *    (mag_nlat rounds, possibly fewer than its size) before any full magazine: the deferred
- *    objects are reused first.  When none of them is safe, no full magazine is there and the
- *    list holds half its bound or more, or it and the latent slabs hold 4/5 of all the cache's
- *    objects (MAG_LAT_POP.  The latent slabs count since 3274de2: the pre-flush moves a
- *    thread's latent objects there, and misses that did not count them grew the cache
- *    meanwhile; `prd-bench endurance` growth 1.05-1.18 in six 60 s runs -> 1.04-1.10 in three.
- *    New objects would only wait beside them until the grace period ends; measured with
- *    `prd-bench deferred --pairs 2000000 --threads 2`, the two builds interleaved 5 times on
- *    a quiet machine: peak RSS at 8-64 B 8-11 -> 3-4.6 MiB, 512 B 8.5 -> 7, pairs/s the same
- *    within the noise at every size; a first, noisier comparison had suggested +40% at
- *    8-16 B), a sleeping allocation asks for the oldest one's grace
- *    period for defer_poll_us at most (prd__defer_depot_wait -> prd__rcu_poll_bounded: the
- *    built-in grace period's steps on this thread, whose wake-up the driver would wait for a
- *    CPU for on a loaded machine) and visits the depot again if it ended, rather than grow the
- *    cache from the slabs while the free side spills into the latent slabs; when it has not
- *    ended the miss goes on to tier 4 and the cache grows.  It never waits the grace period
- *    out (defer.c section 9, rcu.c §10): the caller may hold a lock that a reader waits for
- *    inside its section, or be an online QSBR thread whose references the grace period
- *    protects.  PRD_NOSLEEP and a caller inside a read-side section never poll
- *    (tier 4 at once); latent_cap_waits counts the polls.
- *    Safety is prd__defer_safe(mag_gp), an acquire load pairing
- *    with the release store that ends the grace period (rcu.c §4), read under dp_lock; the
- *    objects are not touched before it.  A reap (prd_cache_reap) gives safe latent magazines'
- *    objects back to the slab layer; the maintenance reap only when the interval took none
- *    back (dp_lat_idle, set by depot_update): for a busy cache the list is its circulation,
- *    and its length is what an allocation miss measures before it waits rather than grows,
- *    so emptying it every maint_interval made the misses grow the cache from new slabs until
- *    it filled again (`prd-bench endurance`: RSS steps of 1-2 MiB every 15 s, growth
- *    1.13-1.30 in four 40 s runs, 1.00-1.02 with the rule); a reap of everything (prd_reap,
- *    destroy) and the OOM path (prd__mag_lat_out) send the unsafe ones to the latent slabs
- *    with their states, where lines 31-32 wait for them.  Under dp_lock only list operations
- *    and the state loads; the slab layer is called after unlocking.
+ * 13. Tagged magazines in the depot (after FreeBSD UMA's SMR buckets, ANCHORS.md; Prudence's
+ *    use of them: defer.c sections 2 and 4).  A magazine may carry a tag, a grace-period
+ *    state (mag_gp), with the count of its rounds (mag_nlat): the layer above hands a whole
+ *    latent generation to its cache's depot this way (prd__mag_lat_put, tc_lock -> dp_lock),
+ *    taking an empty magazine back in the same lock hold; thread exit and flush hand theirs
+ *    over the same way (mh_cc_drain).  The depot keeps them on a FIFO (dp_lat_head/tail),
+ *    bounded by the caller's cap in bytes of objects: past it lat_put refuses, and the
+ *    caller sends the objects elsewhere.  Whether a tag is safe the layer above says
+ *    (mh_tag_safe: an acquire load pairing with the release store that ends the grace
+ *    period, rcu.c §4, read under dp_lock); the objects are not touched before it says so.
+ *    Tier 3 of allocation looks at the first MAG_LAT_SCAN (4) tagged magazines, the list
+ *    being only roughly ordered by state (several threads push), and takes the first safe one
+ *    as its loaded magazine (mag_nlat rounds, possibly fewer than its size) before any full
+ *    magazine: the deferred objects are reused first.  When none of them is safe and no full
+ *    magazine is there, the layer above's rule (mh_tag_wait, defer.c section 4) may prefer a
+ *    wait to growth: the miss then drops its locks, has the oldest one's grace period polled
+ *    for a bounded time (mh_depot_wait, never waited out: defer.c section 9) and runs tiers
+ *    1-3 once more; when the wait did not end it, or the rule declined, tier 4.  A reap
+ *    (prd_cache_reap) gives the safe tagged magazines' objects back to the slab layer; the
+ *    maintenance reap only when the interval took none back (dp_lat_idle, set by
+ *    depot_update): for a busy cache the list is its circulation, and its length is what the
+ *    wait rule measures, so emptying it every maint_interval would make the misses grow the
+ *    cache from new slabs until it filled again (docs/benchmarks.md, "Magazine layer").  A
+ *    reap of everything (prd_reap, destroy) and the OOM path (prd__mag_lat_out) hand the
+ *    unsafe ones to the layer above (mh_tag_out), which keeps their states.  Under dp_lock
+ *    only list operations and the tag tests; the slab layer and mh_tag_out are called after
+ *    unlocking.
+ *
+ * 14. Hooks of the layer above.  Prudence keeps its latent generations in this layer's CPU
+ *    caches and its tagged magazines in the depot, so it takes part in some of this layer's
+ *    operations; it does so through one table of hooks (struct prd__mag_hooks, magazine.h)
+ *    that defer.c registers once (prd__mag_set_hooks, at the process's first deferral to a
+ *    cache with magazines, before any latent generation or tagged magazine exists), and this
+ *    file calls nothing above it.  The hooks run only on slow paths, never on a hit path, and
+ *    only where latent state exists (a latent generation in the CPU cache, a tagged magazine
+ *    in the depot, a cache marked as having deferrals), so a process that defers nothing
+ *    never calls one:
+ *      mh_cc_merge    allocation miss, before tier 2: a safe latent generation is loaded
+ *      mh_tag_safe    a tagged magazine's grace period is over (section 13)
+ *      mh_tag_wait    tier 3 found nothing: wait for the oldest tag rather than grow?
+ *      mh_depot_wait  that wait, bounded, no lock held (section 13)
+ *      mh_refill      tier 4 of a cache with deferrals (section 3)
+ *      mh_cc_drain    a CPU cache is emptied (cc_empty: reaps, the idle steal, thread exit,
+ *                     flush, destroy, the fork child's take-over)
+ *      mh_tag_out     an unsafe tagged magazine leaves the depot (section 13)
+ *      mh_unlocked    no lock held, after any of the above ran under this layer's locks: the
+ *                     work the layer above noted meanwhile (its grace-period requests: the
+ *                     RCU layer's fork handler takes its locks before this layer's, so its
+ *                     driver is never called under them; defer.c section 8)
+ *    The table's pointer is stored with release and loaded with acquire.  A slow path reaches
+ *    a hook through state created after the registration and published under tc_lock or
+ *    dp_lock, so it sees the table; tier 4 alone starts from a relaxed load of the cache's
+ *    deferral bit and tests the pointer (a thread that sees the bit first takes tier 4 from
+ *    the slab layer one object at a time, which stays correct).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -333,26 +332,32 @@ static size_t mag_caches_cap;              /* entries mapped */
 static uint32_t mag_nids = 1;              /* ids in use are below this; 0 is never given */
 #define MAG_DYING ((prd_cache_t *)1)
 
-/* ---- the maintenance thread's state ---------------------------------------------------- */
-#define MAINT_SLOTS 8   /* later layers register a handful of jobs (grace periods, pre-flush) */
-#define MAINT_WAKE_MS 1000   /* jobs (stats snapshots, later pre-flush) want ~1 s resolution;
-                                a wakeup a second costs nothing */
-static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t maint_cv;
-static struct { prd__maint_fn *mw_fn; void *mw_arg; } maint_work[MAINT_SLOTS];
-static int maint_nwork;
-static _Atomic bool maint_started;
-static _Atomic int maint_kick;             /* prd__maint_wake: run the jobs now */
-static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
-static bool maint_inline_child;            /* TSan: a forked child must not start threads */
-static _Atomic bool maint_wanted;          /* a job asked for the thread (prd__maint_wake) */
-static void *maint_main(void *arg);
-static void maint_lt_wake(void);
-static struct prd__lthread maint_lt = { .lt_name = "prd-maint", .lt_main = maint_main,
-                                        .lt_wake = maint_lt_wake };
+static const struct prd__mag_hooks *_Atomic mag_hooks_p;   /* section 14 */
 
 static void mag_init_once(void);
 static bool mag_types_make(void);
+
+/* ---- the hooks of the layer above (section 14) ------------------------------------------- */
+void prd__mag_set_hooks(const struct prd__mag_hooks *h)
+{
+  atomic_store_explicit(&mag_hooks_p, h, memory_order_release);
+}
+
+/* The hooks, on a slow path that found latent generations or tagged magazines: they exist
+ * only after the layer above registered (acquire: pairs with the release above; the state
+ * that leads here was published later, under tc_lock or dp_lock). */
+static const struct prd__mag_hooks *mag_hooks(void)
+{
+  return atomic_load_explicit(&mag_hooks_p, memory_order_acquire);
+}
+
+/* No lock held: the layer above's work noted under this layer's locks. */
+static void mag_unlocked(void)
+{
+  const struct prd__mag_hooks *h = mag_hooks();
+  if (h != NULL)
+    h->mh_unlocked();
+}
 
 /* ---- the table of caches by id ----------------------------------------------------------- */
 static prd_cache_t *mag_cache_of(uint32_t id)
@@ -546,10 +551,9 @@ static void maglist_take(prd_maglist_t *ml, uint64_t n, prd_mag_t **chain, uint6
                             threads interleave on the list, so the oldest may not be first */
 
 bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
-                      prd_mag_t **empty)
+                      uint64_t cap, prd_mag_t **empty)
 {
   prd_depot_t *dp = &cp->cache_depot;
-  uint64_t cap = (uint64_t)prd__opt(defer_depot_kb) * 1024;
   if (empty != NULL)
     *empty = NULL;
   if (cp->cache_magid == 0)
@@ -590,34 +594,19 @@ static void depot_lat_unlink(prd_depot_t *dp, prd_mag_t *prev, prd_mag_t *mp)
   mp->mag_next = NULL;
 }
 
-/* An allocation miss takes a safe latent magazine (its grace period over: prd__defer_safe is
- * the acquire load that pairs with the release ending the grace period, rcu.c §4), or NULL. */
+/* An allocation miss takes a safe latent magazine (its grace period over: mh_tag_safe is an
+ * acquire load that pairs with the release ending the grace period, rcu.c §4), or NULL. */
 static prd_mag_t *depot_lat_get(prd_depot_t *dp)
 {
+  const struct prd__mag_hooks *h = mag_hooks();
   prd_mag_t *prev = NULL, *mp = dp->dp_lat_head;
   for (int i = 0; i < MAG_LAT_SCAN && mp != NULL; i++, prev = mp, mp = mp->mag_next)
-    if (prd__defer_safe(mp->mag_gp)) {
+    if (h->mh_tag_safe(mp->mag_gp)) {
       depot_lat_unlink(dp, prev, mp);
       dp->dp_lat_gets++;
       return mp;
     }
   return NULL;
-}
-
-/* An allocation miss found neither a safe latent magazine nor a full one: true when it should
- * run the oldest latent magazine's grace period rather than grow the cache from the slabs
- * (section 13): the latent list holds half its bound, or the latent list and the latent
- * slabs together hold MAG_LAT_POP of the cache's objects (the slab layer's counts, read
- * without its lock: relaxed atomics, stored under it). */
-#define MAG_LAT_POP_NUM 4
-#define MAG_LAT_POP_DEN 5
-static bool depot_lat_wait(prd_cache_t *cp, prd_depot_t *dp)
-{
-  uint64_t total = __atomic_load_n(&cp->cache_bufs_total, __ATOMIC_RELAXED);
-  uint64_t lat_slab = __atomic_load_n(&cp->cache_lat_slab_objs, __ATOMIC_RELAXED);
-  return 2 * dp->dp_lat_rounds * cp->cache_chunksize >=
-             (uint64_t)prd__opt(defer_depot_kb) * 1024 ||
-         MAG_LAT_POP_DEN * (dp->dp_lat_rounds + lat_slab) >= MAG_LAT_POP_NUM * total;
 }
 
 /* Unlinks the safe latent magazines (every one when `all`) onto a chain for lat_chain_out. */
@@ -626,7 +615,7 @@ static prd_mag_t *depot_lat_take(prd_depot_t *dp, bool all)
   prd_mag_t *chain = NULL, *prev = NULL, *mp = dp->dp_lat_head;
   while (mp != NULL) {
     prd_mag_t *next = mp->mag_next;
-    if (all || prd__defer_safe(mp->mag_gp)) {
+    if (all || mag_hooks()->mh_tag_safe(mp->mag_gp)) {
       depot_lat_unlink(dp, prev, mp);
       mp->mag_next = chain;
       chain = mp;
@@ -638,19 +627,19 @@ static prd_mag_t *depot_lat_take(prd_depot_t *dp, bool all)
   return chain;
 }
 
-/* No lock held: a safe latent magazine's objects go back to the slab layer, an unsafe one's to
- * the latent slabs with its state (defer.c), whose grace period the caller asks for through
- * prd__defer_gp_requests once it holds no lock. */
+/* No lock held: a safe latent magazine's objects go back to the slab layer, an unsafe one
+ * goes to the layer above (mh_tag_out: the latent slabs with its state), which notes work for
+ * mh_unlocked, run by the caller once it holds no lock. */
 static void lat_chain_out(prd_cache_t *cp, prd_mag_t *chain)
 {
   uint64_t merged = 0;
   while (chain != NULL) {
     prd_mag_t *next = chain->mag_next;
-    if (prd__defer_safe(chain->mag_gp)) {
+    if (mag_hooks()->mh_tag_safe(chain->mag_gp)) {
       merged += chain->mag_nlat;   /* deferred objects back after their grace period */
       mag_destroy(cp, chain, chain->mag_nlat);
     } else {
-      prd__defer_mag_to_slabs(cp, chain);
+      mag_hooks()->mh_tag_out(cp, chain);
     }
     chain = next;
   }
@@ -767,9 +756,9 @@ bool prd__mag_grow(prd_cache_t *cp)
 static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool fold)
 {
   prd_depot_t *dp = &cp->cache_depot;
-  /* Prudence: latent generations to the latent slabs with their states (defer.c section 7) */
+  /* latent generations: the layer above takes them out first (mh_cc_drain, section 14) */
   if (cc->cc_lat[0] != NULL || cc->cc_lat[1] != NULL)
-    prd__defer_cc_drain(cp, cc);
+    mag_hooks()->mh_cc_drain(cp, cc);
   uint64_t pc[PRD_PC_NCOUNTERS];
   for (int i = 0; i < PRD_PC_NCOUNTERS; i++) {
     pc[i] = atomic_load_explicit(&cc->cc_pcnt[i], memory_order_relaxed);
@@ -855,7 +844,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     pthread_mutex_unlock(&mag_registry_lock);
     pthread_setspecific(mag_key, tc);
     prd__mag_tls.mt_tc = tc;
-    prd__lthread_app_arrive();   /* a second one starts the maintenance thread (section 9) */
+    prd__lthread_app_arrive();   /* a second one starts the maintenance thread (maint.c) */
   }
   if (prd_unlikely(id >= tc->tc_ncc)) {
     size_t page = prd__os_page_size();
@@ -922,7 +911,7 @@ static void mag_thread_exit(void *arg)
   pthread_mutex_unlock(&tc->tc_lock);
   tc_unregister_free(tc);
   pthread_mutex_unlock(&mag_registry_lock);
-  prd__defer_gp_requests();   /* latent objects moved under the locks (defer.c section 8) */
+  mag_unlocked();   /* work the layer above noted under the locks (section 14) */
   prd__lthread_app_leave();   /* the last application thread: library threads end too */
 }
 
@@ -934,7 +923,7 @@ void prd_thread_flush(void)
   pthread_mutex_lock(&tc->tc_lock);
   tc_flush(tc, false);
   pthread_mutex_unlock(&tc->tc_lock);
-  prd__defer_gp_requests();
+  mag_unlocked();
 }
 
 /* ---- the reaper's half of the handshake (section 6) ------------------------------------------ */
@@ -1034,7 +1023,7 @@ void prd__mag_reap_threads(void)
   pthread_mutex_lock(&mag_reap_lock);
   mag_steal(STEAL_ALL, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
-  prd__defer_gp_requests();
+  mag_unlocked();
 }
 
 /* The handshake of mag_steal for Prudence's visitors (defer.c: pre-flush, OOM, destroy).
@@ -1120,30 +1109,17 @@ void prd__mag_pcounts(prd_cache_t *cp, uint64_t pc[PRD_PC_NCOUNTERS])
   pthread_mutex_unlock(&mag_registry_lock);
 }
 
-/* ---- maintenance (section 9) --------------------------------------------------------------- */
-int prd__maint_register(prd__maint_fn *fn, void *arg)
-{
-  pthread_mutex_lock(&maint_lock);
-  int rc = -1;
-  if (maint_nwork < MAINT_SLOTS) {
-    maint_work[maint_nwork].mw_fn = fn;
-    maint_work[maint_nwork].mw_arg = arg;
-    maint_nwork++;
-    rc = 0;
-  }
-  pthread_mutex_unlock(&maint_lock);
-  return rc;
-}
-
-/* One interval's work.  trylock: the inline mode runs it from a slow path whose caller may
- * hold locks that come after mag_reap_lock (a reclaim callback under the slab reap lock), so
- * it never waits for mag_reap_lock (a reap running now does the same work). */
-static void maint_tick(bool trylock)
+/* ---- the maintenance tick (section 9) ------------------------------------------------------- */
+/* One interval's work, maint.c's interval job.  trylock: the inline mode runs it from a slow
+ * path whose caller may hold locks that come after mag_reap_lock (a reclaim callback under the
+ * slab reap lock), so it never waits for mag_reap_lock (a reap running now does the same
+ * work) and reports that it did not run. */
+static bool mag_tick(bool trylock)
 {
   if (!trylock)
     pthread_mutex_lock(&mag_reap_lock);
   else if (pthread_mutex_trylock(&mag_reap_lock) != 0)
-    return;
+    return false;
   uint32_t n = mag_id_count();
   for (uint32_t id = 1; id < n; id++) {
     prd_cache_t *cp = mag_cache_of(id);   /* cannot be destroyed: we hold mag_reap_lock */
@@ -1154,128 +1130,8 @@ static void maint_tick(bool trylock)
   }
   mag_steal(STEAL_IDLE, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
-  atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
-  prd__defer_gp_requests();   /* the idle steal's latent objects (defer.c section 8) */
-}
-
-/* The registered jobs (no lock held while they run). */
-static void maint_jobs(void)
-{
-  pthread_mutex_lock(&maint_lock);
-  int nw = maint_nwork;
-  pthread_mutex_unlock(&maint_lock);
-  for (int i = 0; i < nw; i++)
-    maint_work[i].mw_fn(maint_work[i].mw_arg);
-}
-
-void prd__maint_tick(void)
-{
-  maint_tick(false);
-  maint_jobs();
-}
-
-/* The maintenance thread: wakes every MAINT_WAKE_MS at most, runs the registered jobs at each
- * wake and the magazine work once maint_interval has passed. */
-static void *maint_main(void *arg)
-{
-  (void)arg;
-  for (;;) {
-    long ms = PRD_MIN(prd__opt(maint_interval), MAINT_WAKE_MS);
-    long look = prd__lthread_idle_ms(&maint_lt);   /* quick looks after a poke (thread.c) */
-    if (look >= 0 && look < ms)
-      ms = look;
-    struct timespec ts;
-    prd__lthread_deadline(&ts, CLOCK_MONOTONIC, ms);
-    pthread_mutex_lock(&maint_lock);
-    /* prd__maint_wake signals it with maint_kick set, thread.c's poke with lt_poked set
-     * (both under maint_lock) */
-    while (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
-           !prd__lthread_poked(&maint_lt) &&
-           pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
-      ;
-    /* No application thread left (thread.c section 3; looked at each wake-up while none is
-     * counted): exit, unless a kick is due.  prd__maint_wake sets maint_kick and reads
-     * maint_started under maint_lock: it sees the thread gone and starts another, or this
-     * thread sees its kick. */
-    if (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
-        prd__lthread_idle_exit(&maint_lt)) {
-      atomic_store_explicit(&maint_started, false, memory_order_relaxed);
-      pthread_mutex_unlock(&maint_lock);
-      return NULL;
-    }
-    atomic_store_explicit(&maint_kick, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&maint_lock);
-    if (!prd__opt(maint_thread))
-      continue;
-    uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
-    if (prd__now_ns() - last >= (uint64_t)prd__opt(maint_interval) * 1000000ull)
-      maint_tick(false);
-    maint_jobs();
-  }
-  return NULL;
-}
-
-/* thread.c's poke (no lock held): the thread looks for application threads at once. */
-static void maint_lt_wake(void)
-{
-  pthread_mutex_lock(&maint_lock);
-  pthread_cond_signal(&maint_cv);
-  pthread_mutex_unlock(&maint_lock);
-}
-
-/* Whether the work needs a thread of its own now (section 9): a second application thread
- * uses the allocator (idle threads' caches to take back, a thread to run beside), a job asked
- * for an idle-time worker, or periodic statistics are due at their own interval. */
-static bool maint_needed(void)
-{
-  return prd__lthread_apps() >= 2 || atomic_load_explicit(&maint_wanted, memory_order_relaxed) ||
-         prd__stats_periodic_on();
-}
-
-/* Called on the slow paths with no lock held: starts the maintenance thread when it is
- * needed, else (and in inline mode) runs a tick once an interval has passed. */
-static void maint_poke(void)
-{
-  if (prd__opt(maint_thread) && !maint_inline_child) {
-    if (prd_likely(atomic_load_explicit(&maint_started, memory_order_relaxed)))
-      return;
-    /* claimed before pthread_create, with no lock held: pthread_create may call malloc, which
-     * may be this library's and come back here (it then sees the claim and returns) */
-    bool expect = false;
-    if (maint_needed() && atomic_compare_exchange_strong(&maint_started, &expect, true)) {
-      if (prd__lthread_start(&maint_lt) == 0)
-        return;
-      atomic_store_explicit(&maint_started, false, memory_order_relaxed);   /* try again later */
-    }
-    /* no thread (not needed yet, starting, or it could not be started): the work inline */
-  }
-  uint64_t now = prd__now_ns();
-  uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
-  if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
-    return;
-  if (atomic_compare_exchange_strong(&maint_last_ns, &last, now)) {
-    maint_tick(true);
-    maint_jobs();
-  }
-}
-
-void prd__maint_wake(void)
-{
-  pthread_once(&mag_once, mag_init_once);
-  if (!prd__opt(maint_thread) || maint_inline_child) {
-    maint_poke();   /* inline mode: runs the work if an interval passed */
-    return;
-  }
-  atomic_store_explicit(&maint_wanted, true, memory_order_relaxed);
-  /* the kick under maint_lock, then maint_started: pairs with the exit test of maint_main */
-  pthread_mutex_lock(&maint_lock);
-  atomic_store_explicit(&maint_kick, 1, memory_order_relaxed);
-  bool running = atomic_load_explicit(&maint_started, memory_order_relaxed);
-  if (running)
-    pthread_cond_signal(&maint_cv);
-  pthread_mutex_unlock(&maint_lock);
-  if (!running)
-    maint_poke();   /* starts it: a new thread runs the jobs at once (the kick is set) */
+  mag_unlocked();   /* the idle steal's latent objects (section 14) */
+  return true;
 }
 
 /* ---- the slow paths (tiers 2-4, section 3) ------------------------------------------------ */
@@ -1308,41 +1164,37 @@ static void cc_reload(prd_cpu_cache_t *cc, prd_mag_t *mp, uint32_t old_rounds, u
   atomic_store_explicit(&cc->cc_rounds, rounds, memory_order_relaxed);
 }
 
-PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
+/* Tier 3 found nothing to load: counted as a depot miss that goes to the slab layer. */
+static void depot_alloc_miss(prd_depot_t *dp)
 {
-  uint32_t id = cp->cache_magid;
-  prd_tcache_t *tc;
-  if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL)
-    return prd__slab_alloc(cp, flags);
-  maint_poke();
+  dp->dp_alloc_misses++;
+  dp->dp_to_slab_allocs++;
+}
+
+/* Tiers 1-3 of an allocation miss (section 3), tc_lock held: a round, or NULL for tier 4.
+ * `first`: the miss's first pass, which counts its depot visit and may ask for the wait of
+ * section 13 (*wait: the oldest tagged magazine's tag; not counted as a miss then).  *give:
+ * an empty magazine of an outgrown size, for the caller to destroy once it holds no lock. */
+static void *alloc_tiers(prd_cache_t *cp, prd_cpu_cache_t *cc, bool first, prd_gp_t *wait,
+                         prd_mag_t **give)
+{
   prd_depot_t *dp = &cp->cache_depot;
-  prd_mag_t *give;
-  void *buf;
-  bool visited, waited = false;
-  prd_gp_t lat_wait;   /* the depot's oldest latent magazine, to wait for (section 13) */
-  prd_cpu_cache_t *cc;
-again:
-  give = NULL;
-  buf = NULL;
-  visited = false;
-  lat_wait = 0;
-  pthread_mutex_lock(&tc->tc_lock);
-  cc = &tc->tc_cc[id];
+  bool visited = false;
   for (;;) {
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     /* tier 1: the loaded magazine has a round (we came here for a steal request) */
     if (r > 0) {
-      buf = cc->cc_loaded->mag_round[r - 1];
+      void *buf = cc->cc_loaded->mag_round[r - 1];
       atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
       if (!visited)
         PRD__MAG_COUNT(cc->cc_alloc_hits);
       if (prd_unlikely(prd__mag_annot))
         prd__mag_annot_out(cp, buf);
-      break;
+      return buf;
     }
-    /* Prudence, Algorithm 1 lines 7-11, before any other tier: a safe latent generation
-     * becomes the loaded magazine (pointer exchange, defer.c) */
-    if (prd__mag_latent(cc) != 0 && prd__defer_cc_merge(cp, cc))
+    /* before tier 2: a safe latent generation becomes the loaded magazine (mh_cc_merge,
+     * Algorithm 1 lines 7-11: the deferred objects are reused first) */
+    if (prd__mag_latent(cc) != 0 && mag_hooks()->mh_cc_merge(cp, cc))
       continue;
     /* tier 2: loaded is empty and previous full: exchange them */
     if (cc->cc_prounds > 0) {
@@ -1350,39 +1202,36 @@ again:
       continue;
     }
     if (visited)
-      break;
-    /* tier 3: both empty: previous to the depot's empty list, a full one from its full list */
+      return NULL;
+    /* tier 3: both empty: previous to the depot's empty list, a safe tagged magazine
+     * (section 13) or else a full one from the depot */
     visited = true;
-    if (!waited)   /* one depot visit, counted once however many passes it takes */
+    if (first)
       cc->cc_misses++;
     depot_lock(dp);
-    if (!waited)
+    if (first)
       dp->dp_alloc_visits++;
-    /* Prudence (section 13): a safe latent magazine first, then a full one */
     prd_mag_t *fmp = dp->dp_lat_head != NULL ? depot_lat_get(dp) : NULL;
-    uint32_t frounds = 0;
-    bool from_lat = fmp != NULL;
-    if (from_lat) {
-      frounds = fmp->mag_nlat;
-    } else if ((fmp = maglist_get(&dp->dp_full)) != NULL) {
+    bool tagged = fmp != NULL;
+    uint32_t frounds = tagged ? fmp->mag_nlat : 0;
+    if (fmp == NULL && (fmp = maglist_get(&dp->dp_full)) != NULL) {
       frounds = fmp->mag_size;
       dp->dp_rounds -= frounds;
-    } else if (dp->dp_lat_head != NULL && !waited && depot_lat_wait(cp, dp)) {
-      /* section 13: latent magazines hold half their bound, none safe: poll for the oldest
-       * (below), then visit again */
-      lat_wait = dp->dp_lat_head->mag_gp;
+    }
+    if (fmp == NULL) {
+      /* nothing to load: tier 4, or first the wait of section 13 when the layer above's
+       * rule prefers it to growing the cache */
+      if (first && dp->dp_lat_head != NULL && mag_hooks()->mh_tag_wait(cp, dp->dp_lat_rounds))
+        *wait = dp->dp_lat_head->mag_gp;
+      else
+        depot_alloc_miss(dp);
       pthread_mutex_unlock(&dp->dp_lock);
-      break;
-    } else {
-      dp->dp_alloc_misses++;
-      dp->dp_to_slab_allocs++;
-      pthread_mutex_unlock(&dp->dp_lock);
-      break;
+      return NULL;
     }
     if (cc->cc_previous != NULL)
-      give = depot_put_empty(dp, cc->cc_previous);
+      *give = depot_put_empty(dp, cc->cc_previous);
     pthread_mutex_unlock(&dp->dp_lock);
-    if (from_lat) {   /* merged back (lines 7-11): free objects in a magazine now (section 4) */
+    if (tagged) {   /* deferred objects, free in a magazine now (section 4) */
       if (prd_unlikely(prd__mag_annot))
         for (uint32_t i = 0; i < frounds; i++)
           prd__annot_object_in(cp, fmp->mag_round[i]);
@@ -1393,36 +1242,48 @@ again:
     }
     cc_reload(cc, fmp, 0, frounds);
   }
-  if (lat_wait != 0) {
-    /* section 13: the depot's latent magazines hold half their bound and none is safe:
-     * their grace period, polled for a bounded time, before new objects from the slabs */
+}
+
+PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
+{
+  uint32_t id = cp->cache_magid;
+  prd_tcache_t *tc;
+  if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL)
+    return prd__slab_alloc(cp, flags);
+  prd__maint_poke();
+  prd_gp_t wait = 0;
+  prd_mag_t *give = NULL;
+  pthread_mutex_lock(&tc->tc_lock);
+  void *buf = alloc_tiers(cp, &tc->tc_cc[id], true, &wait, &give);
+  if (wait != 0) {
+    /* section 13: the depot's tagged magazines are many and none is safe: the oldest one's
+     * grace period, polled for a bounded time by the layer above (mh_depot_wait, no lock
+     * held), then tiers 1-3 once more before new objects from the slabs */
     pthread_mutex_unlock(&tc->tc_lock);
     if (give != NULL)
       mag_destroy(cp, give, 0);
-    waited = true;
-    if (prd__defer_depot_wait(id, lat_wait, flags))
-      goto again;
-    depot_lock(dp);   /* not over, or no poll (PRD_NOSLEEP, a read-side section): tier 4 */
-    dp->dp_alloc_misses++;
-    dp->dp_to_slab_allocs++;
-    pthread_mutex_unlock(&dp->dp_lock);
-    pthread_mutex_lock(&tc->tc_lock);
-    cc = &tc->tc_cc[id];
     give = NULL;
+    bool over = mag_hooks()->mh_depot_wait(id, wait, flags);
+    pthread_mutex_lock(&tc->tc_lock);
+    if (over) {
+      buf = alloc_tiers(cp, &tc->tc_cc[id], false, &wait, &give);
+    } else {   /* not over, or no poll (PRD_NOSLEEP, a read-side section): tier 4 */
+      depot_lock(&cp->cache_depot);
+      depot_alloc_miss(&cp->cache_depot);
+      pthread_mutex_unlock(&cp->cache_depot.dp_lock);
+    }
   }
-  /* tier 4 of a cache with Prudence deferrals: a refill of size - latent (line 14) */
-  uint32_t want = 0;
-  bool waiting = false;
-  if (buf == NULL &&
-      (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT))
-    want = prd__defer_refill_size(cp, cc, &waiting);
   pthread_mutex_unlock(&tc->tc_lock);
   if (give != NULL)
     mag_destroy(cp, give, 0);
   if (buf != NULL)
     return buf;
-  if (want != 0)
-    return prd__defer_refill(cp, id, flags, want, waiting);
+  /* tier 4 of a cache with deferrals: the layer above refills the loaded magazine with size
+   * less its latent objects (mh_refill, Algorithm 1 line 14) and returns one */
+  const struct prd__mag_hooks *h = mag_hooks();   /* NULL: no deferral yet in the process */
+  if (h != NULL &&
+      (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT))
+    return h->mh_refill(cp, id, flags);
   /* tier 4: no full magazine in the depot: the slab layer (tc_lock dropped: it may reap) */
   return prd__slab_alloc(cp, flags);
 }
@@ -1443,7 +1304,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     prd__slab_free(cp, buf);
     return;
   }
-  maint_poke();
+  prd__maint_poke();
   prd_depot_t *dp = &cp->cache_depot;
   bool done = false, visited = false;
   pthread_mutex_lock(&tc->tc_lock);
@@ -1582,7 +1443,7 @@ void prd__mag_cache_fini(prd_cache_t *cp)
   prd__mag_depot_reap(cp, true);
   mag_id_set(id, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
-  prd__defer_gp_requests();
+  mag_unlocked();
   pthread_mutex_destroy(&cp->cache_depot.dp_lock);
   cp->cache_magid = 0;
 }
@@ -1648,15 +1509,6 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->depot_free_miss_rate = fv ? (double)fm / (double)fv : 0.0;
 }
 
-static void maint_cv_init(void)
-{
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&maint_cv, &ca);
-  pthread_condattr_destroy(&ca);
-}
-
 void prd__mag_purge_all(void)
 {
   prd_thread_flush();
@@ -1673,10 +1525,9 @@ void prd__mag_purge_all(void)
 
 /* ---- fork (section 11; fork.c calls these in the whole-process order it states) ---------- */
 PRD__FORK_LINK();
-/* maint_lock and mag_reap_lock: before the slab layer's reap and list locks. */
-void prd__mag_fork_prepare_maint(void)
+/* mag_reap_lock: after maint.c's maint_lock, before the slab layer's reap and list locks. */
+void prd__mag_fork_prepare_reap(void)
 {
-  pthread_mutex_lock(&maint_lock);
   pthread_mutex_lock(&mag_reap_lock);
 }
 
@@ -1713,21 +1564,15 @@ void prd__mag_fork_release_threads(void)
   pthread_mutex_unlock(&mag_registry_lock);
 }
 
-void prd__mag_fork_release_maint(void)
+void prd__mag_fork_release_reap(void)
 {
   pthread_mutex_unlock(&mag_reap_lock);
-  pthread_mutex_unlock(&maint_lock);
 }
 
-/* In the child, with every lock released: the maintenance thread is gone, and so are the
- * other threads, whose CPU caches this one takes over as their exit would have. */
+/* In the child, with every lock released (after maint.c's part): the other threads are gone,
+ * and this one takes over their CPU caches as their exit would have. */
 void prd__mag_fork_child(void)
 {
-  maint_cv_init();
-  atomic_store_explicit(&maint_started, false, memory_order_relaxed);
-#ifdef PRD_TSAN
-  maint_inline_child = true;   /* TSan does not support threads started after fork() */
-#endif
   prd_tcache_t *self = prd__mag_tls.mt_tc;
   pthread_mutex_lock(&mag_registry_lock);
   prd_tcache_t *tc = mag_threads;
@@ -1746,14 +1591,6 @@ void prd__mag_fork_child(void)
 }
 
 /* ---- initialization ------------------------------------------------------------------------- */
-/* The statistics snapshots of stats.c (PRUDENCE_STATS_FILE): due every stats_interval_ms, run
- * at each maintenance interval, so at most once per maint_interval. */
-static void mag_stats_job(void *arg)
-{
-  (void)arg;
-  (void)prd__stats_periodic(prd__now_ns());
-}
-
 /* The magazine caches, one per row of mag_types, made by the first cache creation that wants
  * magazines.  Making one maps memory and may fail: then that creation fails (ENOMEM) and the
  * next one tries again from the rows still missing, so a failure is never remembered (a
@@ -1802,14 +1639,12 @@ static bool mag_types_make(void)
 static void mag_init_once(void)
 {
   pthread_key_create(&mag_key, mag_thread_exit);
-  maint_cv_init();
-  (void)prd__maint_register(mag_stats_job, NULL);
+  prd__maint_set_tick(mag_tick);
 #if defined(PRD_ASAN)
   prd__mag_annot = 1;
 #elif defined(PRD_VALGRIND)
   prd__mag_annot = RUNNING_ON_VALGRIND ? 1 : 0;
 #endif
-  atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
 #ifndef PRD_TSAN
   long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   if (q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&

@@ -71,51 +71,58 @@ bool prd__mag_grow(prd_cache_t *cp);
 enum { PRD_VISIT_WAIT, PRD_VISIT_TRY };
 typedef void prd__mag_visit_fn(prd_cache_t *cp, prd_cpu_cache_t *cc, void *arg);
 uint32_t prd__mag_visit(prd_cache_t *cp, int mode, prd__mag_visit_fn *fn, void *arg);
-/* Prudence's latent magazines in the depot (magazine.c section 13).  lat_put hands over mp
- * holding n deferred objects of state gp (tc_lock may be held): false when the depot's list
- * is at its bound (option defer_depot_kb); *empty (if not NULL) gets an empty magazine of the
- * current size from the depot, or NULL.  lat_out (no lock held) sends every latent magazine
- * out: the safe ones' objects to the slab layer, the others to the latent slabs. */
-bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
+/* Tagged magazines in the depot (magazine.c section 13).  lat_put hands over mp holding n
+ * deferred objects tagged with grace-period state gp (tc_lock may be held): false when the
+ * depot's list would then hold more than cap bytes of objects; *empty (if not NULL) gets an
+ * empty magazine of the current size from the depot, or NULL.  lat_out (no lock held) sends
+ * every tagged magazine out: the safe ones' objects to the slab layer, the others through
+ * mh_tag_out. */
+bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp, uint64_t cap,
                       prd_mag_t **empty);
 void prd__mag_lat_out(prd_cache_t *cp);
 /* Sums every thread's Prudence counters of cp (and those of threads that exited). */
 void prd__mag_pcounts(prd_cache_t *cp, uint64_t pc[PRD_PC_NCOUNTERS]);
-
-/* defer.c's side, called by the magazine layer's slow paths with tc_lock held (the owner is
- * not inside an operation on cc): */
-/* Deferred objects in cc's latent generations. */
+/* Deferred objects in cc's latent generations (tc_lock held, or the owner inside its
+ * handshake). */
 static inline uint32_t prd__mag_latent(const prd_cpu_cache_t *cc)
 {
   return atomic_load_explicit(&cc->cc_lat_n[0], memory_order_relaxed) +
          atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
 }
-/* Lines 7-11: cc's loaded magazine is empty; a safe latent generation takes its place.  True
- * when the loaded magazine has rounds now. */
-bool prd__defer_cc_merge(prd_cache_t *cp, prd_cpu_cache_t *cc);
-/* The thread's magazines are taken: the latent generations go to the latent slabs with their
- * states, their magazines are freed.  Their grace periods are noted for
- * prd__defer_gp_requests, which the caller runs once it holds no lock. */
-void prd__defer_cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc);
-/* An allocation miss found the depot's latent magazines unsafe while they hold half of
- * defer_depot_kb or more (magazine.c section 13): asks for the oldest one's grace period
- * expedited and polls it for defer_poll_us (no lock held; defer.c section 9), unless flags
- * has PRD_NOSLEEP or the thread is inside a read-side section.  True when it ended: the
- * caller looks at the depot again; false: the caller grows the cache. */
-bool prd__defer_depot_wait(uint32_t id, prd_gp_t gp, int flags);
-/* A latent magazine of the depot whose grace period has not ended: its objects to the latent
- * slabs with its state (noted for prd__defer_gp_requests), the magazine freed.  No lock held
- * but possibly tc_lock. */
-void prd__defer_mag_to_slabs(prd_cache_t *cp, prd_mag_t *mp);
-/* Asks the driver for the grace periods noted under locks by this thread (no lock held). */
-void prd__defer_gp_requests(void);
-/* An allocation miss found no magazine to use: the refill size (line 14, size less the latent
- * count), asking for the latent objects' grace period; *waiting: latent objects still wait. */
-uint32_t prd__defer_refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting);
-/* Tier 4 of a Prudence cache (no lock held): refills the loaded magazine of id from the slab
- * layer with `want` objects and returns one (lines 13-33); `waiting` (latent objects still
- * wait for their grace period) grows the magazine size. */
-void *prd__defer_refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool waiting);
+
+/* The hooks through which the layer above (Prudence, defer.c) enters this layer's slow paths
+ * (magazine.c section 14).  Registered once, with prd__mag_set_hooks, before the first latent
+ * generation or tagged magazine exists; called only on slow paths (misses, a CPU cache being
+ * emptied, depot reaps), never on a hit path.  Unless said, tc_lock is held and the owner is
+ * not inside an operation on cc. */
+struct prd__mag_hooks {
+  /* Has the grace period of a tagged magazine's state ended?  An acquire load (rcu.c §4);
+   * dp_lock may be held. */
+  bool (*mh_tag_safe)(prd_gp_t gp);
+  /* An allocation miss found no safe tagged magazine and no full one (dp_lock held): true
+   * when it should wait for the oldest one's grace period rather than grow the cache. */
+  bool (*mh_tag_wait)(prd_cache_t *cp, uint64_t tag_rounds);
+  /* That wait, bounded (no lock held): true when the grace period ended (the miss looks at
+   * the depot again), false to go on to tier 4. */
+  bool (*mh_depot_wait)(uint32_t id, prd_gp_t gp, int flags);
+  /* A tagged magazine whose grace period has not ended leaves the depot (reap, destroy, out
+   * of memory): its objects and magazine go to the layer above.  No lock held but possibly
+   * tc_lock. */
+  void (*mh_tag_out)(prd_cache_t *cp, prd_mag_t *mp);
+  /* cc's loaded magazine is empty: a safe latent generation takes its place.  True when the
+   * loaded magazine has rounds now. */
+  bool (*mh_cc_merge)(prd_cache_t *cp, prd_cpu_cache_t *cc);
+  /* cc is being emptied (reap, idle steal, thread exit, flush, destroy, fork child): its
+   * latent generations leave it; they are gone on return. */
+  void (*mh_cc_drain)(prd_cache_t *cp, prd_cpu_cache_t *cc);
+  /* Tier 4 of a cache with deferrals (no lock held): refills the loaded magazine of id from
+   * the slab layer and returns one object (NULL: out of memory, errno set). */
+  void *(*mh_refill)(prd_cache_t *cp, uint32_t id, int flags);
+  /* No lock held, after this layer ran the hooks above under its locks: the layer above's
+   * work noted meanwhile (grace-period requests). */
+  void (*mh_unlocked)(void);
+};
+void prd__mag_set_hooks(const struct prd__mag_hooks *h);
 
 /* Where is my CPU cache: the set of CPU caches this thread uses now. */
 static inline prd_tcache_t *prd__mag_here(void)

@@ -19,9 +19,9 @@
  *    one after another, not at one instant (as slabinfo).
  * 4. Triggers.  PRUDENCE_STATS=1 (option stats) prints the table on stderr at exit.
  *    PRUDENCE_STATS_FILE=path writes a JSON snapshot to path at exit and, every
- *    stats_interval_ms, from prd__stats_periodic, which the maintenance thread of the magazine
- *    layer (#4) calls; with option stats_append each snapshot is appended to path as one line
- *    (one write(2) with O_APPEND) instead of replacing it, so a run leaves a series for
+ *    stats_interval_ms, from prd__stats_periodic, a job of the maintenance thread (maint.c)
+ *    registered at start-up; with option stats_append each snapshot is appended to path as
+ *    one line (one write(2) with O_APPEND) instead of replacing it, so a run leaves a series for
  *    prdstat --plot.  Replacement writes "path.tmp.PID" and renames it over path (rename(2) is
  *    atomic): a reader sees the old document or the new one, never half of one.
  * 5. Constants: STATS_SNAP_INITIAL 64 (room for the caches and arenas of a typical process;
@@ -555,6 +555,14 @@ static void stats_atexit(void)
     (void)stats_file_snapshot();
 }
 
+/* The periodic snapshot as a job of the maintenance thread (maint.c section 1): run at each of
+ * its wake-ups, written every stats_interval_ms; it wants the thread while snapshots are on. */
+static void stats_job(void *arg)
+{
+  (void)arg;
+  (void)prd__stats_periodic(prd__now_ns());
+}
+
 void prd__stats_init(void)
 {
   /* called once, under prd__init's pthread_once: stats_path is written before any thread
@@ -567,4 +575,5 @@ void prd__stats_init(void)
       memcpy(stats_path, p, strlen(p) + 1);
   }
   atexit(stats_atexit);
+  (void)prd__maint_register(stats_job, NULL, prd__stats_periodic_on);
 }

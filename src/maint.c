@@ -1,0 +1,293 @@
+/*
+ * maint.c: the maintenance thread, a process-wide service that runs the periodic work of the
+ * layers above it (seed 004's per-interval depot work; libumem's umem_update thread).  It
+ * knows nothing of caches: layers register callbacks, and this file decides when they run
+ * and on which thread.
+ *
+ * 1. Jobs.  A job is a callback a layer registers once (prd__maint_register), run with no
+ *    lock of this file held at each wake-up of the thread (about once a second) and at once
+ *    when a layer asks (prd__maint_wake).  Registered today: stats.c's periodic snapshot
+ *    (registered at start-up, first) and Prudence's pre-flush (defer.c, at the first
+ *    deferral).  A job that needs the thread of its own even while the process has one
+ *    application thread says so with a predicate given at registration (stats.c: periodic
+ *    snapshots are on).  Besides the jobs there is one interval job, the tick
+ *    (prd__maint_set_tick): the magazine layer's working-set update, resize check, reap and
+ *    idle-thread reap (magazine.c sections 6-8), run once every maint_interval ms, before the
+ *    jobs of that wake-up.  Its argument says whether it may wait for its locks (false on the
+ *    thread and from prd__maint_tick) or only try them (true: it runs from a slow path whose
+ *    caller may hold locks that come after its own).  prd__maint_tick runs the tick and the
+ *    jobs now (tests drive intervals with it, without sleeping).
+ *
+ * 2. When the thread runs.  One thread (option maint_thread) wakes every MAINT_WAKE_MS and
+ *    whenever prd__maint_wake sets maint_kick (under maint_lock) and signals it.  It starts
+ *    (thread.c: signals blocked, a failure retried at the next poke) only when the work needs
+ *    one (maint_needed): once a second application thread uses the allocator (thread.c's
+ *    count), when a job asked for an idle-time worker (prd__maint_wake), or when a job's
+ *    predicate says so.  Until then, and with maint_thread=0, the slow paths of the layer that
+ *    owns the tick run the work inline (prd__maint_poke) once an interval has passed, with the
+ *    tick's try-lock form: never waiting on a slow path.  A single-threaded program so stays
+ *    single-threaded: glibc skips its stdio and fork locking only while a process has one
+ *    thread, and a fork() from a signal handler can deadlock in glibc's own fork lock in a
+ *    multi-threaded one.  In a forked child of a TSan build the inline mode is used (TSan
+ *    forbids new threads there).
+ *
+ * 3. Exit rule: the thread never keeps a process alive.  At each wake-up, and at once when
+ *    thread.c pokes it (the last counted application thread left), it looks whether any
+ *    application thread is left; none: it clears maint_started under maint_lock and returns,
+ *    unless a kick is due.  prd__maint_wake sets maint_kick and reads maint_started under
+ *    maint_lock, so either the kick keeps the thread or the waker sees it gone and starts
+ *    another.
+ *
+ * 4. Constants.  MAINT_WAKE_MS 1000: the jobs want about a second's resolution (snapshots
+ *    every stats_interval_ms, pre-flush requests between wake-ups), and a wake-up a second
+ *    costs nothing; the tick's own period is the option maint_interval (seed 004's 15 s
+ *    update interval, shorter by default).  MAINT_SLOTS 8: a handful of layers register
+ *    jobs; registering more fails (-1) rather than allocate.
+ *
+ * 5. fork.  fork.c calls prd__maint_fork_prepare first of the magazine layer's steps
+ *    (maint_lock before mag_reap_lock: fork.c section 2), prd__maint_fork_release last, and
+ *    prd__maint_fork_child before the magazine layer takes over the dead threads' caches:
+ *    the thread is gone in the child, so it is marked not started and restarts lazily, when
+ *    the child needs it (section 2).
+ *
+ * 6. Lock order: maint_lock is outermost of the magazine layer's (magazine.c section 12);
+ *    nothing is called under it but the condition-variable calls and thread.c's poke test.
+ *    Jobs and the tick run with it dropped.
+ */
+#include <pthread.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define MAINT_SLOTS 8        /* section 4 */
+#define MAINT_WAKE_MS 1000   /* section 4 */
+
+static pthread_once_t maint_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t maint_cv;
+static struct {
+  prd__maint_fn *mw_fn;
+  void *mw_arg;
+  bool (*mw_needs)(void);   /* the job wants the thread now (NULL: never on its own) */
+} maint_work[MAINT_SLOTS];
+static _Atomic int maint_nwork;          /* slots filled: stored (release) after the slot */
+static prd__maint_tick_fn *maint_tick_fn;  /* the interval job (section 1) */
+static _Atomic bool maint_started;
+static _Atomic int maint_kick;             /* prd__maint_wake: run the jobs now */
+static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
+static bool maint_inline_child;            /* TSan: a forked child must not start threads */
+static _Atomic bool maint_wanted;          /* a job asked for the thread (prd__maint_wake) */
+static void *maint_main(void *arg);
+static void maint_lt_wake(void);
+static struct prd__lthread maint_lt = { .lt_name = "prd-maint", .lt_main = maint_main,
+                                        .lt_wake = maint_lt_wake };
+
+/* CLOCK_MONOTONIC nanoseconds: the interval's clock. */
+static uint64_t maint_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void maint_cv_init(void)
+{
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&maint_cv, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+static void maint_init_once(void)
+{
+  maint_cv_init();
+  atomic_store_explicit(&maint_last_ns, maint_now_ns(), memory_order_relaxed);
+}
+
+/* ---- registration (section 1) -------------------------------------------------------------- */
+int prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void))
+{
+  pthread_mutex_lock(&maint_lock);
+  int rc = -1;
+  if (atomic_load_explicit(&maint_nwork, memory_order_relaxed) < MAINT_SLOTS) {
+    int n = atomic_load_explicit(&maint_nwork, memory_order_relaxed);
+    maint_work[n].mw_fn = fn;
+    maint_work[n].mw_arg = arg;
+    maint_work[n].mw_needs = needs;
+    atomic_store_explicit(&maint_nwork, n + 1, memory_order_release);   /* pairs: maint_count */
+    rc = 0;
+  }
+  pthread_mutex_unlock(&maint_lock);
+  return rc;
+}
+
+void prd__maint_set_tick(prd__maint_tick_fn *fn)
+{
+  pthread_once(&maint_once, maint_init_once);
+  pthread_mutex_lock(&maint_lock);
+  maint_tick_fn = fn;
+  pthread_mutex_unlock(&maint_lock);
+}
+
+/* ---- running the work ---------------------------------------------------------------------- */
+/* The interval job (no lock of this file held). */
+static void maint_tick(bool trylock)
+{
+  pthread_mutex_lock(&maint_lock);
+  prd__maint_tick_fn *fn = maint_tick_fn;
+  pthread_mutex_unlock(&maint_lock);
+  if (fn != NULL && fn(trylock))
+    atomic_store_explicit(&maint_last_ns, maint_now_ns(), memory_order_relaxed);
+}
+
+/* The jobs registered so far: the acquire pairs with the release of prd__maint_register, so
+ * the slots below the count are seen filled (no lock: maint_needed runs on every slow path
+ * while the thread is not started). */
+static int maint_count(void)
+{
+  return atomic_load_explicit(&maint_nwork, memory_order_acquire);
+}
+
+/* The registered jobs (no lock held while they run). */
+static void maint_jobs(void)
+{
+  int nw = maint_count();
+  for (int i = 0; i < nw; i++)
+    maint_work[i].mw_fn(maint_work[i].mw_arg);
+}
+
+void prd__maint_tick(void)
+{
+  maint_tick(false);
+  maint_jobs();
+}
+
+/* The maintenance thread: wakes every MAINT_WAKE_MS at most, runs the registered jobs at each
+ * wake and the tick once maint_interval has passed. */
+static void *maint_main(void *arg)
+{
+  (void)arg;
+  for (;;) {
+    long ms = PRD_MIN(prd__opt(maint_interval), MAINT_WAKE_MS);
+    long look = prd__lthread_idle_ms(&maint_lt);   /* quick looks after a poke (thread.c) */
+    if (look >= 0 && look < ms)
+      ms = look;
+    struct timespec ts;
+    prd__lthread_deadline(&ts, CLOCK_MONOTONIC, ms);
+    pthread_mutex_lock(&maint_lock);
+    /* prd__maint_wake signals it with maint_kick set, thread.c's poke with lt_poked set
+     * (both under maint_lock) */
+    while (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
+           !prd__lthread_poked(&maint_lt) &&
+           pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
+      ;
+    /* No application thread left (thread.c section 3; looked at each wake-up while none is
+     * counted): exit, unless a kick is due.  prd__maint_wake sets maint_kick and reads
+     * maint_started under maint_lock: it sees the thread gone and starts another, or this
+     * thread sees its kick (section 3). */
+    if (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
+        prd__lthread_idle_exit(&maint_lt)) {
+      atomic_store_explicit(&maint_started, false, memory_order_relaxed);
+      pthread_mutex_unlock(&maint_lock);
+      return NULL;
+    }
+    atomic_store_explicit(&maint_kick, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&maint_lock);
+    if (!prd__opt(maint_thread))
+      continue;
+    uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
+    if (maint_now_ns() - last >= (uint64_t)prd__opt(maint_interval) * 1000000ull)
+      maint_tick(false);
+    maint_jobs();
+  }
+  return NULL;
+}
+
+/* thread.c's poke (no lock held): the thread looks for application threads at once. */
+static void maint_lt_wake(void)
+{
+  pthread_mutex_lock(&maint_lock);
+  pthread_cond_signal(&maint_cv);
+  pthread_mutex_unlock(&maint_lock);
+}
+
+/* Whether the work needs a thread of its own now (section 2): a second application thread
+ * uses the allocator (idle threads' caches to take back, a thread to run beside), a job asked
+ * for an idle-time worker, or a job's predicate says it is due at its own interval. */
+static bool maint_needed(void)
+{
+  if (prd__lthread_apps() >= 2 || atomic_load_explicit(&maint_wanted, memory_order_relaxed))
+    return true;
+  int nw = maint_count();
+  for (int i = 0; i < nw; i++)
+    if (maint_work[i].mw_needs != NULL && maint_work[i].mw_needs())
+      return true;
+  return false;
+}
+
+void prd__maint_poke(void)
+{
+  if (prd__opt(maint_thread) && !maint_inline_child) {
+    if (prd_likely(atomic_load_explicit(&maint_started, memory_order_relaxed)))
+      return;
+    /* claimed before pthread_create, with no lock held: pthread_create may call malloc, which
+     * may be this library's and come back here (it then sees the claim and returns) */
+    bool expect = false;
+    if (maint_needed() && atomic_compare_exchange_strong(&maint_started, &expect, true)) {
+      if (prd__lthread_start(&maint_lt) == 0)
+        return;
+      atomic_store_explicit(&maint_started, false, memory_order_relaxed);   /* try again later */
+    }
+    /* no thread (not needed yet, starting, or it could not be started): the work inline */
+  }
+  uint64_t now = maint_now_ns();
+  uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
+  if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
+    return;
+  if (atomic_compare_exchange_strong(&maint_last_ns, &last, now)) {
+    maint_tick(true);
+    maint_jobs();
+  }
+}
+
+void prd__maint_wake(void)
+{
+  pthread_once(&maint_once, maint_init_once);
+  if (!prd__opt(maint_thread) || maint_inline_child) {
+    prd__maint_poke();   /* inline mode: runs the work if an interval passed */
+    return;
+  }
+  atomic_store_explicit(&maint_wanted, true, memory_order_relaxed);
+  /* the kick under maint_lock, then maint_started: pairs with the exit test of maint_main */
+  pthread_mutex_lock(&maint_lock);
+  atomic_store_explicit(&maint_kick, 1, memory_order_relaxed);
+  bool running = atomic_load_explicit(&maint_started, memory_order_relaxed);
+  if (running)
+    pthread_cond_signal(&maint_cv);
+  pthread_mutex_unlock(&maint_lock);
+  if (!running)
+    prd__maint_poke();   /* starts it: a new thread runs the jobs at once (the kick is set) */
+}
+
+/* ---- fork (section 5) ------------------------------------------------------------------------ */
+PRD__FORK_LINK();
+void prd__maint_fork_prepare(void)
+{
+  pthread_mutex_lock(&maint_lock);
+}
+
+void prd__maint_fork_release(void)
+{
+  pthread_mutex_unlock(&maint_lock);
+}
+
+/* In the child, with every lock released: the maintenance thread is gone. */
+void prd__maint_fork_child(void)
+{
+  maint_cv_init();
+  atomic_store_explicit(&maint_started, false, memory_order_relaxed);
+#ifdef PRD_TSAN
+  maint_inline_child = true;   /* TSan does not support threads started after fork() */
+#endif
+}
