@@ -28,19 +28,21 @@
  *      what the cache holds, so the deferrals of one grace period would spill into the latent
  *      slabs (seed 004's resizing, by the grace-period latency instead of depot contention).
  *      It grows while a magazine holds at most 512 KiB of objects, into rows past libumem's
- *      table (255 to 4095 rounds) that only this growth reaches.  Measured with
- *      `prd-bench deferred --pairs 1000000 --threads 2` on the shared 2-core machine: without
- *      the growth 2-6x slower per pair; with libumem's rows only (143 at most) hits fell to
- *      94-99% and small sizes ran at about half the speed of the rows past them.
- *    - Per cache, the depot's latent list (magazine.c section 13, our addition after FreeBSD
- *      UMA's SMR buckets, ANCHORS.md): whole latent generations, magazine and state, that a
- *      full latent cache or an exiting thread handed over, up to defer_depot_kb of objects.
+ *      table (255 to 4095 rounds) that only this growth reaches (docs/benchmarks.md,
+ *      "Magazine layer", measures both).
+ *    - Per cache, the depot's latent list: the magazine layer's tagged magazines (magazine.c
+ *      section 13, after FreeBSD UMA's SMR buckets, ANCHORS.md), whole latent generations,
+ *      magazine and state, that a full latent cache or an exiting thread handed over, up to
+ *      defer_depot_kb of objects (8 MiB by default: what two threads' deferrals of 4 KiB
+ *      objects need over a grace period on a small machine, about half the 16 MiB
+ *      latent-slab bound of defer_latent_max_kb).  The policy is this file's: which state is
+ *      safe, the bound, the rule that waits rather than grows (section 4, REFILL).
  *    - Per slab, the latent slab (slab.c section 10): deferred buffers in two generations
  *      tagged with their states, recorded outside the buffers (readers may still read them).
  *    - A cache without magazines (PRD_CACHE_NOMAGAZINE, option magazines=0) or a thread past
  *      its magazines' destructor sends each deferral straight to the latent slabs.
  *
- * 3. The bound on waiting (issue #6, PRUDENCE-NOTES §2).  A generation holds only objects
+ * 3. The bound on waiting (PRUDENCE-NOTES §2).  A generation holds only objects
  *    deferred with the same state, so each object waits exactly for the grace period it
  *    needs, never for one that started after it was deferred (the flaw of Linux's rcu_free
  *    sheaf, ANCHORS.md).  Two generations suffice: rcu.c §4 makes get_state() at most one
@@ -64,25 +66,24 @@
  *      one pointer: cc_to_depot), or, past defer_depot_kb, moves it to the latent slabs under
  *      one hold of the slab lock (lines 49-51, a batch rather than one object: same place,
  *      1/limit of the lock traffic), where the slabs are pre-moved (lines 52-57, slab.c
- *      section 10).  Why the depot first: on the 2-core machine a grace period outlasts a
- *      magazine of deferrals at every size, and the latent slabs then took half (8 B) to all
- *      (4 KiB) of the objects of `prd-bench deferred`, object by object both ways (a third of
- *      the time under perf); a tagged magazine goes and comes back whole (2-4x per pair at
- *      64 B-4 KiB).  Line
+ *      section 10).  Why the depot first: when a grace period outlasts a magazine of
+ *      deferrals, the latent slabs would take the objects one by one both ways, where a
+ *      tagged magazine goes and comes back whole (docs/benchmarks.md).  Line
  *      45's flush before the merge is not needed: a merge takes no room in the loaded
  *      magazine (it replaces an empty one, or goes to the previous one or the slabs).
  *    MALLOC (lines 1-12): the magazine layer's hit path pops the loaded magazine; its miss
  *      (prd__mag_alloc_miss) first exchanges a safe latent generation with the empty loaded
- *      magazine (lines 7-11, prd__defer_cc_merge), then the previous magazine, the depot (a
- *      safe latent magazine of its latent list before a full magazine).
+ *      magazine (lines 7-11, the hook mh_cc_merge: defer_cc_merge), then the previous
+ *      magazine, the depot (a safe latent magazine of its latent list before a full one).
  *    REFILL (lines 13-30): a miss that finds the depot's latent magazines unsafe, holding
- *      half of defer_depot_kb or 4/5 of the cache's objects, first works on the oldest one's
- *      grace period for defer_poll_us at most (prd__defer_depot_wait, section 9; magazine.c
- *      section 13: §3.4's bound paid as a short bounded wait before growth).  With the depot
- *      empty, or the wait over, a cache that has seen deferrals refills the
- *      loaded magazine from the slab layer with size - latent objects (line 14; at least 1,
- *      prd__defer_refill_size): the latent objects will fill the rest when their grace period
- *      ends.  The slab layer picks slabs with the deferred counts (lines 17-21, Fig. 5,
+ *      half of defer_depot_kb or, with the latent slabs, 4/5 of the cache's objects (tag_wait,
+ *      the hook mh_tag_wait: new objects would only wait beside them until the grace period
+ *      ends), first works on the oldest one's grace period for defer_poll_us at most
+ *      (depot_wait, the hook mh_depot_wait, section 9; magazine.c section 13: §3.4's bound
+ *      paid as a short bounded wait before growth).  With the depot empty, or the wait over,
+ *      a cache that has seen deferrals refills the loaded magazine from the slab layer with
+ *      size - latent objects (line 14; at least 1: refill_size, under the hook mh_refill):
+ *      the latent objects will fill the rest when their grace period ends.  The slab layer picks slabs with the deferred counts (lines 17-21, Fig. 5,
  *      slab.c lat_pick) under one lock.  The slab layer is called with tc_lock dropped (a
  *      constructor may allocate from its own cache, a sleeping allocation may reap).
  *    OOM (lines 31-32): when the source is exhausted, the slab layer calls prd__defer_oom:
@@ -101,12 +102,9 @@
  *      closes or leaves the CPU cache (to the depot or the latent slabs); an allocation miss
  *      that finds only unsafe latent objects asks for the newest one's.  A CPU cache asks once
  *      per state (cc_lat_requested), so the driver is woken at most once per generation.
- *      Asking several grace periods ahead kept the driver running back to back: perf showed
- *      ~27% of `prd-bench deferred --sizes 64` in the membarrier IPIs of those grace periods.
- *      Asking at half full as well (so that the grace period ended about when the loaded
- *      magazine ran dry) paid while the alternative was the latent slabs, and cost 30% at
- *      512 B once the depot took whole generations (35 against 49 Mpairs/s, medians of 4
- *      interleaved runs).
+ *      Asking several grace periods ahead, or at half full as well, would keep the driver
+ *      running back to back for grace periods no object waits for (their membarrier IPIs
+ *      cost the deferrals more than an earlier end saves; docs/benchmarks.md).
  *
  * 5. Counters (001 §5.4, Figs. 7-11), per CPU cache in cc_pcnt (PRD_PC_*: deferrals, merges,
  *    refills, flushes, partial refills, pre-flush moves, waits, resizes, objects handed to
@@ -125,7 +123,7 @@
  * 6. Pre-flush (lines 41-43, 001 §4.2 "Latent cache pre-flush").  A CPU cache whose loaded
  *    magazine and latent generations together exceed the limit sets cc_want_preflush; the
  *    first such request since the job last ran wakes the maintenance thread (prd__maint_wake,
- *    magazine.c §9, after the deferral has left its CPU cache): the maintenance thread is our
+ *    maint.c, after the deferral has left its CPU cache): the maintenance thread is our
  *    idle-time worker (PRUDENCE-NOTES §4).  Its job (preflush_job, prd__maint_register) visits
  *    every CPU cache through the handshake (prd__mag_visit, try-locks: a CPU cache in use is
  *    skipped, its owner is not idle, and the job looks again at the thread's next wake-up,
@@ -136,15 +134,20 @@
  *    when faster, half of it, and the job yields afterwards (the loaded magazine empties by
  *    itself).  It merges again after moving, so a grace period that ended meanwhile is used.
  *
- * 7. Taking a thread's magazines.  Every path of the magazine layer that empties a CPU cache
+ * 7. The magazine layer's hooks, and taking a thread's magazines.  At its first deferral to a
+ *    cache with magazines (defer_init_once) this file registers the pre-flush job with
+ *    maint.c and its hooks with the magazine layer (prd__mag_set_hooks, defer_hooks;
+ *    magazine.c section 14), which calls them only on its slow paths: defer_cc_merge,
+ *    tag_safe, tag_wait, depot_wait, defer_refill (section 4), cc_drain, tag_out (below) and
+ *    gp_requests (section 8).  Every path of the magazine layer that empties a CPU cache
  *    (cc_empty: reap and idle steal, thread exit, prd_thread_flush, cache destroy, the fork
- *    child taking over dead threads) calls prd__defer_cc_drain, which hands the latent
- *    generations whole to the depot's latent list (issue #6 item 9's depot list of tagged
- *    magazines), or past its bound moves them with their states to the latent slabs and
- *    frees their magazines; the OOM path and destroy move them to the latent slabs through
- *    prd__mag_visit, and the depot's latent magazines with them (prd__mag_lat_out).  Nothing
- *    is reused early (a latent magazine or latent slab generation is merged only when its
- *    state is safe), nothing is lost.
+ *    child taking over dead threads) calls cc_drain, which hands the latent generations
+ *    whole to the depot's latent list, or past its bound moves them with their states to the
+ *    latent slabs and frees their magazines; an unsafe tagged magazine that leaves the depot
+ *    goes to the latent slabs with its state (tag_out).  The OOM path and destroy move the
+ *    generations to the latent slabs through prd__mag_visit, and the depot's latent
+ *    magazines with them (prd__mag_lat_out).  Nothing is reused early (a latent magazine or
+ *    latent slab generation is merged only when its state is safe), nothing is lost.
  *
  * 8. Locking and memory ordering.  One handshake for magazines and latent generations
  *    (magazine.c section 6): the deferral hit path enters and leaves the CPU cache with the
@@ -155,12 +158,12 @@
  *    maintenance thread is woken with no lock held.  The RCU layer's fork handler takes its
  *    locks before the magazine layer's, so its driver must never be called under a magazine
  *    lock: a grace period to ask for under one is noted in a thread-local (req_later) and
- *    asked for by prd__defer_gp_requests once the locks are dropped (the slow paths, the
- *    visitors' callers, the magazine layer after each reap, flush, exit and destroy; a fork
- *    child leaves it for the thread's next slow path).  The hit path writes the open
- *    generation's round before the count (both relaxed: only the owner or a visitor holding
- *    the handshake reads the round; the visitor's acquire of cc_busy == 0 pairs with the
- *    owner's release in prd__mag_exit).  cc_lat_n is atomic only so that statistics may
+ *    asked for by gp_requests once the locks are dropped (the slow paths, the visitors'
+ *    callers, and the magazine layer through mh_unlocked after each reap, flush, exit and
+ *    destroy; a fork child leaves it for the thread's next slow path).  The hit path writes
+ *    the open generation's round before the count (both relaxed: only the owner or a visitor
+ *    holding the handshake reads the round; the visitor's acquire of cc_busy == 0 pairs with
+ *    the owner's release in prd__mag_exit).  cc_lat_n is atomic only so that statistics may
  *    read it under tc_lock alone.  cache_defer_on is set with a release fetch-or at the first
  *    deferral and read relaxed by the refill decision and the statistics (a thread that
  *    misses the bit refills one object at a time, which stays correct).  The grace-period
@@ -180,13 +183,14 @@
  *    period of the source.  The steady-state throttles (the depot's latent rule,
  *    defer_latent_max_kb, a refill that got nothing) allow defer_poll_us (1 ms: a grace
  *    period without readers takes tens of microseconds, but on a loaded machine the thread
- *    running it, or another holding gp_lock, is preempted for longer; shorter bounds let
- *    `prd-bench endurance` grow 1.8-2.2x where 1 ms kept 1.3x; docs/benchmarks.md; with a
- *    QSBR source no poll at all, see poll_short) and otherwise let the cache grow: the memory bound holds while grace periods come and is
- *    exceeded, never waited for, while a reader holds one open.  Out of memory the bound is
+ *    running it, or another holding gp_lock, is preempted for longer, and shorter bounds let
+ *    the cache grow under `prd-bench endurance`: docs/benchmarks.md; with a QSBR source no
+ *    poll at all, see poll_short) and otherwise let the cache grow: the memory bound holds
+ *    while grace periods come and is exceeded, never waited for, while a reader holds one
+ *    open.  Out of memory the bound is
  *    defer_oom_wait_ms (100 ms: long beside a grace period, short beside a program that would
  *    otherwise hang), then the allocation fails with ENOMEM (prd_malloc: NULL and ENOMEM).
- *    Nothing else waits: the deferral paths never did, and prd_cache_destroy, which may wait,
+ *    Nothing else waits: the deferral paths never wait, and prd_cache_destroy, which may wait,
  *    is not an allocation.  test_defer_nowait and test_rcu_urcu (QSBR) check the rule.
  */
 #include <errno.h>
