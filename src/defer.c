@@ -241,13 +241,14 @@ static inline void cc_count(prd_cpu_cache_t *cc, int i, uint64_t k)
                         memory_order_relaxed);
 }
 
-/* Notes state gp for prd__defer_gp_requests, which asks the driver once no lock is held. */
+/* Notes state gp for gp_requests, which asks the driver once no lock is held. */
 static inline void req_later(prd_gp_t gp)
 {
   if (gp > defer_req)
     defer_req = gp;
 }
 
+/* mh_unlocked (no lock held): asks the driver for the grace period noted under locks. */
 static void gp_requests(void)
 {
   prd_gp_t gp = defer_req;

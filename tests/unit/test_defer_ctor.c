@@ -1,6 +1,6 @@
 /* Prudence with constructed objects: refills construct fresh buffers in bulk (slab.c
  * prd__slab_alloc_bulk), and a constructor may itself allocate from its own cache while the
- * thread's loaded magazine is being refilled (defer.c prd__defer_refill calls the slab layer
+ * thread's loaded magazine is being refilled (defer.c's refill calls the slab layer
  * with tc_lock dropped).  Every live object must be
  * distinct and constructed, with the magazine layer and with Prudence deferrals alike. */
 #include "internal.h"
