@@ -212,8 +212,8 @@ void  prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json);
 void  prd__stats_init(void);
 /* The periodic writer: when PRUDENCE_STATS_FILE is set and stats_interval_ms has passed
  * since the last snapshot (now_ns: CLOCK_MONOTONIC), writes one.  Returns 1 when it wrote,
- * 0 when it was not due, -1 when the write failed (reported once).  For the maintenance
- * thread of the magazine layer (#4); tests call it directly. */
+ * 0 when it was not due, -1 when the write failed (reported once).  stats.c's job of the
+ * maintenance thread (maint.c) calls it; tests call it directly. */
 int   prd__stats_periodic(uint64_t now_ns);
 /* Periodic snapshots are on (PRUDENCE_STATS_FILE and stats_interval_ms > 0): the maintenance
  * thread then runs even in a single-threaded process, to take them at their interval. */
