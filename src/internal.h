@@ -71,7 +71,6 @@ long prd__debug_parse(const char *list, const char *src);
 
 /* ---- slab.c: object caches (the slab layer proper) ------------------------------------ */
 void prd__slab_init(void);
-uint64_t prd__now_ns(void);   /* CLOCK_MONOTONIC nanoseconds */
 /* The slab layer alone, under the cache lock: the layers above call these on a miss. */
 void *prd__slab_alloc(prd_cache_t *cp, int flags);
 void  prd__slab_free(prd_cache_t *cp, void *buf);
@@ -314,6 +313,8 @@ void   prd__os_fault_every(long n);
 /* Bytes currently mapped through os.c, and the number of failed mappings so far. */
 size_t prd__os_mapped_bytes(void);
 uint64_t prd__os_map_failures(void);
+/* The library's clock: CLOCK_MONOTONIC nanoseconds (os.c section 7). */
+uint64_t prd__now_ns(void);
 
 /* ---- vmem.c: resource arenas ------------------------------------------------------------ */
 /* The arena's name and quantum (for the reports and the slab layer above). */
