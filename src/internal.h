@@ -148,10 +148,6 @@ void  prd__mag_fork_release_depots(void);
 void  prd__mag_fork_release_threads(void);
 void  prd__mag_fork_release_maint(void);
 void  prd__mag_fork_child(void);
-/* fork.c: the process's one pthread_atfork registration; a layer above adds a lock that must
- * be taken before every other (malloc.c's start-up lock) from a constructor, before threads
- * exist.  At most a few. */
-void  prd__fork_add_outer_lock(pthread_mutex_t *m);
 /* No file calls into fork.c (pthread_atfork calls its handlers), so a static link would leave
  * it out, and with it every fork handler.  Each file that has fork functions names its anchor
  * once (PRD__FORK_LINK();, at file scope), so that linking the file links fork.c too. */
@@ -390,5 +386,9 @@ size_t prd__malloc_class_size(unsigned i);
 uintptr_t prd__malloc_pm_entry(const void *p);
 /* The class cache named by p's page-map entry (NULL: not a class slab's granule). */
 prd_cache_t *prd__malloc_pm_cache(const void *p);
+/* Fork (fork.c's order: the first of the allocator's locks, after rcu's queue locks):
+ * malloc_init_lock taken / released (in the parent and in the child). */
+void prd__malloc_fork_prepare(void);
+void prd__malloc_fork_release(void);
 
 #endif
