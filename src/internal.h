@@ -212,8 +212,15 @@ void  prd__debug_fork_release(void);
 /* One cache's statistics as "name value  # meaning" lines, or one JSON object (a line). */
 void  prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json);
 /* Reads PRUDENCE_STATS_FILE and registers the at-exit printer (PRUDENCE_STATS=1, option
- * stats) and snapshot writer; called once from prd__init. */
+ * stats) and snapshot writer, once: stats.c's constructor calls it, and its readers of the
+ * path before they read it. */
 void  prd__stats_init(void);
+/* No file calls stats.c for its at-exit triggers (its constructor arms them), so a static link
+ * would leave it out.  options.c, which holds the options it acts on, names this anchor once
+ * (PRD__STATS_LINK();, at file scope): linking the options links stats.c too. */
+extern const char prd__stats_anchor __attribute__((visibility("hidden")));
+#define PRD__STATS_LINK() \
+  __attribute__((used)) static const char *const prd__stats_link = &prd__stats_anchor
 /* The periodic writer: when PRUDENCE_STATS_FILE is set and stats_interval_ms has passed
  * since the last snapshot (now_ns: CLOCK_MONOTONIC), writes one.  Returns 1 when it wrote,
  * 0 when it was not due, -1 when the write failed (reported once).  For the maintenance

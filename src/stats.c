@@ -24,12 +24,19 @@
  *    (one write(2) with O_APPEND) instead of replacing it, so a run leaves a series for
  *    prdstat --plot.  Replacement writes "path.tmp.PID" and renames it over path (rename(2) is
  *    atomic): a reader sees the old document or the new one, never half of one.
+ *    This file arms its triggers itself, from a constructor: prd__stats_init reads
+ *    PRUDENCE_STATS_FILE and registers the at-exit printer, once (pthread_once), and the
+ *    periodic writer runs it first too, so a snapshot asked for before the constructor (from a
+ *    program's own constructor) finds the path read.  The options it acts on are options.c's,
+ *    which names this file's link anchor (PRD__STATS_LINK): a static link that takes the
+ *    options takes this file and its constructor, though no lower file calls it.
  * 5. Constants: STATS_SNAP_INITIAL 64 (room for the caches and arenas of a typical process;
  *    a larger census retries with twice what it found), STATS_PATH_MAX 4096 (PATH_MAX).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,7 +520,7 @@ int prd_stats_write_file(const char *path)
 }
 
 /* ==== PRUDENCE_STATS, PRUDENCE_STATS_FILE (section 4) ===================================== */
-static char stats_path[STATS_PATH_MAX];      /* set once, before any thread can read it */
+static char stats_path[STATS_PATH_MAX];      /* set once, under stats_once (prd__stats_init) */
 static _Atomic uint64_t stats_last_ns;       /* when the last periodic snapshot was taken */
 static _Atomic bool stats_failed_reported;
 
@@ -528,6 +535,7 @@ static int stats_file_snapshot(void)
 
 int prd__stats_periodic(uint64_t now_ns)
 {
+  prd__stats_init();
   long interval = prd__opt(stats_interval_ms);
   if (stats_path[0] == '\0' || interval <= 0)
     return 0;
@@ -544,6 +552,7 @@ int prd__stats_periodic(uint64_t now_ns)
 
 bool prd__stats_periodic_on(void)
 {
+  prd__stats_init();
   return stats_path[0] != '\0' && prd__opt(stats_interval_ms) > 0;
 }
 
@@ -555,10 +564,11 @@ static void stats_atexit(void)
     (void)stats_file_snapshot();
 }
 
-void prd__stats_init(void)
+static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+const char prd__stats_anchor = 0;   /* named by options.c (PRD__STATS_LINK, internal.h) */
+
+static void stats_init_once(void)
 {
-  /* called once, under prd__init's pthread_once: stats_path is written before any thread
-   * that could read it has passed prd__init (pthread_once orders it) */
   const char *p = getenv("PRUDENCE_STATS_FILE");
   if (p != NULL && p[0] != '\0') {
     if (strlen(p) >= sizeof(stats_path))
@@ -567,4 +577,17 @@ void prd__stats_init(void)
       memcpy(stats_path, p, strlen(p) + 1);
   }
   atexit(stats_atexit);
+}
+
+void prd__stats_init(void)
+{
+  /* stats_path is written once, under stats_once: every reader passes here first, so the
+   * write happens before its read (pthread_once orders it) */
+  pthread_once(&stats_once, stats_init_once);
+}
+
+/* Section 4: the triggers are armed at load time, before main, whatever the program calls. */
+__attribute__((constructor)) static void stats_constructor(void)
+{
+  prd__stats_init();
 }
