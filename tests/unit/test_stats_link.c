@@ -61,7 +61,8 @@ int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "--workload") == 0)
     return child_workload();
-  snprintf(path, sizeof(path), "/tmp/prd_test_stats_link.%ld.json", (long)getpid());
+  /* in the working directory (ctest: the build directory) */
+  snprintf(path, sizeof(path), "prd_test_stats_link.%ld.json", (long)getpid());
   RUN(test_at_exit_triggers);
   return prd_test_done();
 }
