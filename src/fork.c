@@ -8,9 +8,9 @@
  *    one order before fork, and parent and child release them after; each layer owns its
  *    locks and exports the functions that take and release them (rcu.c §8, vmem.c §15,
  *    slab.c, debug.c, maint.c §5, magazine.c §11, thread.c §5), and only this file knows the
- *    order in which they are called.  One registration: two handlers taking one mutex would
- *    deadlock the forking thread, and a layer above adds a lock that must come first
- *    (prd__fork_add_outer_lock: malloc.c's start-up lock) instead of registering its own.
+ *    order in which they are called, malloc.c's start-up lock (the first of the allocator's)
+ *    included.  One registration: two handlers taking one mutex would deadlock the forking
+ *    thread, so no other file registers its own.
  *    The registration is a constructor, so a fork before any cache exists finds every lock
  *    consistent too.  No file calls into this one, so each file with fork functions names
  *    prd__fork_anchor (PRD__FORK_LINK, internal.h): a static link that takes the file takes
@@ -19,7 +19,7 @@
  * 2. The whole-process lock order, as prepare takes it:
  *        rcu gp_lock -> rcu reg_lock -> the C library's stream-list lock
  *          -> rcu drv_lock -> src_lock -> wrk_lock -> cbq_lock
- *          -> the outer locks (prd__fork_add_outer_lock: malloc_init_lock)
+ *          -> malloc_init_lock (malloc.c §6)
  *          -> vmem heap_lock -> vmem_qcache_lock -> magazine.c §12's order
  *             (maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
  *              -> mag_registry_lock -> every tc_lock -> every cache_lock -> mag_id_lock
@@ -84,9 +84,6 @@
 
 #include "internal.h"
 
-#define FORK_OUTER 4   /* locks of the layers above taken first: malloc's start-up lock */
-static pthread_mutex_t *fork_outer[FORK_OUTER];
-static int fork_nouter;
 const char prd__fork_anchor = 0;   /* named by every file with fork functions (internal.h) */
 
 _Thread_local _Atomic unsigned prd__fork_section __attribute__((tls_model("initial-exec")));
@@ -103,13 +100,6 @@ static _Thread_local bool fork_io;
 extern void _IO_list_lock(void) __attribute__((weak));
 extern void _IO_list_unlock(void) __attribute__((weak));
 extern char __libc_single_threaded __attribute__((weak));
-
-void prd__fork_add_outer_lock(pthread_mutex_t *m)
-{
-  PRD_ASSERT(fork_nouter < FORK_OUTER);
-  if (fork_nouter < FORK_OUTER)
-    fork_outer[fork_nouter++] = m;
-}
 
 /* Whether this fork must take no lock (section 4): the process never had a second thread,
  * so no other thread can hold one, or this thread is inside a section that may hold some
@@ -134,8 +124,7 @@ static void fork_prepare(void)
   if (fork_io)
     _IO_list_lock();
   prd__rcu_fork_prepare();
-  for (int i = 0; i < fork_nouter; i++)
-    pthread_mutex_lock(fork_outer[i]);
+  prd__malloc_fork_prepare();
   prd__vmem_fork_prepare_early();
   prd__maint_fork_prepare();
   prd__mag_fork_prepare_reap();
@@ -147,8 +136,8 @@ static void fork_prepare(void)
   prd__vmem_fork_prepare();
 }
 
-/* The allocator's locks and the outer ones, in the reverse of their order (vmem's and rcu's
- * are released by their parent and child functions, which differ). */
+/* The allocator's locks, malloc's start-up lock last, in the reverse of their order (vmem's
+ * and rcu's are released by their parent and child functions, which differ). */
 static void fork_release(void)
 {
   prd__debug_fork_release();
@@ -157,8 +146,7 @@ static void fork_release(void)
   prd__mag_fork_release_threads();
   prd__mag_fork_release_reap();
   prd__maint_fork_release();
-  for (int i = fork_nouter; i-- > 0;)
-    pthread_mutex_unlock(fork_outer[i]);
+  prd__malloc_fork_release();
 }
 
 static void fork_parent(void)

@@ -71,7 +71,6 @@ long prd__debug_parse(const char *list, const char *src);
 
 /* ---- slab.c: object caches (the slab layer proper) ------------------------------------ */
 void prd__slab_init(void);
-uint64_t prd__now_ns(void);   /* CLOCK_MONOTONIC nanoseconds */
 /* The slab layer alone, under the cache lock: the layers above call these on a miss. */
 void *prd__slab_alloc(prd_cache_t *cp, int flags);
 void  prd__slab_free(prd_cache_t *cp, void *buf);
@@ -146,10 +145,6 @@ void  prd__mag_fork_release_depots(void);
 void  prd__mag_fork_release_threads(void);
 void  prd__mag_fork_release_reap(void);
 void  prd__mag_fork_child(void);
-/* fork.c: the process's one pthread_atfork registration; a layer above adds a lock that must
- * be taken before every other (malloc.c's start-up lock) from a constructor, before threads
- * exist.  At most a few. */
-void  prd__fork_add_outer_lock(pthread_mutex_t *m);
 /* No file calls into fork.c (pthread_atfork calls its handlers), so a static link would leave
  * it out, and with it every fork handler.  Each file that has fork functions names its anchor
  * once (PRD__FORK_LINK();, at file scope), so that linking the file links fork.c too. */
@@ -208,8 +203,15 @@ void  prd__debug_fork_release(void);
 /* One cache's statistics as "name value  # meaning" lines, or one JSON object (a line). */
 void  prd__cache_stats_write(int fd, const prd_cache_stats_t *st, bool json);
 /* Reads PRUDENCE_STATS_FILE and registers the at-exit printer (PRUDENCE_STATS=1, option
- * stats) and snapshot writer; called once from prd__init. */
+ * stats) and snapshot writer, once: stats.c's constructor calls it, and its readers of the
+ * path before they read it. */
 void  prd__stats_init(void);
+/* No file calls stats.c for its at-exit triggers (its constructor arms them), so a static link
+ * would leave it out.  options.c, which holds the options it acts on, names this anchor once
+ * (PRD__STATS_LINK();, at file scope): linking the options links stats.c too. */
+extern const char prd__stats_anchor __attribute__((visibility("hidden")));
+#define PRD__STATS_LINK() \
+  __attribute__((used)) static const char *const prd__stats_link = &prd__stats_anchor
 /* The periodic writer: when PRUDENCE_STATS_FILE is set and stats_interval_ms has passed
  * since the last snapshot (now_ns: CLOCK_MONOTONIC), writes one.  Returns 1 when it wrote,
  * 0 when it was not due, -1 when the write failed (reported once).  stats.c's job of the
@@ -331,6 +333,8 @@ void   prd__os_fault_every(long n);
 /* Bytes currently mapped through os.c, and the number of failed mappings so far. */
 size_t prd__os_mapped_bytes(void);
 uint64_t prd__os_map_failures(void);
+/* The library's clock: CLOCK_MONOTONIC nanoseconds (os.c section 7). */
+uint64_t prd__now_ns(void);
 
 /* ---- vmem.c: resource arenas ------------------------------------------------------------ */
 /* The arena's name and quantum (for the reports and the slab layer above). */
@@ -406,5 +410,9 @@ size_t prd__malloc_class_size(unsigned i);
 uintptr_t prd__malloc_pm_entry(const void *p);
 /* The class cache named by p's page-map entry (NULL: not a class slab's granule). */
 prd_cache_t *prd__malloc_pm_cache(const void *p);
+/* Fork (fork.c's order: the first of the allocator's locks, after rcu's queue locks):
+ * malloc_init_lock taken / released (in the parent and in the child). */
+void prd__malloc_fork_prepare(void);
+void prd__malloc_fork_release(void);
 
 #endif

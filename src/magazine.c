@@ -27,7 +27,9 @@
  *    - prd_magtype_t: the magazine-size table of libumem (section 8); each size has its own
  *      magazine cache, a slab cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...), made by
  *      the first cache creation that wants magazines and retried by the next when that one
- *      finds no memory (mag_types_make: a failure is never remembered).
+ *      finds no memory (mag_types_make: a failure is never remembered).  The magazine caches
+ *      are internal (PRD_CF_INTERNAL), as the slab layer's own caches are: the statistics
+ *      leave them out with PRD_STATS_NOINTERNAL, the leak report skips them.
  *
  * 3. Allocation tiers (seed 004; prd__mag_alloc in magazine.h, prd__mag_alloc_miss here):
  *      tier 1  pop a round from cc_loaded                                   (fast path)
@@ -297,6 +299,7 @@ int prd__mag_membarrier;
 int prd__mag_annot;
 int prd__mag_plain;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
+static _Thread_local prd_magtype_t *mag_making;   /* the row whose cache it makes (section 8) */
 
 /* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}. */
 static prd_magtype_t mag_types[] = {
@@ -1385,6 +1388,14 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 int prd__mag_cache_init(prd_cache_t *cp)
 {
   cp->cache_magid = 0;
+  if (prd_unlikely(mag_making != NULL)) {   /* a magazine cache, not yet visible (section 8) */
+    prd_cache_t *none = NULL;
+    if (__atomic_compare_exchange_n(&mag_making->mt_cache, &none, cp, false, __ATOMIC_RELEASE,
+                                    __ATOMIC_ACQUIRE))
+      cp->cache_flags |= PRD_CF_INTERNAL;
+    mag_making = NULL;
+    return 0;
+  }
   if ((cp->cache_flags & (PRD_CACHE_NOMAGAZINE | PRD_CF_INTERNAL)) || !prd__opt(magazines))
     return 0;
   pthread_once(&mag_once, mag_init_once);
@@ -1596,7 +1607,11 @@ void prd__mag_fork_child(void)
  * next one tries again from the rows still missing, so a failure is never remembered (a
  * pthread_once would remember it, or leave a row NULL for good).  No lock: two threads may
  * race to make a row; the first compare-and-swap publishes its cache and the other destroys
- * its own.  Memory ordering: each row's compare-and-swap (release) and the store of
+ * its own.  The compare-and-swap runs in prd__mag_cache_init, which prd_cache_create calls
+ * with the cache complete but before it is on the list of caches: the winner flags its cache
+ * PRD_CF_INTERNAL there, while no other thread can see it (cache_flags is never written once
+ * a cache is visible), and the loser's stays a plain cache that prd_cache_destroy takes.
+ * Memory ordering: each row's compare-and-swap (release) and the store of
  * mag_types_ready (release) pair with the acquire loads here; a cache that has magazines
  * was made after its creator saw every row, and reaches other threads only through their
  * own synchronization with that creator, so the plain loads of mt_cache elsewhere see it. */
@@ -1623,13 +1638,13 @@ static bool mag_types_make(void)
     while (nd > 0)
       name[n++] = digits[--nd];
     name[n] = '\0';
+    mag_making = mt;   /* prd__mag_cache_init publishes the cache and flags it internal */
     prd_cache_t *cp = prd_cache_create(name, bytes, mt->mt_align, NULL, NULL, NULL, NULL, NULL,
                                        PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
+    mag_making = NULL;
     if (cp == NULL)
       return false;
-    prd_cache_t *none = NULL;
-    if (!__atomic_compare_exchange_n(&mt->mt_cache, &none, cp, false, __ATOMIC_RELEASE,
-                                     __ATOMIC_ACQUIRE))
+    if (!(cp->cache_flags & PRD_CF_INTERNAL))
       prd_cache_destroy(cp);   /* another thread made this row first */
   }
   atomic_store_explicit(&mag_types_ready, true, memory_order_release);

@@ -122,10 +122,11 @@
  *
  * 6. Fork.  The library's pthread_atfork handlers (fork.c) take every lock
  *    of the process before fork and release them after, in the parent and the child, so the
- *    child's only thread finds every structure consistent and can allocate.  This file
- *    adds malloc_init_lock, from a constructor, as the first of the allocator's locks in that
- *    order (one registration: two handlers taking one mutex would deadlock the forking
- *    thread), and marks this thread's fork section (prd__fork_section_enter/leave) around
+ *    child's only thread finds every structure consistent and can allocate.  fork.c takes
+ *    malloc_init_lock (prd__malloc_fork_prepare) as the first of the allocator's locks in that
+ *    order and releases it after (prd__malloc_fork_release); this file registers no handler of
+ *    its own (two handlers taking one mutex would deadlock the forking thread).  It marks this
+ *    thread's fork section (prd__fork_section_enter/leave) around
  *    everything that may take a lock of the order: start-up, the calls into the class caches
  *    (malloc_enter) and the heap arena's big blocks (malloc_big, big_free).  A fork from a
  *    signal handler that interrupted one of them then takes no lock, instead of waiting for
@@ -1130,7 +1131,14 @@ prd_cache_t *prd__malloc_pm_cache(const void *p)
 }
 
 /* ---- fork (section 6) ---------------------------------------------------------------------- */
-__attribute__((constructor)) static void malloc_register_atfork(void)
+void prd__malloc_fork_prepare(void)
 {
-  prd__fork_add_outer_lock(&malloc_init_lock);   /* taken first by fork.c's handlers */
+  pthread_mutex_lock(&malloc_init_lock);   /* the first of the allocator's locks in fork.c */
 }
+
+void prd__malloc_fork_release(void)
+{
+  pthread_mutex_unlock(&malloc_init_lock);
+}
+
+PRD__FORK_LINK();

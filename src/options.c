@@ -4,7 +4,10 @@
  * 1. Sources, in order: the table's defaults; the environment at first use
  *    (PRUDENCE_OPTIONS="name=value,...", PRUDENCE_FAULT_MMAP=N, PRUDENCE_DEBUG=name,... which
  *    sets the option debug from feature names, PRUDENCE_STATS=1 which sets stats);
- *    prd_option_set() at any time.  PRUDENCE_STATS_FILE is a path, read by stats.c.
+ *    prd_option_set() at any time.  PRUDENCE_STATS_FILE is a path, read by stats.c, which acts
+ *    on the options stats* at exit and at their interval; this file names stats.c's link anchor
+ *    (PRD__STATS_LINK, data, not a call), so that a static link of the options takes the
+ *    printer that makes PRUDENCE_STATS=1 work in every program.
  * 2. Bad input: an unknown name or a value that does not parse is reported once on stderr,
  *    naming the source, and ignored; nothing else changes.  Never a crash, never an abort.
  * 3. No allocation: the environment is parsed in place (this runs inside malloc later on).
@@ -207,13 +210,14 @@ static void opt_init_once(void)
   s = getenv("PRUDENCE_STATS");
   if (s != NULL)
     (void)opt_set("stats", strlen("stats"), s, strlen(s), "PRUDENCE_STATS");
-  prd__stats_init();
 }
 
 void prd__init(void)
 {
   pthread_once(&opt_once, opt_init_once);
 }
+
+PRD__STATS_LINK();
 
 __attribute__((constructor)) static void opt_constructor(void)
 {

@@ -1,5 +1,6 @@
 /*
- * os.c: pages from the kernel.  The only file that calls mmap, munmap, madvise or mprotect.
+ * os.c: what the library asks of the kernel: pages, and the clock.  The only file that calls
+ * mmap, munmap, madvise or mprotect.
  *
  * 1. Contract.  Every function takes page-multiple sizes and page-aligned addresses (the
  *    layers above guarantee it; Debug builds assert it).  Mappings are anonymous, private,
@@ -20,6 +21,11 @@
  *    as a mapping for fault injection.  prd__os_move moves a mapping onto one the caller made
  *    (MREMAP_FIXED over its own placeholder), so the caller knows the destination, and can
  *    prepare for it, before anything moves.
+ * 7. The clock: prd__now_ns reads CLOCK_MONOTONIC in nanoseconds for every layer's intervals
+ *    and ages (working sets, maintenance and grace-period pacing, snapshot times, debug
+ *    records).  Monotonic, because an interval must not jump when the wall clock is set; one
+ *    clock for the library, so that times taken by different layers compare.  vDSO call, no
+ *    lock, safe inside the allocator.
  */
 #include <errno.h>
 #include <sys/mman.h>
@@ -199,4 +205,11 @@ size_t prd__os_mapped_bytes(void)
 uint64_t prd__os_map_failures(void)
 {
   return atomic_load_explicit(&os_failures, memory_order_relaxed);
+}
+
+uint64_t prd__now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

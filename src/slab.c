@@ -124,13 +124,6 @@ static prd_cache_t *slab_caches;         /* newest first: the internal caches co
 static int (*_Atomic slab_nofail_cb)(void);
 static _Thread_local bool slab_in_reclaim;   /* a reclaim callback that allocates can't recurse */
 
-uint64_t prd__now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The arena slabs come from.  The slab layer's own caches say NULL: the heap arena, looked
  * up when a slab is needed, so that they exist even if the heap's first creation failed. */
 static inline prd_vmem_t *slab_src(const prd_cache_t *cp)

@@ -6,11 +6,15 @@
  *    as one JSON document on one line (schema in docs/api.md, "version" PRD_STATS_SCHEMA_VERSION),
  *    so that consecutive documents on a stream make JSON lines; prd_stats_write_file() puts one
  *    document in a file atomically.  tools/prdstat reads them.
- * 2. One list.  The columns come from PRD_CACHE_STATS_FIELDS and PRD_VMEM_STATS (prudence.h)
+ * 2. One list.  The fields come from PRD_CACHE_STATS_FIELDS and PRD_VMEM_STATS (prudence.h)
  *    through a table of (name, kind, offset, meaning) generated here: a field another layer
- *    appends to a list appears in the table, the verbose form and the JSON with no edit to
- *    this file.  The table leaves out only the layout details named in stats_detail[] (they are
- *    in the verbose form and the JSON), to keep a row readable.
+ *    appends to a list appears in the verbose form and the JSON (so in tools/prdstat) with no
+ *    edit to this file.  The cache table is a row a reader takes in at a glance, as
+ *    /proc/slabinfo and ::kmastat: cache_table[] picks eleven columns (size, buffers in use and
+ *    in all, slabs, slab size, memory held, allocations, the magazine hit rate, deferred frees,
+ *    latent objects), each a field of the list or a sum of fields named by what it adds up
+ *    (slabs: full + partial + free; latent_objs: in latent caches, slabs and depot magazines).
+ *    The arena table shows every arena field but the secondary counters in stats_detail[].
  * 3. Snapshot first.  The printers copy every cache's and arena's statistics into memory
  *    mapped from os.c (not from the allocator being printed), under the list and object locks
  *    (slab.c prd__cache_snapshot, vmem.c prd__vmem_snapshot), drop every lock, and only then
@@ -24,12 +28,19 @@
  *    one line (one write(2) with O_APPEND) instead of replacing it, so a run leaves a series for
  *    prdstat --plot.  Replacement writes "path.tmp.PID" and renames it over path (rename(2) is
  *    atomic): a reader sees the old document or the new one, never half of one.
+ *    This file arms its triggers itself, from a constructor: prd__stats_init reads
+ *    PRUDENCE_STATS_FILE and registers the at-exit printer, once (pthread_once), and the
+ *    periodic writer runs it first too, so a snapshot asked for before the constructor (from a
+ *    program's own constructor) finds the path read.  The options it acts on are options.c's,
+ *    which names this file's link anchor (PRD__STATS_LINK): a static link that takes the
+ *    options takes this file and its constructor, though no lower file calls it.
  * 5. Constants: STATS_SNAP_INITIAL 64 (room for the caches and arenas of a typical process;
  *    a larger census retries with twice what it found), STATS_PATH_MAX 4096 (PATH_MAX).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,35 +193,56 @@ static int snap_take(struct stats_snap *ss)
 }
 
 /* ==== columns, generated from the lists (section 2) ======================================= */
-enum stats_kind { SK_STR, SK_U64, SK_F64 };
+enum stats_kind { SK_STR, SK_U64, SK_F64, SK_SUM };
 
 struct stats_col {
   const char *sc_name;
   enum stats_kind sc_kind;
   size_t sc_off;            /* in prd__cache_snap_t or prd__arena_snap_t */
   const char *sc_doc;
+  size_t sc_plus[2];        /* SK_SUM: the U64 fields added to the one at sc_off (0: none) */
 };
 
 #define STATS_CACHE_COL(kind, n, doc) \
-  { #n, SK_##kind, offsetof(prd__cache_snap_t, cs_stats.n), doc },
+  { #n, SK_##kind, offsetof(prd__cache_snap_t, cs_stats.n), doc, { 0, 0 } },
 static const struct stats_col cache_cols[] = { PRD_CACHE_STATS_FIELDS(STATS_CACHE_COL) };
 #undef STATS_CACHE_COL
 
-#define STATS_ARENA_COL(n, doc) { #n, SK_U64, offsetof(prd__arena_snap_t, as_stats.n), doc },
+/* The cache table (section 2): slabinfo's and ::kmastat's columns, and Prudence's.  Each is
+ * a field of the list, or a sum of fields named by what it adds up. */
+#define CS(n) offsetof(prd__cache_snap_t, cs_stats.n)
+#define STATS_TABLE_COL(kind, n) { #n, SK_##kind, CS(n), NULL, { 0, 0 } }
+static const struct stats_col cache_table[] = {
+  STATS_TABLE_COL(STR, name),
+  STATS_TABLE_COL(U64, buf_size),
+  STATS_TABLE_COL(U64, bufs_inuse),
+  STATS_TABLE_COL(U64, bufs_total),
+  { "slabs", SK_SUM, CS(slabs_full), NULL, { CS(slabs_partial), CS(slabs_free) } },
+  STATS_TABLE_COL(U64, slab_size),
+  STATS_TABLE_COL(U64, slab_bytes),
+  STATS_TABLE_COL(U64, allocs),
+  STATS_TABLE_COL(F64, oc_hit_pct),
+  STATS_TABLE_COL(U64, deferred_frees),
+  { "latent_objs", SK_SUM, CS(latent_cache_objs), NULL,
+    { CS(latent_slab_objs), CS(latent_depot_objs) } },
+};
+#undef STATS_TABLE_COL
+#undef CS
+
+#define STATS_ARENA_COL(n, doc) \
+  { #n, SK_U64, offsetof(prd__arena_snap_t, as_stats.n), doc, { 0, 0 } },
 static const struct stats_col arena_cols[] = {
-  { "name", SK_STR, offsetof(prd__arena_snap_t, as_name), "arena name" },
-  { "source", SK_STR, offsetof(prd__arena_snap_t, as_source), "the arena it imports from" },
-  { "quantum", SK_U64, offsetof(prd__arena_snap_t, as_quantum), "unit of allocation" },
+  { "name", SK_STR, offsetof(prd__arena_snap_t, as_name), "arena name", { 0, 0 } },
+  { "source", SK_STR, offsetof(prd__arena_snap_t, as_source), "the arena it imports from",
+    { 0, 0 } },
+  { "quantum", SK_U64, offsetof(prd__arena_snap_t, as_quantum), "unit of allocation", { 0, 0 } },
   PRD_VMEM_STATS(STATS_ARENA_COL)
 };
 #undef STATS_ARENA_COL
 
-/* Layout details left out of the table (section 2): they are fixed at creation or are
- * secondary counters; the verbose form and the JSON have them. */
-static const char *const stats_detail[] = {
-  "align", "chunk_size", "color_max", "tail_waste", "large_layout", "hash_buckets",
-  "slab_creates", "slab_destroys", "slabs_peak", "bytes_imported", "waits", "spans",
-};
+/* Secondary counters left out of the arena table (section 2); the verbose form and the JSON
+ * have them. */
+static const char *const stats_detail[] = { "bytes_imported", "waits", "spans" };
 
 static bool col_in_table(const struct stats_col *c)
 {
@@ -228,6 +260,13 @@ static bool col_is_bytes(const struct stats_col *c)
          (len > 6 && strcmp(c->sc_name + len - 6, "_bytes") == 0);
 }
 
+/* Percentages print with one decimal in the table. */
+static bool col_is_pct(const struct stats_col *c)
+{
+  size_t len = strlen(c->sc_name);
+  return len > 4 && strcmp(c->sc_name + len - 4, "_pct") == 0;
+}
+
 static void cell_format(const struct stats_col *c, const void *row, bool human, char *out,
                         size_t len)
 {
@@ -236,9 +275,15 @@ static void cell_format(const struct stats_col *c, const void *row, bool human, 
   case SK_STR:
     snprintf(out, len, "%s", p[0] != '\0' ? p : "-");
     break;
-  case SK_U64: {
-    uint64_t v;
+  case SK_U64:
+  case SK_SUM: {
+    uint64_t v, w;
     memcpy(&v, p, sizeof(v));
+    for (size_t i = 0; c->sc_kind == SK_SUM && i < PRD_ARRAY_SIZE(c->sc_plus); i++)
+      if (c->sc_plus[i] != 0) {
+        memcpy(&w, (const char *)row + c->sc_plus[i], sizeof(w));
+        v += w;
+      }
     static const char units[] = "KMGTPE";
     if (human && col_is_bytes(c) && v >= 10240) {
       double d = (double)v;
@@ -256,7 +301,7 @@ static void cell_format(const struct stats_col *c, const void *row, bool human, 
   case SK_F64: {
     double v;
     memcpy(&v, p, sizeof(v));
-    snprintf(out, len, "%.3f", v);
+    snprintf(out, len, human && col_is_pct(c) ? "%.1f" : "%.3f", v);
     break;
   }
   }
@@ -357,7 +402,7 @@ int prd_stats_print(FILE *fp, int flags)
           block_print(fp, "cache", cache_cols, PRD_ARRAY_SIZE(cache_cols), &ss.ss_caches[i]);
     } else {
       fprintf(fp, "caches:\n");
-      table_print(fp, cache_cols, PRD_ARRAY_SIZE(cache_cols), ss.ss_caches,
+      table_print(fp, cache_table, PRD_ARRAY_SIZE(cache_table), ss.ss_caches,
                   sizeof(prd__cache_snap_t), ss.ss_ncaches, skip);
     }
   }
@@ -513,7 +558,7 @@ int prd_stats_write_file(const char *path)
 }
 
 /* ==== PRUDENCE_STATS, PRUDENCE_STATS_FILE (section 4) ===================================== */
-static char stats_path[STATS_PATH_MAX];      /* set once, before any thread can read it */
+static char stats_path[STATS_PATH_MAX];      /* set once, under stats_once (prd__stats_init) */
 static _Atomic uint64_t stats_last_ns;       /* when the last periodic snapshot was taken */
 static _Atomic bool stats_failed_reported;
 
@@ -528,6 +573,7 @@ static int stats_file_snapshot(void)
 
 int prd__stats_periodic(uint64_t now_ns)
 {
+  prd__stats_init();
   long interval = prd__opt(stats_interval_ms);
   if (stats_path[0] == '\0' || interval <= 0)
     return 0;
@@ -544,6 +590,7 @@ int prd__stats_periodic(uint64_t now_ns)
 
 bool prd__stats_periodic_on(void)
 {
+  prd__stats_init();
   return stats_path[0] != '\0' && prd__opt(stats_interval_ms) > 0;
 }
 
@@ -563,10 +610,11 @@ static void stats_job(void *arg)
   (void)prd__stats_periodic(prd__now_ns());
 }
 
-void prd__stats_init(void)
+static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+const char prd__stats_anchor = 0;   /* named by options.c (PRD__STATS_LINK, internal.h) */
+
+static void stats_init_once(void)
 {
-  /* called once, under prd__init's pthread_once: stats_path is written before any thread
-   * that could read it has passed prd__init (pthread_once orders it) */
   const char *p = getenv("PRUDENCE_STATS_FILE");
   if (p != NULL && p[0] != '\0') {
     if (strlen(p) >= sizeof(stats_path))
@@ -576,4 +624,17 @@ void prd__stats_init(void)
   }
   atexit(stats_atexit);
   (void)prd__maint_register(stats_job, NULL, prd__stats_periodic_on);
+}
+
+void prd__stats_init(void)
+{
+  /* stats_path is written once, under stats_once: every reader passes here first, so the
+   * write happens before its read (pthread_once orders it) */
+  pthread_once(&stats_once, stats_init_once);
+}
+
+/* Section 4: the triggers are armed at load time, before main, whatever the program calls. */
+__attribute__((constructor)) static void stats_constructor(void)
+{
+  prd__stats_init();
 }

@@ -134,6 +134,43 @@ static void test_table_rows(void)
   CHECK(strstr(out, "\ntstat_a ") == NULL);
 }
 
+/* The cache table: slabinfo's columns and Prudence's, the sums named by what they add up,
+ * and no cache of the library's own with PRD_STATS_NOINTERNAL (the magazine caches too). */
+static void test_table_columns(void)
+{
+  static const char *const cols[] = { "name", "buf_size", "bufs_inuse", "bufs_total", "slabs",
+                                      "slab_size", "slab_bytes", "allocs", "oc_hit_pct",
+                                      "deferred_frees", "latent_objs" };
+  prd_cache_t *c = prd_cache_create("tstat_cols", 200, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  CHECK(c != NULL);
+  void *p[50];
+  for (int i = 0; i < 50; i++)
+    p[i] = prd_cache_alloc(c, PRD_SLEEP);
+  for (int i = 40; i < 50; i++)
+    prd_cache_free_deferred(c, p[i]);
+  CHECK_EQ(capture(prd_stats_print, PRD_STATS_NOINTERNAL | PRD_STATS_NOARENAS), 0);
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(cols); i++)
+    CHECK_EQ(header_col(out, "caches:", cols[i]), (int)i);
+  CHECK_EQ(header_col(out, "caches:", "mag_allocs"), -1);   /* the full set: verbose, JSON */
+  CHECK(strstr(out, "\nprd_mag_") == NULL);
+  CHECK(strstr(out, "\nprd_slab ") == NULL);
+  char word[64];
+  prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
+  CHECK_EQ(prd_cache_stats(c, &st), 0);
+  CHECK_EQ(table_cell(out, "tstat_cols", 4, word, sizeof(word)),
+           (long long)(st.slabs_full + st.slabs_partial + st.slabs_free));
+  CHECK_EQ(table_cell(out, "tstat_cols", 9, word, sizeof(word)), 10);
+  long long latent = table_cell(out, "tstat_cols", 10, word, sizeof(word));
+  CHECK(latent >= 0 && latent <= 10);
+  /* the magazine caches are listed without the flag, as the slab layer's own are */
+  CHECK_EQ(capture(prd_stats_print, PRD_STATS_NOARENAS), 0);
+  CHECK_STR_CONTAINS(out, "\nprd_mag_");
+  CHECK_STR_CONTAINS(out, "\nprd_slab ");
+  for (int i = 0; i < 40; i++)
+    prd_cache_free(c, p[i]);
+  prd_cache_destroy(c);
+}
+
 /* Every field of both lists is in the verbose form (with its meaning) and in the JSON. */
 #define FIELD_NAME(kind, n, doc) #n,
 static const char *const cache_fields[] = { PRD_CACHE_STATS_FIELDS(FIELD_NAME) };
@@ -466,6 +503,7 @@ int main(int argc, char **argv)
     return 1;
   }
   RUN(test_table_rows);
+  RUN(test_table_columns);
   RUN(test_every_field);
   RUN(test_json_document);
   RUN(test_many_caches);
