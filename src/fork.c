@@ -7,7 +7,7 @@
  *    by another thread stays held for good.  So prepare takes every lock of the process in
  *    one order before fork, and parent and child release them after; each layer owns its
  *    locks and exports the functions that take and release them (rcu.c §8, vmem.c §15,
- *    slab.c, debug.c, magazine.c §11, thread.c §5), and only this file knows the order in
+ *    cache.c §7, debug.c, magazine.c §11, thread.c §5), and only this file knows the order in
  *    which they are called.  One registration: two handlers taking one mutex would deadlock
  *    the forking thread, and a layer above adds a lock that must come first
  *    (prd__fork_add_outer_lock: malloc.c's start-up lock) instead of registering its own.
@@ -21,7 +21,7 @@
  *          -> rcu drv_lock -> src_lock -> wrk_lock -> cbq_lock
  *          -> the outer locks (prd__fork_add_outer_lock: malloc_init_lock)
  *          -> vmem heap_lock -> vmem_qcache_lock -> magazine.c §12's order
- *             (maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
+ *             (maint_lock -> mag_reap_lock -> cache_reap_lock -> cache_list_lock
  *              -> mag_registry_lock -> every tc_lock -> every cache_lock -> mag_id_lock
  *              -> every dp_lock)
  *          -> debug dbg_qlock -> vmem_list_lock -> every arena's vm_lock
@@ -138,9 +138,9 @@ static void fork_prepare(void)
     pthread_mutex_lock(fork_outer[i]);
   prd__vmem_fork_prepare_early();
   prd__mag_fork_prepare_maint();
-  prd__slab_fork_prepare();
+  prd__cache_fork_prepare();
   prd__mag_fork_prepare_threads();
-  prd__slab_fork_prepare_caches();
+  prd__cache_fork_prepare_caches();
   prd__mag_fork_prepare_depots();
   prd__debug_fork_prepare();
   prd__vmem_fork_prepare();
@@ -152,7 +152,7 @@ static void fork_release(void)
 {
   prd__debug_fork_release();
   prd__mag_fork_release_depots();
-  prd__slab_fork_release();
+  prd__cache_fork_release();
   prd__mag_fork_release_threads();
   prd__mag_fork_release_maint();
   for (int i = fork_nouter; i-- > 0;)

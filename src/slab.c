@@ -1,5 +1,5 @@
 /*
- * slab.c: object caches, the slab layer (Bonwick, "The Slab Allocator", USENIX 1994: seed 002).
+ * slab.c: the slab layer of object caches (Bonwick, "The Slab Allocator", USENIX 1994: seed 002).
  *
  * 1. What.  A cache hands out objects of one size and type.  It keeps them in their
  *    constructed state between uses (002 §2): the constructor runs when an object first
@@ -67,32 +67,31 @@
  *    untouched for the whole interval, and prd_cache_reap() returns them to the source once
  *    the interval is over (the depot working set of seed 004 and libumem, applied to slabs:
  *    no clock is read on the allocation or free paths).  When the source cannot supply a
- *    slab, a PRD_SLEEP allocation calls every cache's reclaim callback, then reaps every cache
- *    of all its free slabs (the working set is a hedge against thrashing; failing an
- *    allocation is worse), then retries once; PRD_NOSLEEP fails at once; PRD_NOFAIL repeats
- *    through the nofail callback.  The slab layer always asks vmem with PRD_VM_NOSLEEP:
- *    waiting is decided here.
+ *    slab for a user cache, the slab layer asks its one out-of-memory hook, which cache.c
+ *    sets (cache.c section 4: the flags' policy, Prudence's wait, reclaim of every cache),
+ *    whether to try again; the slab layer's own caches fail at once.  The slab layer always
+ *    asks vmem with PRD_VM_NOSLEEP: waiting is decided above it.
  *
- * 7. Debugging (002 §6) lives in debug.c.  The fast paths test one word, cache_flags, for
- *    PRD_CF_DEBUG; the hooks prd__debug_alloc/prd__debug_free run when an object leaves or
- *    enters the cache from whichever layer, so the magazine layer calls them too.  Objects are
- *    annotated for valgrind's memcheck and ASan when they leave (prd__slab_alloc) and come
- *    back (prd__slab_free), by the helpers of annotate.h that every layer shares.
- *    A cache's slab hook (malloc.c's page map) is called when a slab is created, before any
- *    of its buffers is handed out, and when it is destroyed, before its memory goes back.
+ * 7. Debugging (002 §6) lives in debug.c, below this layer: the slab layer calls it when a
+ *    slab of a debugging cache is made and destroyed (patterns, redzone tags, guard pages),
+ *    to unmap a freed slab (the quarantine) and to report a bad free; the checks at the
+ *    user's boundary run in the front end (cache.c).  Objects are annotated for valgrind's
+ *    memcheck and ASan when they leave (prd__slab_alloc) and come back (prd__slab_free), by
+ *    the helpers of annotate.h that every layer shares.
+ *    Hooks: a cache's slab hook (malloc.c's page map) is called when a slab is created,
+ *    before any of its buffers is handed out, and when it is destroyed, before its memory
+ *    goes back; the out-of-memory hook (section 6) is cache.c's.
  *
- * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.  The
- *    list of all caches has slab_list_lock; slab_reap_lock serializes whole-process reaps and
- *    cache destruction (a cache cannot vanish under a reap).  Order:
- *        slab_reap_lock -> slab_list_lock -> a user cache's cache_lock
+ * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.
+ *    Order (cache.c's reap and list locks come before it, cache.c section 7):
+ *        a user cache's cache_lock
  *          -> the internal caches' locks (audit bufctl -> bufctl -> slab) -> vmem -> os
  *    (debug.c's quarantine lock sits between the caches and vmem.)  No cache_lock is held
- *    while calling the source arena, a constructor, destructor or reclaim callback, so those
- *    may allocate from caches (but must not create or destroy caches while a reap is running
- *    them); a thread inside a reap does not start a nested pressure reap (slab_in_reclaim),
- *    which would wait for the reap lock it holds.  The statistics are plain fields under
- *    cache_lock; there is no lock-free path in this layer, hence no memory-ordering argument
- *    beyond the mutexes' acquire/release.
+ *    while calling the source arena, a constructor, destructor or a hook, so those may
+ *    allocate from caches.  The statistics are plain fields under cache_lock; the few read
+ *    without it (cache_bufs_total, cache_lat_slab_objs) are stored atomically under it.
+ *    There is no other lock-free path in this layer, hence no memory-ordering argument beyond
+ *    the mutexes' acquire/release.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -103,26 +102,18 @@
 #include "annotate.h"
 #include "hash.h"
 #include "internal.h"
-#include "magazine.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
 #define PRD_NOTOUCH_MIN_BUFS 8    /* integer caches: a slab of fewer would grow on most allocs */
-#define PRD_SLAB_MAX_BUF     (1ul << 30)  /* larger objects do not belong in a cache */
 #define PRD_SLAB_SMALL_FRAC  8    /* small layout below 1/8 of a page (002 §3.2.2) */
 #define PRD_SLAB_WASTE_FRAC  8    /* unused tail at most 1/8 of the slab (002 §3.2) */
 #define PRD_SLAB_MAX_SMALL   8192 /* buffers of a small slab at most (64 KiB / 8 B) */
 
-/* ---- the slab layer's own caches and the list of all caches ----------------------------- */
+/* ---- the slab layer's own caches ------------------------------------------------------- */
 static prd_cache_t slab_slab_cache;      /* prd_slab_t of large-layout slabs */
 static prd_cache_t slab_bufctl_cache;    /* prd_bufctl_t */
 static prd_cache_t slab_audit_cache;     /* prd_bufctl_audit_t (auditing caches) */
-static prd_cache_t slab_cache_cache;     /* prd_cache_t itself */
-
-static pthread_mutex_t slab_list_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t slab_reap_lock = PTHREAD_MUTEX_INITIALIZER;
-static prd_cache_t *slab_caches;         /* newest first: the internal caches come last */
-static int (*_Atomic slab_nofail_cb)(void);
-static _Thread_local bool slab_in_reclaim;   /* a reclaim callback that allocates can't recurse */
+static prd__slab_oom_fn *_Atomic slab_oom_hook;   /* cache.c's out-of-memory policy */
 
 uint64_t prd__now_ns(void)
 {
@@ -275,22 +266,11 @@ static inline prd_slab_t *slab_pick(prd_cache_t *cp)
 }
 
 /* ---- the buffer-to-bufctl hash (large layout, 002 §3.2.3) --------------------------------- */
-static inline size_t hash_index(const prd_cache_t *cp, const void *buf)
-{
-  return ((uintptr_t)buf >> cp->cache_hash_shift) & cp->cache_hash_mask;
-}
-
-prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf)
-{
-  prd_bufctl_t *bcp = cp->cache_hash[hash_index(cp, buf)];
-  while (bcp != NULL && bcp->bc_addr != buf)
-    bcp = bcp->bc_hnext;
-  return bcp;
-}
-
+/* The index and the lookup (prd__slab_hash_find) are inline in internal.h: debug.c, below
+ * this layer, looks buffers up in the table too, under cache_lock. */
 static void hash_insert(prd_cache_t *cp, prd_bufctl_t *bcp)
 {
-  prd_bufctl_t **bucket = &cp->cache_hash[hash_index(cp, bcp->bc_addr)];
+  prd_bufctl_t **bucket = &cp->cache_hash[prd__slab_hash_index(cp, bcp->bc_addr)];
   bcp->bc_hnext = *bucket;
   *bucket = bcp;
   cp->cache_hash_count++;
@@ -298,7 +278,7 @@ static void hash_insert(prd_cache_t *cp, prd_bufctl_t *bcp)
 
 static void hash_remove(prd_cache_t *cp, prd_bufctl_t *bcp)
 {
-  prd_bufctl_t **pp = &cp->cache_hash[hash_index(cp, bcp->bc_addr)];
+  prd_bufctl_t **pp = &cp->cache_hash[prd__slab_hash_index(cp, bcp->bc_addr)];
   while (*pp != bcp) {
     PRD_ASSERT(*pp != NULL);
     pp = &(*pp)->bc_hnext;
@@ -324,7 +304,7 @@ static void hash_grow(prd_cache_t *cp)
   prd_bufctl_t **ot = cp->cache_hash;
   cp->cache_hash = nt;
   cp->cache_hash_mask = new_n - 1;
-  PRD__HASH_MOVE(prd_bufctl_t, ot, old_n, nt, bc_hnext, hash_index, cp, bc_addr);
+  PRD__HASH_MOVE(prd_bufctl_t, ot, old_n, nt, bc_hnext, prd__slab_hash_index, cp, bc_addr);
   prd__hash_table_unmap(ot, old_n, cp->cache_hash0);
 }
 
@@ -534,12 +514,11 @@ static bool cache_grow(prd_cache_t *cp)
  * fewest free slabs the cache had since the current interval began; that many slabs at the
  * tail of the free list (it is newest first) were not touched for the whole interval.  When
  * an interval has passed, a reap may free that many, and a new interval begins. */
-static void cache_reap(prd_cache_t *cp, bool all)
+void prd__slab_reap(prd_cache_t *cp, bool all)
 {
   uint64_t ws = (uint64_t)prd__opt(slab_working_set) * 1000000ull;
   uint64_t now = prd__now_ns();
   prd_slab_link_t *chain = NULL;
-  prd__mag_depot_reap(cp, all);   /* the depot's magazines outside its working set first */
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t n = cp->cache_nfree;
   if (!all && ws != 0) {
@@ -570,126 +549,36 @@ static void cache_reap(prd_cache_t *cp, bool all)
   slab_destroy_chain(cp, chain);
 }
 
-/* Reaps every cache (slab_reap_lock held): user caches first, then the internal caches,
- * which the user caches' slabs just gave bufctls and slab structures back to. */
-static void reap_all_locked(bool all)
+void prd__slab_set_oom_hook(prd__slab_oom_fn *fn)
 {
-  pthread_mutex_lock(&slab_list_lock);
-  prd_cache_t *cp = slab_caches;
-  pthread_mutex_unlock(&slab_list_lock);
-  /* The list only loses members under slab_reap_lock, which we hold; new caches go in at the
-   * head, behind us, so the walk is safe with the list lock dropped. */
-  for (; cp != NULL; cp = cp->cache_next)
-    cache_reap(cp, all);
+  atomic_store_explicit(&slab_oom_hook, fn, memory_order_release);
 }
 
-/* Memory pressure: ask every cache's owner to give memory back, then reap all free slabs. */
-static void reclaim_all(void)
-{
-  if (slab_in_reclaim)
-    return;
-  slab_in_reclaim = true;
-  pthread_mutex_lock(&slab_reap_lock);
-  pthread_mutex_lock(&slab_list_lock);
-  prd_cache_t *first = slab_caches;
-  pthread_mutex_unlock(&slab_list_lock);
-  for (prd_cache_t *cp = first; cp != NULL; cp = cp->cache_next)
-    if (cp->cache_reclaim != NULL)
-      cp->cache_reclaim(cp->cache_private);
-  reap_all_locked(true);
-  pthread_mutex_unlock(&slab_reap_lock);
-  slab_in_reclaim = false;
-}
-
-void prd_cache_reap(prd_cache_t *cp)
-{
-  if (cp == NULL) {
-    prd__report("prd_cache_reap: NULL cache (ignored)");
-    return;
-  }
-  cache_reap(cp, false);
-}
-
-void prd_reap(void)
-{
-  /* a destructor run by this reap that allocates must not start a pressure reap, which
-   * would wait for the reap lock this thread holds */
-  bool nested = slab_in_reclaim;
-  prd__mag_reap_threads();   /* magazines parked in other threads' caches (magazine.c) */
-  slab_in_reclaim = true;
-  pthread_mutex_lock(&slab_reap_lock);
-  reap_all_locked(false);
-  pthread_mutex_unlock(&slab_reap_lock);
-  slab_in_reclaim = nested;
-}
-
-void prd__cache_reap_all(prd_cache_t *cp)
-{
-  cache_reap(cp, true);
-}
-
-void prd_set_nofail_callback(int (*cb)(void))
-{
-  atomic_store_explicit(&slab_nofail_cb, cb, memory_order_release);
-}
-
-/* PRD_NOFAIL and nothing worked: the callback says retry or exit (once, as libumem). */
-static void nofail_wait(prd_cache_t *cp)
-{
-  static atomic_flag exiting = ATOMIC_FLAG_INIT;
-  int (*cb)(void) = atomic_load_explicit(&slab_nofail_cb, memory_order_acquire);
-  int r = cb != NULL ? cb() : PRD_NOFAIL_EXIT(255);
-  if (r == PRD_NOFAIL_RETRY)
-    return;
-  if (cb == NULL)
-    prd__report("cache %s: PRD_NOFAIL allocation cannot be satisfied and no nofail callback "
-                "is set: exiting with status 255", cp->cache_name);
-  if (atomic_flag_test_and_set(&exiting))
-    for (;;)
-      pause();
-  exit(r & 0xff);
-}
-
-/* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache, and when
- * the source is out of memory applies the flags' policy (section 6).  Returns a slab with a
- * free buffer with the lock held, or NULL with the lock released and errno ENOMEM. */
+/* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache; when the
+ * source is out of memory, a user cache asks the out-of-memory hook (section 6) with the lock
+ * dropped whether to try again.  Returns a slab with a free buffer with the lock held, or
+ * NULL with the lock released and errno ENOMEM. */
 static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
 {
-  bool reclaimed = false;
-  int deferred_waits = 0;
+  unsigned oom_state = 0;   /* the hook's, for this allocation */
   for (;;) {
     prd_slab_t *sp = slab_pick(cp);
     if (sp != NULL)
       return sp;
     if (cache_grow(cp))
       continue;
-    /* seed 001 Algorithm 1 lines 31-32: deferred objects wait for a grace period: wait for
-     * it (PRD_NOSLEEP: merge only what is already safe) and retry before failing.  Bounded:
-     * a second round only if the first one gave buffers back. */
-    if (deferred_waits < 2 && !(cp->cache_flags & PRD_CF_INTERNAL) &&
-        atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed)) {
-      deferred_waits++;
+    prd__slab_oom_fn *oom = atomic_load_explicit(&slab_oom_hook, memory_order_acquire);
+    if (oom != NULL && !(cp->cache_flags & PRD_CF_INTERNAL)) {
       pthread_mutex_unlock(&cp->cache_lock);
-      bool progress = prd__defer_oom(cp, flags);
+      bool again = oom(cp, flags, &oom_state);
       pthread_mutex_lock(&cp->cache_lock);
-      if (progress)
+      if (again)
         continue;
-      deferred_waits = 2;
-      continue;
     }
-    if ((flags & PRD_NOSLEEP) || (reclaimed && !(flags & PRD_NOFAIL)) ||
-        (cp->cache_flags & PRD_CF_INTERNAL)) {
-      cp->cache_alloc_fails++;
-      pthread_mutex_unlock(&cp->cache_lock);
-      errno = ENOMEM;
-      return NULL;
-    }
+    cp->cache_alloc_fails++;
     pthread_mutex_unlock(&cp->cache_lock);
-    if (reclaimed)
-      nofail_wait(cp);
-    reclaim_all();
-    reclaimed = true;
-    pthread_mutex_lock(&cp->cache_lock);
+    errno = ENOMEM;
+    return NULL;
   }
 }
 
@@ -1174,54 +1063,6 @@ static prd_slab_t *lat_pick(prd_cache_t *cp)
   return mostly != NULL ? mostly : partly;
 }
 
-/* ---- the public front end ------------------------------------------------------------------- */
-/* prd__cache_slow_front (internal.h, where malloc.c's inline hit path tests it too) says
- * whether a cache takes the out-of-line front end: buffer debugging (section 7).  A cache with
- * Prudence deferrals stays on the magazine layer's hit path: its latent generations live in
- * the same CPU caches (defer.c section 2). */
-
-/* The debug hooks run at the boundary between the user and the layers, so objects parked in
- * magazines are "free" for the checks. */
-static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
-{
-  void *buf = prd__mag_alloc(cp, flags);
-  return buf != NULL ? prd__debug_alloc(cp, buf, flags) : NULL;
-}
-
-static PRD_NOINLINE void cache_free_slow(prd_cache_t *cp, void *buf)
-{
-  if (prd__debug_free(cp, buf) != 0)
-    return;
-  prd__mag_free(cp, buf);
-}
-
-void *prd_cache_alloc(prd_cache_t *cp, int flags)
-{
-  if (prd_unlikely(cp == NULL)) {
-    prd__report("prd_cache_alloc: NULL cache");
-    errno = EINVAL;
-    return NULL;
-  }
-  if (prd_unlikely(prd__cache_slow_front(cp)))
-    return cache_alloc_slow(cp, flags);
-  return prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
-}
-
-void prd_cache_free(prd_cache_t *cp, void *buf)
-{
-  if (buf == NULL)
-    return;
-  if (prd_unlikely(cp == NULL)) {
-    prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
-    return;
-  }
-  if (prd_unlikely(prd__cache_slow_front(cp))) {
-    cache_free_slow(cp, buf);
-    return;
-  }
-  prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
-}
-
 /* ---- creating and destroying caches --------------------------------------------------------- */
 /* Chooses chunk, slab size, layout and color range (section 2).  0, or -1 (EINVAL). */
 static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
@@ -1312,10 +1153,12 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   return 0;
 }
 
-/* Fills in a cache (the internal ones are static, the others come from slab_cache_cache). */
-static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t align,
-                      prd_ctor_fn *ctor, prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
-                      prd_vmem_t *source, uint32_t flags)
+/* Fills in the slab layer's part of a cache: its name, flags, callbacks, layout, lock and
+ * lists (section 2).  The internal caches are static; the others come from cache.c.  0, or
+ * -1 when no slab layout fits. */
+int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t align,
+                         prd_ctor_fn *ctor, prd_dtor_fn *dtor, prd_reclaim_fn *reclaim,
+                         void *priv, prd_vmem_t *source, uint32_t flags)
 {
   memset(cp, 0, sizeof(*cp));
   size_t n = strlen(name);
@@ -1364,29 +1207,6 @@ static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t ali
   return 0;
 }
 
-static void cache_list_insert(prd_cache_t *cp)
-{
-  pthread_mutex_lock(&slab_list_lock);
-  cp->cache_prev = NULL;
-  cp->cache_next = slab_caches;
-  if (slab_caches != NULL)
-    slab_caches->cache_prev = cp;
-  slab_caches = cp;
-  pthread_mutex_unlock(&slab_list_lock);
-}
-
-static void slab_leaks_atexit(void)
-{
-  prd_leak_report(stderr, 0);
-}
-
-static pthread_once_t slab_leaks_once = PTHREAD_ONCE_INIT;
-
-static void slab_leaks_register(void)
-{
-  atexit(slab_leaks_atexit);
-}
-
 static pthread_once_t slab_once = PTHREAD_ONCE_INIT;
 
 static void slab_init_once(void)
@@ -1395,22 +1215,16 @@ static void slab_init_once(void)
   prd_vmem_t *heap = NULL;   /* the heap arena, found when a slab is needed (slab_src) */
   uint32_t f = PRD_CACHE_NODEBUG | PRD_CF_INTERNAL;
   /* order: each of these takes its structures only from the ones created before it */
-  int rc = cache_init(&slab_slab_cache, "prd_slab", sizeof(prd_slab_t), 0, NULL, NULL, NULL,
-                      NULL, heap, f);
-  rc |= cache_init(&slab_bufctl_cache, "prd_bufctl", sizeof(prd_bufctl_t), 0, NULL, NULL, NULL,
-                   NULL, heap, f);
-  rc |= cache_init(&slab_audit_cache, "prd_bufctl_audit", sizeof(prd_bufctl_audit_t), 0, NULL,
-                   NULL, NULL, NULL, heap, f);
-  rc |= cache_init(&slab_cache_cache, "prd_cache", sizeof(prd_cache_t), 64, NULL, NULL, NULL,
-                   NULL, heap, f);
+  int rc = prd__slab_cache_init(&slab_slab_cache, "prd_slab", sizeof(prd_slab_t), 0, NULL,
+                                NULL, NULL, NULL, heap, f);
+  rc |= prd__slab_cache_init(&slab_bufctl_cache, "prd_bufctl", sizeof(prd_bufctl_t), 0, NULL,
+                             NULL, NULL, NULL, heap, f);
+  rc |= prd__slab_cache_init(&slab_audit_cache, "prd_bufctl_audit", sizeof(prd_bufctl_audit_t),
+                             0, NULL, NULL, NULL, NULL, heap, f);
   PRD_ASSERT(rc == 0);
   (void)rc;
   PRD_ASSERT(!(slab_slab_cache.cache_flags & PRD_CF_HASH));
   PRD_ASSERT(!(slab_bufctl_cache.cache_flags & PRD_CF_HASH));
-  cache_list_insert(&slab_slab_cache);
-  cache_list_insert(&slab_bufctl_cache);
-  cache_list_insert(&slab_audit_cache);
-  cache_list_insert(&slab_cache_cache);
 }
 
 void prd__slab_init(void)
@@ -1418,106 +1232,30 @@ void prd__slab_init(void)
   pthread_once(&slab_once, slab_init_once);
 }
 
-prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
-                              prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
-                              prd_vmem_t *source, int cflags)
+/* The slab layer's own caches, i = 0, 1, ... in creation order, then NULL (cache.c lists
+ * them with every other cache, for reaps and statistics). */
+prd_cache_t *prd__slab_internal_cache(size_t i)
 {
-  prd__slab_init();
-  const char *what = NULL;
-  size_t page = prd__os_page_size();
-  if (name == NULL)
-    what = "NULL name";
-  else if (size == 0)
-    what = "size 0";
-  else if (size > PRD_SLAB_MAX_BUF)
-    what = "size larger than 1 GiB";
-  else if (align != 0 && !PRD_ISP2(align))
-    what = "alignment not a power of two";
-  else if (align > page)
-    what = "alignment larger than a page";
-  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE |
-                      PRD_CACHE_DEBUG_ALL | PRD_CACHE_OBLIVIOUS))
-    what = "unknown cflags";
-  else if ((cflags & PRD_CACHE_OBLIVIOUS) && (cflags & PRD_CACHE_NOTOUCH))
-    what = "PRD_CACHE_OBLIVIOUS needs memory for its call_rcu head (not with NOTOUCH)";
-  if (what != NULL) {
-    prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name ? name : "NULL", size,
-                align, what);
-    errno = EINVAL;
-    return NULL;
-  }
-  if (source == NULL && (source = prd_heap_arena()) == NULL) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  uint32_t flags = (uint32_t)cflags;
-  if (!(flags & PRD_CACHE_NODEBUG))
-    flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;
-  prd_cache_t *cp = prd__slab_alloc(&slab_cache_cache, PRD_SLEEP);
-  if (cp == NULL)
-    return NULL;
-  if (cache_init(cp, name, size, align, ctor, dtor, reclaim, priv, source, flags) != 0) {
-    prd__report("prd_cache_create(%s, size %zu, align %zu): no slab layout fits", name, size,
-                align);
-    prd__slab_free(&slab_cache_cache, cp);
-    errno = EINVAL;
-    return NULL;
-  }
-  if (prd__mag_cache_init(cp) != 0) {   /* the CPU layer in front (magazine.c) */
-    pthread_mutex_destroy(&cp->cache_lock);
-    prd__slab_free(&slab_cache_cache, cp);
-    errno = ENOMEM;
-    return NULL;
-  }
-  cache_list_insert(cp);
-  if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
-    pthread_once(&slab_leaks_once, slab_leaks_register);
-  return cp;
+  prd_cache_t *const internal[] = { &slab_slab_cache, &slab_bufctl_cache, &slab_audit_cache };
+  return i < PRD_ARRAY_SIZE(internal) ? internal[i] : NULL;
 }
 
-void prd_cache_destroy(prd_cache_t *cp)
+/* Tears down the slab layer's part of a cache that nothing uses any more (its CPU layer
+ * gone, off cache.c's list): every slab destroyed, the hash table and lock with them.
+ * Buffers still allocated (reported by the caller) lose their slabs too: their bufctls go
+ * back on the slabs' unconstructed lists first, so that the slabs' external structures are
+ * all freed and no destructor runs on an object still in use. */
+void prd__slab_cache_fini(prd_cache_t *cp)
 {
-  if (cp == NULL) {
-    prd__report("prd_cache_destroy: NULL cache (ignored)");
-    return;
-  }
-  if (cp->cache_flags & PRD_CF_INTERNAL) {
-    prd__error("prd_cache_destroy: %s is internal to the slab layer (ignored)", cp->cache_name);
-    return;
-  }
-  /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */
-  prd__defer_cache_destroy(cp);
-  pthread_mutex_lock(&slab_reap_lock);
-  pthread_mutex_lock(&slab_list_lock);
-  if (cp->cache_prev != NULL)
-    cp->cache_prev->cache_next = cp->cache_next;
-  else
-    slab_caches = cp->cache_next;
-  if (cp->cache_next != NULL)
-    cp->cache_next->cache_prev = cp->cache_prev;
-  pthread_mutex_unlock(&slab_list_lock);
-  /* no reap can be inside this cache now (a reap holds slab_reap_lock from start to end),
-   * and none can find it any more: the destructors below run without the reap lock */
-  pthread_mutex_unlock(&slab_reap_lock);
-  /* off the list, no statistics snapshot or reap can see the CPU layer go: every magazine's
-   * rounds back to the slabs first (magazine.c) */
-  prd__mag_cache_fini(cp);
-
   pthread_mutex_lock(&cp->cache_lock);
-  uint64_t live = cp->cache_bufs_inuse;
-  if (live > 0) {
-    prd__debug_report_live(cp);   /* names them, with their stacks when audited */
-    /* their bufctls go back on the slabs' unconstructed lists, so that the slabs' external
-     * structures are all freed and no destructor runs on an object still in use */
-    if (cp->cache_flags & PRD_CF_HASH)
-      for (size_t h = 0; h <= cp->cache_hash_mask; h++)
-        for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL; bcp = bcp->bc_hnext)
-          if (bcp->bc_flags & PRD_BC_ALLOC) {
-            bcp->bc_flags &= ~PRD_BC_ALLOC;
-            bcp->bc_next = bcp->bc_slab->slab_fresh;
-            bcp->bc_slab->slab_fresh = bcp;
-          }
-  }
+  if (cp->cache_bufs_inuse > 0 && (cp->cache_flags & PRD_CF_HASH))
+    for (size_t h = 0; h <= cp->cache_hash_mask; h++)
+      for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL; bcp = bcp->bc_hnext)
+        if (bcp->bc_flags & PRD_BC_ALLOC) {
+          bcp->bc_flags &= ~PRD_BC_ALLOC;
+          bcp->bc_next = bcp->bc_slab->slab_fresh;
+          bcp->bc_slab->slab_fresh = bcp;
+        }
   prd_slab_link_t *chain = NULL;
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
     prd_slab_link_t *list = slab_list(cp, list_id(i));
@@ -1535,9 +1273,6 @@ void prd_cache_destroy(prd_cache_t *cp)
     prd__debug_unmap_flush(cp);
   prd__hash_table_unmap(cp->cache_hash, cp->cache_hash_mask + 1, cp->cache_hash0);
   pthread_mutex_destroy(&cp->cache_lock);
-  prd__slab_free(&slab_cache_cache, cp);
-  if (live > 0)
-    prd__report_done();
 }
 
 void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
@@ -1550,7 +1285,7 @@ void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
 
 /* ---- walking, statistics, invariants -------------------------------------------------------- */
 /* Calls fn on every buffer of cp that is allocated (cache_lock held). */
-void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
+void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 {
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
     if (list_id(i) == PRD_SLAB_ON_FREE)
@@ -1605,19 +1340,10 @@ void *prd__slab_containing(prd_cache_t *cp, const void *addr)
   return NULL;
 }
 
-/* Calls fn on every cache on the list (user caches, then internal), under slab_list_lock. */
-void prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
+/* The slab layer's and the latent slabs' fields of a cache's statistics (cache.c composes
+ * them with the other layers'). */
+void prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st)
 {
-  pthread_mutex_lock(&slab_list_lock);
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    fn(arg, cp);
-  pthread_mutex_unlock(&slab_list_lock);
-}
-
-static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
-{
-  memset(st, 0, sizeof(*st));
-  prd__mag_stats(cp, st);   /* the CPU layer's fields (magazine.c) */
   memcpy(st->name, cp->cache_name, sizeof(st->name));
   st->buf_size = cp->cache_bufsize;
   st->align = cp->cache_align;
@@ -1648,49 +1374,6 @@ static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
   st->slab_premoves = cp->cache_lat_premoves;
   st->frag_skips = cp->cache_lat_skips;
   pthread_mutex_unlock(&cp->cache_lock);
-  prd__defer_stats(cp, st);   /* the latent caches' counters (defer.c) */
-  /* seed 001 §5.4 counts a churn per grow/shrink pair: every shrink pairs an earlier grow */
-  st->slab_churns = PRD_MIN(st->slab_creates, st->slab_destroys);
-  uint64_t slabs = st->slabs_full + st->slabs_partial + st->slabs_free;
-  st->total_frag = st->bufs_inuse == 0 ? 0.0
-                   : (double)slabs * (double)st->slab_size /
-                         ((double)st->bufs_inuse * (double)st->buf_size);
-  st->slab_bytes = slabs * st->slab_size;
-}
-
-/* The statistics printers' walker (stats.c): copies, so that they print with no lock held.
- * Lock order as section 8: slab_list_lock, then each cache_lock in cache_stats_fill. */
-size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max)
-{
-  prd__slab_init();
-  size_t n = 0;
-  pthread_mutex_lock(&slab_list_lock);
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next, n++)
-    if (n < max) {
-      cache_stats_fill(cp, &out[n].cs_stats);
-      out[n].cs_stats.size = sizeof(out[n].cs_stats);
-      out[n].cs_stats.version = PRD_CACHE_STATS_VERSION;
-      out[n].cs_internal = (cp->cache_flags & PRD_CF_INTERNAL) != 0;
-    }
-  pthread_mutex_unlock(&slab_list_lock);
-  return n;
-}
-
-int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)
-{
-  if (cp == NULL || st == NULL || st->size < offsetof(prd_cache_stats_t, name) ||
-      st->version == 0 || st->version > PRD_CACHE_STATS_VERSION) {
-    errno = EINVAL;
-    return -1;
-  }
-  prd_cache_stats_t full;
-  size_t size = st->size;
-  uint32_t version = st->version;
-  cache_stats_fill(cp, &full);
-  memcpy(st, &full, PRD_MIN(size, sizeof(full)));
-  st->size = size;
-  st->version = version;
-  return 0;
 }
 
 /* Checks every invariant of the slab layer of cp; reports each broken one and returns how
@@ -1804,7 +1487,7 @@ int prd__cache_check(prd_cache_t *cp)
     for (size_t h = 0; h <= cp->cache_hash_mask; h++)
       for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL && chained <= hashed;
            bcp = bcp->bc_hnext) {
-        CHECK_INV(hash_index(cp, bcp->bc_addr) == h);
+        CHECK_INV(prd__slab_hash_index(cp, bcp->bc_addr) == h);
         chained++;
       }
     CHECK_INV(chained == hashed);
@@ -1812,30 +1495,4 @@ int prd__cache_check(prd_cache_t *cp)
   pthread_mutex_unlock(&cp->cache_lock);
 #undef CHECK_INV
   return bad;
-}
-
-/* ---- fork (fork.c's pthread_atfork handlers call these, in its lock order) ---------------- */
-PRD__FORK_LINK();
-/* Takes the reap and list locks (the magazine layer's thread registry comes after them in
- * fork.c's order: the statistics snapshot holds slab_list_lock while it reads thread caches). */
-void prd__slab_fork_prepare(void)
-{
-  pthread_mutex_lock(&slab_reap_lock);
-  pthread_mutex_lock(&slab_list_lock);
-}
-
-/* Takes every cache's lock in list order (section 8), after the threads' cache locks. */
-void prd__slab_fork_prepare_caches(void)
-{
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_lock(&cp->cache_lock);
-}
-
-/* Releases them (parent and child alike: the child's only thread is the one that took them). */
-void prd__slab_fork_release(void)
-{
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_unlock(&cp->cache_lock);
-  pthread_mutex_unlock(&slab_list_lock);
-  pthread_mutex_unlock(&slab_reap_lock);
 }
