@@ -94,12 +94,6 @@ typedef bool prd__slab_oom_fn(prd_cache_t *cp, int flags, unsigned *state);
 void  prd__slab_set_oom_hook(prd__slab_oom_fn *fn);
 /* Returns the free slabs outside the working set (all: every free slab) to the source. */
 void  prd__slab_reap(prd_cache_t *cp, bool all);
-/* Latent slabs (slab.c section 10, for defer.c): n deferred buffers with state gp into their
- * slabs' latent generations (returns how many were safe already and freed); merge every safe
- * generation (returns buffers merged); whether any wait, and the latest state among them. */
-size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp);
-size_t prd__slab_lat_merge_all(prd_cache_t *cp);
-uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
 /* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held.
  * Inline, as a read of the slab layer's table: debug.c, below it, looks buffers up too. */
 static inline size_t prd__slab_hash_index(const prd_cache_t *cp, const void *buf)
@@ -270,6 +264,14 @@ bool  prd__defer_oom(prd_cache_t *cp, int flags);
 void  prd__defer_cache_destroy(prd_cache_t *cp);
 /* Prudence's fields of a cache's statistics, after the magazine layer's (cache_lock not held). */
 void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
+
+/* ---- latent.c: Prudence's latent slabs (seed 001 §4.1) ----------------------------------- */
+/* For defer.c: n deferred buffers with state gp into their slabs' latent generations
+ * (returns how many were safe already and freed); merge every safe generation (returns
+ * buffers merged); whether any wait, and the latest state among them. */
+size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp);
+size_t prd__slab_lat_merge_all(prd_cache_t *cp);
+uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
 
 /* ---- cache.c: the object-cache front end (prd_cache_*) ------------------------------------ */
 /* Statistics of every cache (user caches first) into out[0 .. max-1], taken under the

@@ -80,7 +80,8 @@
  *    the helpers of annotate.h that every layer shares.
  *    Hooks: a cache's slab hook (malloc.c's page map) is called when a slab is created,
  *    before any of its buffers is handed out, and when it is destroyed, before its memory
- *    goes back; the out-of-memory hook (section 6) is cache.c's.
+ *    goes back; the out-of-memory hook (section 6) is cache.c's, the latent slabs' two
+ *    hooks (section 9) are latent.c's.
  *
  * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.
  *    Order (cache.c's reap and list locks come before it, cache.c section 7):
@@ -91,7 +92,22 @@
  *    allocate from caches.  The statistics are plain fields under cache_lock; the few read
  *    without it (cache_bufs_total, cache_lat_slab_objs) are stored atomically under it.
  *    There is no other lock-free path in this layer, hence no memory-ordering argument beyond
- *    the mutexes' acquire/release.
+ *    the mutexes' acquire/release (and the hooks', at slab_pick).
+ *
+ * 9. Latent slabs, the mechanism (seed 001 §4.1; the policy is latent.c's).  A slab holds two
+ *    generations of deferred buffers, each with a count and a grace-period state
+ *    (slab_lat_n, slab_lat_gp) and recorded outside the buffers, which readers may still
+ *    read: a bitmap per generation just before the prd_slab_t (small layout, one bit per
+ *    buffer, sized by the layout) or a list through the bufctls flagged PRD_BC_DEFERRED
+ *    (large layout).  A slab with any is on the cache's FIFO of latent slabs (cache_latent).
+ *    Deferred buffers stay counted in slab_refcnt but count as free for the slab's list (slab
+ *    pre-movement): a full slab with one is partial, and a slab whose allocated buffers are
+ *    all deferred goes to the free list's tail, where a reap passes it by until they are
+ *    merged.  The call_rcu path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its
+ *    chunk.  These records and the lists' primitives are inline in slab.h, shared with
+ *    latent.c, which decides which generation a buffer joins, when one is merged and, while a
+ *    cache has deferred buffers, which slab an allocation takes: slab_pick and the reap call
+ *    it through the two hooks it sets before the first deferral (prd__slab_set_latent_hooks).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -102,6 +118,7 @@
 #include "annotate.h"
 #include "hash.h"
 #include "internal.h"
+#include "slab.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
 #define PRD_NOTOUCH_MIN_BUFS 8    /* integer caches: a slab of fewer would grow on most allocs */
@@ -140,129 +157,24 @@ static inline void link_init(prd_slab_link_t *l)
   l->sl_next = l->sl_prev = l;
 }
 
-static inline bool link_empty(const prd_slab_link_t *l)
-{
-  return l->sl_next == l;
-}
+/* The latent slabs' hooks (section 9), latent.c's. */
+static const prd__slab_latent_hooks_t *_Atomic slab_latent;
 
-static inline void link_insert_head(prd_slab_link_t *head, prd_slab_link_t *e)
+void prd__slab_set_latent_hooks(const prd__slab_latent_hooks_t *hooks)
 {
-  e->sl_next = head->sl_next;
-  e->sl_prev = head;
-  head->sl_next->sl_prev = e;
-  head->sl_next = e;
+  atomic_store_explicit(&slab_latent, hooks, memory_order_release);
 }
-
-static inline void link_remove(prd_slab_link_t *e)
-{
-  e->sl_prev->sl_next = e->sl_next;
-  e->sl_next->sl_prev = e->sl_prev;
-}
-
-static inline prd_slab_t *link_slab(prd_slab_link_t *l)
-{
-  return (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_link));
-}
-
-/* Deferred buffers of the slab, both latent generations (section 10). */
-static inline uint32_t slab_ndeferred(const prd_slab_t *sp)
-{
-  return sp->slab_lat_n[0] + sp->slab_lat_n[1];
-}
-
-/* The list a slab belongs on, from its reference count (section 3).  Deferred buffers count
- * as free already (section 10, slab pre-movement): a full slab with a deferred buffer is
- * partial, a slab whose every allocated buffer is deferred is on the free list. */
-static inline uint32_t slab_target(const prd_cache_t *cp, const prd_slab_t *sp)
-{
-  uint32_t live = sp->slab_refcnt - slab_ndeferred(sp);
-  uint32_t nfree = sp->slab_chunks - live;
-  if (nfree == 0)
-    return PRD_SLAB_ON_FULL;
-  if (live == 0)
-    return PRD_SLAB_ON_FREE;
-  return (nfree - 1) >> cp->cache_bucket_shift;
-}
-
-static inline prd_slab_link_t *slab_list(prd_cache_t *cp, uint32_t b)
-{
-  if (b == PRD_SLAB_ON_FULL)
-    return &cp->cache_full;
-  if (b == PRD_SLAB_ON_FREE)
-    return &cp->cache_free;
-  return &cp->cache_partial[b];
-}
-
-/* Every list of a cache, for walks: index i in [0, PRD_SLAB_NLISTS) -> list id. */
-#define PRD_SLAB_NLISTS (PRD_SLAB_BUCKETS + 2)
-static inline uint32_t list_id(size_t i)
-{
-  return i == 0 ? PRD_SLAB_ON_FULL : i == 1 ? PRD_SLAB_ON_FREE : (uint32_t)(i - 2);
-}
-
-static inline void slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
-{
-  uint32_t b = sp->slab_bucket;
-  link_remove(&sp->slab_link);
-  if (b == PRD_SLAB_ON_FULL) {
-    cp->cache_nfull--;
-  } else if (b == PRD_SLAB_ON_FREE) {
-    cp->cache_nfree--;
-    if (cp->cache_nfree < cp->cache_free_min)   /* the working set grew (section 6) */
-      cp->cache_free_min = cp->cache_nfree;
-  } else {
-    cp->cache_npartial--;
-    if (link_empty(&cp->cache_partial[b]))
-      cp->cache_partial_map &= ~(1ull << b);
-  }
-}
-
-static inline void slab_link(prd_cache_t *cp, prd_slab_t *sp, uint32_t b)
-{
-  sp->slab_bucket = b;
-  /* a slab on the free list ahead of time (its buffers deferred, section 10) goes to the
-   * tail: allocation takes free slabs from the head and finds the truly free ones first */
-  if (b == PRD_SLAB_ON_FREE && prd_unlikely(slab_ndeferred(sp) != 0))
-    link_insert_head(cp->cache_free.sl_prev, &sp->slab_link);
-  else
-    link_insert_head(slab_list(cp, b), &sp->slab_link);
-  if (b == PRD_SLAB_ON_FULL) {
-    cp->cache_nfull++;
-  } else if (b == PRD_SLAB_ON_FREE) {
-    cp->cache_nfree++;
-  } else {
-    cp->cache_npartial++;
-    cp->cache_partial_map |= 1ull << b;
-  }
-}
-
-/* After the reference count changed: move the slab if its list changed. */
-static inline void slab_relist(prd_cache_t *cp, prd_slab_t *sp)
-{
-  uint32_t b = slab_target(cp, sp);
-  if (b != sp->slab_bucket) {
-    slab_unlink(cp, sp);
-    slab_link(cp, sp, b);
-  }
-}
-
-static prd_slab_t *lat_pick(prd_cache_t *cp);
-static bool lat_merge_safe(prd_cache_t *cp, prd_slab_t *sp);
 
 /* The slab to allocate from: the partial slab with the fewest free buffers, else the newest
- * free slab, else NULL (section 3).  With deferred buffers in latent slabs, the choice of
- * section 10 (seed 001 Fig. 5). */
+ * free slab, else NULL (section 3).  With deferred buffers in latent slabs, latent.c's choice
+ * (section 9; seed 001 Fig. 5).  The hooks were stored before the deferral that made
+ * cache_lat_slab_objs non-zero released this cache_lock (latent.c lat_hook), and this thread
+ * holds it now: the relaxed load sees them. */
 static inline prd_slab_t *slab_pick(prd_cache_t *cp)
 {
   if (prd_unlikely(cp->cache_lat_slab_objs != 0))
-    return lat_pick(cp);
-  if (prd_likely(cp->cache_partial_map != 0)) {
-    unsigned b = (unsigned)__builtin_ctzll(cp->cache_partial_map);
-    return link_slab(cp->cache_partial[b].sl_next);
-  }
-  if (!link_empty(&cp->cache_free))
-    return link_slab(cp->cache_free.sl_next);
-  return NULL;
+    return atomic_load_explicit(&slab_latent, memory_order_relaxed)->lh_pick(cp);
+  return prd__slab_pick_plain(cp);
 }
 
 /* ---- the buffer-to-bufctl hash (large layout, 002 §3.2.3) --------------------------------- */
@@ -309,27 +221,6 @@ static void hash_grow(prd_cache_t *cp)
 }
 
 /* ---- buffers and slabs --------------------------------------------------------------------- */
-static inline void *bufctl_buf(const prd_cache_t *cp, prd_bufctl_t *bcp)
-{
-  if (cp->cache_flags & PRD_CF_HASH)
-    return bcp->bc_addr;
-  return (char *)bcp - cp->cache_link_off;
-}
-
-/* Small layout: the slab data at the end of the slab holding buf. */
-static inline prd_slab_t *small_slab(const prd_cache_t *cp, const void *buf)
-{
-  uintptr_t base = PRD_P2ALIGN((uintptr_t)buf, cp->cache_slabsize);
-  return (prd_slab_t *)(base + cp->cache_slabsize - sizeof(prd_slab_t));
-}
-
-/* Small layout: generation g's bitmap of deferred buffers, just before the prd_slab_t. */
-static inline uint64_t *lat_map(const prd_cache_t *cp, prd_slab_t *sp, int g)
-{
-  return (uint64_t *)((char *)sp - 2 * cp->cache_lat_words * sizeof(uint64_t)) +
-         (size_t)g * cp->cache_lat_words;
-}
-
 /* Frees the external structures of a large-layout slab whose buffers are all on its lists. */
 static void slab_free_bufctls(prd_cache_t *cp, prd_bufctl_t *list)
 {
@@ -376,7 +267,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   sp->slab_lat_gp[0] = sp->slab_lat_gp[1] = 0;
   sp->slab_lat_list[0] = sp->slab_lat_list[1] = NULL;
   if (cp->cache_lat_words != 0)
-    memset(lat_map(cp, sp, 0), 0, 2 * cp->cache_lat_words * sizeof(uint64_t));
+    memset(prd__slab_lat_map(cp, sp, 0), 0, 2 * cp->cache_lat_words * sizeof(uint64_t));
   prd_bufctl_t **listp = (cp->cache_flags & PRD_CF_SLABCTOR) ? &sp->slab_fresh : &sp->slab_head;
   /* link from the last buffer down, so the lowest address is handed out first */
   for (uint32_t i = cp->cache_chunks; i-- > 0;) {
@@ -433,7 +324,7 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
     (void)cp->cache_slab_hook(cp, base, cp->cache_slabsize, sp->slab_color, false);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
-      cp->cache_dtor(bufctl_buf(cp, bcp), cp->cache_private);
+      cp->cache_dtor(prd__slab_bufctl_buf(cp, bcp), cp->cache_private);
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
     prd__debug_slab_destroy(cp, sp);
   if (cp->cache_flags & PRD_CF_HASH) {
@@ -451,10 +342,10 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 /* Takes a slab off its list and its bufctls out of the hash, for destruction (lock held). */
 static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
 {
-  slab_unlink(cp, sp);
-  if (slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
-    link_remove(&sp->slab_lat_link);
-    __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - slab_ndeferred(sp),
+  prd__slab_unlink(cp, sp);
+  if (prd__slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
+    prd__slab_link_remove(&sp->slab_lat_link);
+    __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - prd__slab_ndeferred(sp),
                      __ATOMIC_RELAXED);   /* read without the lock by magazine.c */
   }
   if (cp->cache_flags & PRD_CF_HASH) {
@@ -474,7 +365,7 @@ static void slab_destroy_chain(prd_cache_t *cp, prd_slab_link_t *chain)
 {
   while (chain != NULL) {
     prd_slab_link_t *next = chain->sl_next;
-    slab_destroy(cp, link_slab(chain));
+    slab_destroy(cp, prd__slab_of_link(chain));
     chain = next;
   }
 }
@@ -497,7 +388,7 @@ static bool cache_grow(prd_cache_t *cp)
       hash_insert(cp, bcp);
     hash_grow(cp);
   }
-  slab_link(cp, sp, PRD_SLAB_ON_FREE);
+  prd__slab_list_add(cp, sp, PRD_SLAB_ON_FREE);
   cp->cache_slab_creates++;
   /* atomic store under cache_lock, as in slab_detach */
   __atomic_store_n(&cp->cache_bufs_total, cp->cache_bufs_total + sp->slab_chunks,
@@ -530,14 +421,15 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
     n = PRD_MIN(n, cp->cache_ws_reapable);
     cp->cache_ws_reapable -= n;
   }
-  /* from the least recently used; a slab on the free list ahead of time (section 10) keeps
-   * its pages until its deferred buffers are merged */
+  /* from the least recently used; a slab on the free list ahead of time (section 9) keeps
+   * its pages until its deferred buffers are merged (latent.c, when their grace period has
+   * ended: the hooks are set, as in slab_pick) */
   for (prd_slab_link_t *l = cp->cache_free.sl_prev, *prev; n > 0 && l != &cp->cache_free;
        l = prev) {
     prev = l->sl_prev;
-    prd_slab_t *sp = link_slab(l);
-    if (slab_ndeferred(sp) != 0)
-      (void)lat_merge_safe(cp, sp);
+    prd_slab_t *sp = prd__slab_of_link(l);
+    if (prd__slab_ndeferred(sp) != 0)
+      (void)atomic_load_explicit(&slab_latent, memory_order_relaxed)->lh_merge_safe(cp, sp);
     if (sp->slab_refcnt != 0)
       continue;
     slab_detach(cp, sp);
@@ -627,7 +519,7 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
       else
         out[want - 1 - nf++] = buf;
     }
-    slab_relist(cp, sp);
+    prd__slab_relist(cp, sp);
   }
   cp->cache_allocs += nc + nf;
   cp->cache_bufs_inuse += nc + nf;
@@ -652,12 +544,12 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
       sp = bcp->bc_slab;
     } else {
       bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
-      sp = small_slab(cp, buf);
+      sp = prd__slab_small(cp, buf);
     }
     bcp->bc_next = sp->slab_fresh;
     sp->slab_fresh = bcp;
     sp->slab_refcnt--;
-    slab_relist(cp, sp);
+    prd__slab_relist(cp, sp);
     cp->cache_allocs--;
     cp->cache_bufs_inuse--;
     cp->cache_alloc_fails++;
@@ -680,19 +572,6 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
   return prd__slab_alloc_bulk(cp, &buf, 1, flags) == 1 ? buf : NULL;
 }
 
-/* A buffer back on its slab's freelist (lock held; the caller relists the slab). */
-static inline void slab_put(prd_cache_t *cp, prd_slab_t *sp, prd_bufctl_t *bcp)
-{
-  if (cp->cache_flags & PRD_CF_HASH)
-    bcp->bc_flags &= ~(PRD_BC_ALLOC | PRD_BC_DEFERRED);
-  prd__annot_object_in(cp, bufctl_buf(cp, bcp));   /* before the freelist word is written */
-  bcp->bc_next = sp->slab_head;
-  sp->slab_head = bcp;
-  sp->slab_refcnt--;
-  cp->cache_frees++;
-  cp->cache_bufs_inuse--;
-}
-
 /* Small layout: whether the buffer of link word bcp is on a freelist of its slab already, i.e.
  * coming back again is a double free (section 4; malloc's double frees without debugging,
  * src/malloc.c section 4).  A free buffer's link word is NULL or the link word of another
@@ -706,7 +585,7 @@ static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
     return true;
   prd_bufctl_t *w = bcp->bc_next;
   prd__annot_defined(&w, sizeof(w));   /* user data may be undefined for memcheck */
-  if (w != NULL && small_slab(cp, w) != sp)
+  if (w != NULL && prd__slab_small(cp, w) != sp)
     return false;
   const prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
   for (int h = 0; h < 2; h++) {
@@ -740,7 +619,7 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       bcp->bc_flags &= ~PRD_BC_ALLOC;
       sp = bcp->bc_slab;
     } else {
-      sp = small_slab(cp, buf);
+      sp = prd__slab_small(cp, buf);
       if (prd_unlikely(sp->slab_cache != cp)) {
         pthread_mutex_unlock(&cp->cache_lock);
         prd__debug_bad_free(cp, buf, NULL);
@@ -756,7 +635,7 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
         continue;
       }
     }
-    slab_put(cp, sp, bcp);
+    prd__slab_put(cp, sp, bcp);
     if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
       /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
       slab_detach(cp, sp);
@@ -765,7 +644,7 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       pthread_mutex_lock(&cp->cache_lock);
       continue;
     }
-    slab_relist(cp, sp);
+    prd__slab_relist(cp, sp);
   }
   pthread_mutex_unlock(&cp->cache_lock);
 }
@@ -773,294 +652,6 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
 void prd__slab_free(prd_cache_t *cp, void *buf)
 {
   prd__slab_free_bulk(cp, &buf, 1);
-}
-
-/* ---- latent slabs (section 10; seed 001 §4.1, Algorithm 1 lines 17-21, 49-59) ------------ */
-/* A buffer of a small-layout slab -> its index in the slab (for the latent bitmap). */
-static inline size_t lat_index(const prd_cache_t *cp, const prd_slab_t *sp, const void *buf)
-{
-  return (size_t)((const char *)buf - (sp->slab_base + sp->slab_color)) / cp->cache_chunksize;
-}
-
-/* Generation g of sp has ended its grace period: its buffers become free (lock held). */
-static void lat_merge_gen(prd_cache_t *cp, prd_slab_t *sp, int g)
-{
-  uint32_t n = sp->slab_lat_n[g];
-  if (cp->cache_flags & PRD_CF_HASH) {
-    prd_bufctl_t *bcp = sp->slab_lat_list[g];
-    while (bcp != NULL) {
-      prd_bufctl_t *next = bcp->bc_next;
-      bcp->bc_flags &= ~(PRD_BC_ALLOC | PRD_BC_DEFERRED);
-      prd__annot_object_in(cp, bcp->bc_addr);
-      bcp->bc_next = sp->slab_head;
-      sp->slab_head = bcp;
-      bcp = next;
-    }
-    sp->slab_lat_list[g] = NULL;
-  } else {
-    uint64_t *map = lat_map(cp, sp, g);
-    char *first = sp->slab_base + sp->slab_color;
-    for (size_t w = 0; w < cp->cache_lat_words; w++) {
-      uint64_t bits = map[w];
-      map[w] = 0;
-      while (bits != 0) {
-        size_t k = w * 64 + (size_t)__builtin_ctzll(bits);
-        bits &= bits - 1;
-        char *buf = first + k * cp->cache_chunksize;
-        prd__annot_object_in(cp, buf);   /* before the freelist word is written */
-        prd_bufctl_t *bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
-        bcp->bc_next = sp->slab_head;
-        sp->slab_head = bcp;
-      }
-    }
-  }
-  sp->slab_lat_n[g] = 0;
-  if (slab_ndeferred(sp) == 0)
-    link_remove(&sp->slab_lat_link);
-  sp->slab_refcnt -= n;
-  cp->cache_frees += n;
-  cp->cache_bufs_inuse -= n;
-  __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - n, __ATOMIC_RELAXED);
-  cp->cache_lat_slab_merges += n;
-}
-
-/* Merges the generations of sp whose grace period has ended; true if any did (lock held).
- * The slab may change lists. */
-static bool lat_merge_safe(prd_cache_t *cp, prd_slab_t *sp)
-{
-  bool any = false;
-  for (int g = 0; g < 2; g++)
-    if (sp->slab_lat_n[g] != 0 && prd__defer_safe(sp->slab_lat_gp[g])) {
-      lat_merge_gen(cp, sp, g);
-      any = true;
-    }
-  if (any) {
-    slab_relist(cp, sp);
-    if (sp->slab_bucket == PRD_SLAB_ON_FREE && slab_ndeferred(sp) == 0) {
-      link_remove(&sp->slab_link);   /* truly free now: to the head (slab_link) */
-      link_insert_head(&cp->cache_free, &sp->slab_link);
-    }
-  }
-  return any;
-}
-
-/* Records buf (allocated from sp) as deferred with state gp (lock held): the generation with
- * the same state, else a free generation.  Section 10's bound: a buffer never joins a
- * generation with a later state.  Returns LAT_BAD on a bad deferral (reported by the
- * caller), LAT_SAFE when gp has ended already (the caller frees the buffer), else LAT_ADDED. */
-enum { LAT_BAD, LAT_ADDED, LAT_SAFE };
-static int lat_add(prd_cache_t *cp, prd_slab_t *sp, void *buf, prd_bufctl_t *bcp, prd_gp_t gp)
-{
-  int g;
-  if (sp->slab_lat_n[0] != 0 && sp->slab_lat_gp[0] == gp) {
-    g = 0;
-  } else if (sp->slab_lat_n[1] != 0 && sp->slab_lat_gp[1] == gp) {
-    g = 1;
-  } else {
-    /* a new state: poll it here, under the lock, then the two generations, whose states
-     * were all handed out before this poll.  At most two states are unsafe at any instant
-     * (rcu.c §4: get_state is at most one grace period past the one in progress), so if gp
-     * is unsafe, one of the generations has ended (three unsafe answers would mean three
-     * unsafe states at the time of the first poll) */
-    if (prd__defer_safe(gp))
-      return LAT_SAFE;
-    (void)lat_merge_safe(cp, sp);
-    if (sp->slab_lat_n[0] == 0)
-      g = 0;
-    else if (sp->slab_lat_n[1] == 0)
-      g = 1;
-    else {
-      /* unreachable by the argument above; stay correct anyway: wait for the later state */
-      PRD_ASSERT(!"three unsafe grace-period states");
-      g = sp->slab_lat_gp[0] > sp->slab_lat_gp[1] ? 0 : 1;
-      if (gp > sp->slab_lat_gp[g])
-        sp->slab_lat_gp[g] = gp;
-      gp = sp->slab_lat_gp[g];
-    }
-  }
-  if (cp->cache_flags & PRD_CF_HASH) {
-    bcp->bc_flags |= PRD_BC_DEFERRED;
-    bcp->bc_next = sp->slab_lat_list[g];
-    sp->slab_lat_list[g] = bcp;
-  } else {
-    size_t k = lat_index(cp, sp, buf);
-    uint64_t *map = lat_map(cp, sp, g);
-    uint64_t *other = lat_map(cp, sp, 1 - g);
-    uint64_t bit = 1ull << (k % 64);
-    if ((map[k / 64] | other[k / 64]) & bit)
-      return LAT_BAD;   /* deferred twice */
-    map[k / 64] |= bit;
-  }
-  if (slab_ndeferred(sp) == 0)   /* joins the FIFO of latent slabs at the tail */
-    link_insert_head(cp->cache_latent.sl_prev, &sp->slab_lat_link);
-  sp->slab_lat_gp[g] = gp;
-  sp->slab_lat_n[g]++;
-  __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs + 1, __ATOMIC_RELAXED);
-  if (gp > cp->cache_lat_maxgp)
-    cp->cache_lat_maxgp = gp;
-  return LAT_ADDED;
-}
-
-/* Puts n deferred buffers, all with state gp, into their latent slabs under one hold of
- * cache_lock (Algorithm 1 line 50, a batch at a time), moving each slab ahead of time
- * (lines 52-57).  A buffer whose state has already ended goes straight back to its slab.
- * Returns how many were safe already (freed at once). */
-size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp)
-{
-  bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
-  bool safe = prd__defer_safe(gp);
-  if (safe) {
-    prd__slab_free_bulk(cp, bufs, n);
-    return n;
-  }
-  pthread_mutex_lock(&cp->cache_lock);
-  for (size_t i = 0; i < n; i++) {
-    void *buf = bufs[i];
-    prd_slab_t *sp;
-    prd_bufctl_t *bcp = NULL;
-    bool ok;
-    if (hash) {
-      bcp = prd__slab_hash_find(cp, buf);
-      ok = bcp != NULL && (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) == PRD_BC_ALLOC;
-      sp = ok ? bcp->bc_slab : NULL;
-    } else {
-      sp = small_slab(cp, buf);
-      ok = sp->slab_cache == cp &&
-           (size_t)((char *)buf - (sp->slab_base + sp->slab_color)) % cp->cache_chunksize == 0;
-    }
-    if (ok) {
-      uint32_t before = sp->slab_bucket;
-      int r = lat_add(cp, sp, buf, bcp, gp);
-      ok = r != LAT_BAD;
-      if (r == LAT_SAFE) {
-        slab_put(cp, sp, bcp != NULL ? bcp
-                                     : (prd_bufctl_t *)((char *)buf + cp->cache_link_off));
-        slab_relist(cp, sp);
-      } else if (r == LAT_ADDED) {
-        slab_relist(cp, sp);
-        /* pre-movement: full -> partial at deferral, or onto the free list when every
-         * allocated buffer is deferred (lines 54-57) */
-        if (sp->slab_bucket != before &&
-            (before == PRD_SLAB_ON_FULL || sp->slab_bucket == PRD_SLAB_ON_FREE))
-          cp->cache_lat_premoves++;
-      }
-    }
-    if (prd_unlikely(!ok)) {
-      pthread_mutex_unlock(&cp->cache_lock);
-      prd__error("cache %s: prd_cache_free_deferred(%p): not a buffer allocated from this "
-                 "cache, or deferred twice (ignored)", cp->cache_name, buf);
-      pthread_mutex_lock(&cp->cache_lock);
-    }
-  }
-  pthread_mutex_unlock(&cp->cache_lock);
-  return 0;
-}
-
-/* Merges every latent-slab generation whose grace period has ended; returns how many
- * buffers came back (the out-of-memory path, destroy, tests). */
-size_t prd__slab_lat_merge_all(prd_cache_t *cp)
-{
-  pthread_mutex_lock(&cp->cache_lock);
-  uint64_t before = cp->cache_lat_slab_merges;
-  for (size_t i = 0; i < PRD_SLAB_NLISTS && cp->cache_lat_slab_objs != 0; i++) {
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
-    /* a merge moves the slab to the head of another list: the saved next stays valid */
-    for (prd_slab_link_t *l = list->sl_next, *next; l != list; l = next) {
-      next = l->sl_next;
-      prd_slab_t *sp = link_slab(l);
-      if (slab_ndeferred(sp) != 0)
-        (void)lat_merge_safe(cp, sp);
-    }
-  }
-  size_t merged = (size_t)(cp->cache_lat_slab_merges - before);
-  pthread_mutex_unlock(&cp->cache_lock);
-  return merged;
-}
-
-/* How many buffers wait in the latent slabs of cp, and the latest state among them. */
-uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp)
-{
-  pthread_mutex_lock(&cp->cache_lock);
-  uint64_t n = cp->cache_lat_slab_objs;
-  *maxgp = cp->cache_lat_maxgp;
-  pthread_mutex_unlock(&cp->cache_lock);
-  return n;
-}
-
-/* Refill slab choice with deferred buffers in the cache (Algorithm 1 lines 17-21, Fig. 5).
- * Among the first PRD_LAT_SCAN partial slabs (fewest free first), whose safe generations
- * are merged on the way, take the one with the most live (allocated, not deferred) buffers
- * that has a buffer to hand out now: refilling from it leaves the slabs that are about to
- * empty alone, so their pages can go back (less total fragmentation).  A slab whose
- * allocated buffers are mostly deferred is passed over while anything else, a free slab
- * included, can serve; it is taken only before growing the cache. */
-#define PRD_LAT_SCAN 10   /* seed 001 §5.4: "traverses the first 10 slabs": latency vs choice */
-static prd_slab_t *lat_pick(prd_cache_t *cp)
-{
-  /* first the oldest latent slabs whose grace period has ended, from the head of the FIFO
-   * (one poll when the head is not safe yet, as UMA polls its first bucket) */
-  for (uint64_t budget = cp->cache_lat_slab_objs; budget != 0 &&
-       !link_empty(&cp->cache_latent); budget--) {
-    prd_slab_link_t *l = cp->cache_latent.sl_next;
-    prd_slab_t *sp = (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_lat_link));
-    if (!lat_merge_safe(cp, sp))
-      break;
-    if (slab_ndeferred(sp) != 0) {   /* its newer generation waits: to the tail */
-      link_remove(l);
-      link_insert_head(cp->cache_latent.sl_prev, l);
-    }
-  }
-  if (cp->cache_lat_slab_objs == 0)
-    return slab_pick(cp);
-  prd_slab_t *cand[PRD_LAT_SCAN];
-  size_t nc = 0;
-  for (uint64_t map = cp->cache_partial_map; map != 0 && nc < PRD_LAT_SCAN; map &= map - 1) {
-    prd_slab_link_t *list = &cp->cache_partial[__builtin_ctzll(map)];
-    for (prd_slab_link_t *l = list->sl_next; l != list && nc < PRD_LAT_SCAN; l = l->sl_next)
-      cand[nc++] = link_slab(l);
-  }
-  prd_slab_t *best = NULL, *mostly = NULL;
-  uint32_t best_live = 0;
-  for (size_t i = 0; i < nc; i++) {
-    prd_slab_t *sp = cand[i];
-    if (slab_ndeferred(sp) != 0)
-      (void)lat_merge_safe(cp, sp);
-    if (sp->slab_head == NULL && sp->slab_fresh == NULL)
-      continue;   /* its free buffers are all still deferred */
-    uint32_t live = sp->slab_refcnt - slab_ndeferred(sp);
-    if (slab_ndeferred(sp) * 2 > sp->slab_refcnt) {   /* mostly deferred */
-      if (mostly == NULL)
-        mostly = sp;
-      continue;
-    }
-    if (best == NULL || live > best_live) {
-      best = sp;
-      best_live = live;
-    }
-  }
-  if (best != NULL) {
-    if (mostly != NULL)
-      cp->cache_lat_skips++;
-    return best;
-  }
-  /* a free slab: one with no deferred buffer, else one whose deferred buffers are safe */
-  prd_slab_t *partly = NULL;
-  size_t seen = 0;
-  for (prd_slab_link_t *l = cp->cache_free.sl_next, *next; l != &cp->cache_free &&
-       seen < PRD_LAT_SCAN; l = next, seen++) {
-    next = l->sl_next;
-    prd_slab_t *sp = link_slab(l);
-    if (slab_ndeferred(sp) != 0)
-      (void)lat_merge_safe(cp, sp);
-    if (slab_ndeferred(sp) == 0) {
-      if (mostly != NULL)
-        cp->cache_lat_skips++;
-      return sp;
-    }
-    if (partly == NULL && (sp->slab_head != NULL || sp->slab_fresh != NULL))
-      partly = sp;
-  }
-  return mostly != NULL ? mostly : partly;
 }
 
 /* ---- creating and destroying caches --------------------------------------------------------- */
@@ -1085,7 +676,7 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
     chunk = PRD_P2ROUNDUP(size, sizeof(void *)) + sizeof(void *);   /* the reserved word */
   else
     chunk = PRD_MAX(size, sizeof(void *));
-  /* the call_rcu path's head after everything else (section 10): a deferred buffer is not
+  /* the call_rcu path's head after everything else (section 9): a deferred buffer is not
    * free, so it may share the freelist word's place */
   size_t head = (f & PRD_CF_DEFERHEAD) ? sizeof(prd_defer_head_t) : 0;
   if (head != 0) {
@@ -1114,7 +705,7 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
       PRD_ISP2(unit) && (unit - sizeof(prd_slab_t)) / chunk <= PRD_SLAB_MAX_SMALL) {
     slabsize = unit;
     avail = unit - sizeof(prd_slab_t);
-    /* the latent bitmaps, two generations of one bit per buffer (section 10): deferred
+    /* the latent bitmaps, two generations of one bit per buffer (section 9): deferred
      * buffers cannot be linked through their own memory, readers may still read it */
     cp->cache_lat_words = (avail / chunk + 63) / 64;
     avail -= 2 * cp->cache_lat_words * sizeof(uint64_t);
@@ -1258,9 +849,9 @@ void prd__slab_cache_fini(prd_cache_t *cp)
         }
   prd_slab_link_t *chain = NULL;
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
-    while (!link_empty(list)) {
-      prd_slab_t *sp = link_slab(list->sl_next);
+    prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
+    while (!prd__slab_link_empty(list)) {
+      prd_slab_t *sp = prd__slab_of_link(list->sl_next);
       slab_detach(cp, sp);
       sp->slab_link.sl_next = chain;
       chain = &sp->slab_link;
@@ -1288,11 +879,11 @@ void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
 void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 {
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    if (list_id(i) == PRD_SLAB_ON_FREE)
+    if (prd__slab_list_id(i) == PRD_SLAB_ON_FREE)
       continue;
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
     for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
-      prd_slab_t *sp = link_slab(l);
+      prd_slab_t *sp = prd__slab_of_link(l);
       char *first = sp->slab_base + sp->slab_color;
       if (cp->cache_flags & PRD_CF_HASH) {
         for (uint32_t k = 0; k < sp->slab_chunks; k++) {
@@ -1312,7 +903,7 @@ void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
       prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
       for (int h = 0; h < 2; h++)
         for (prd_bufctl_t *bcp = heads[h]; bcp != NULL; bcp = bcp->bc_next) {
-          size_t k = (size_t)((char *)bufctl_buf(cp, bcp) - first) / cp->cache_chunksize;
+          size_t k = (size_t)((char *)prd__slab_bufctl_buf(cp, bcp) - first) / cp->cache_chunksize;
           if (k < PRD_SLAB_MAX_SMALL)
             freemap[k / 64] |= 1ull << (k % 64);
         }
@@ -1327,9 +918,9 @@ void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 void *prd__slab_containing(prd_cache_t *cp, const void *addr)
 {
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
     for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
-      prd_slab_t *sp = link_slab(l);
+      prd_slab_t *sp = prd__slab_of_link(l);
       char *first = sp->slab_base + sp->slab_color;
       char *end = first + (size_t)sp->slab_chunks * cp->cache_chunksize;
       if ((const char *)addr >= first && (const char *)addr < end)
@@ -1391,16 +982,17 @@ int prd__cache_check(prd_cache_t *cp)
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0, latent = 0;
   for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
-    CHECK_INV(link_empty(&cp->cache_partial[b]) == !(cp->cache_partial_map & (1ull << b)));
+    CHECK_INV(prd__slab_link_empty(&cp->cache_partial[b]) ==
+              !(cp->cache_partial_map & (1ull << b)));
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    uint32_t id = list_id(i);
-    prd_slab_link_t *list = slab_list(cp, id);
+    uint32_t id = prd__slab_list_id(i);
+    prd_slab_link_t *list = prd__slab_list(cp, id);
     for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
       CHECK_INV(l->sl_next->sl_prev == l);
-      prd_slab_t *sp = link_slab(l);
+      prd_slab_t *sp = prd__slab_of_link(l);
       CHECK_INV(sp->slab_cache == cp);
       CHECK_INV(sp->slab_bucket == id);
-      CHECK_INV(slab_target(cp, sp) == id);
+      CHECK_INV(prd__slab_target(cp, sp) == id);
       CHECK_INV(sp->slab_chunks == cp->cache_chunks);
       CHECK_INV(sp->slab_color <= cp->cache_maxcolor);
       if (id == PRD_SLAB_ON_FULL)
@@ -1410,14 +1002,14 @@ int prd__cache_check(prd_cache_t *cp)
       else
         npartial++;
       if (!(cp->cache_flags & PRD_CF_HASH))
-        CHECK_INV(small_slab(cp, sp->slab_base) == sp);
+        CHECK_INV(prd__slab_small(cp, sp->slab_base) == sp);
       uint32_t nfreebufs = 0;
       char *first = sp->slab_base + sp->slab_color;
       prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
       for (int h = 0; h < 2; h++)
         for (prd_bufctl_t *bcp = heads[h]; bcp != NULL && nfreebufs <= sp->slab_chunks;
              bcp = bcp->bc_next) {
-          char *buf = bufctl_buf(cp, bcp);
+          char *buf = prd__slab_bufctl_buf(cp, bcp);
           CHECK_INV(buf >= first && (size_t)(buf - first) % cp->cache_chunksize == 0 &&
                     (size_t)(buf - first) / cp->cache_chunksize < sp->slab_chunks);
           if (cp->cache_flags & PRD_CF_HASH) {
@@ -1429,8 +1021,8 @@ int prd__cache_check(prd_cache_t *cp)
         }
       if (!(cp->cache_flags & PRD_CF_SLABCTOR))
         CHECK_INV(sp->slab_fresh == NULL);
-      /* the latent slab (section 10) */
-      CHECK_INV(slab_ndeferred(sp) <= sp->slab_refcnt);
+      /* the latent slab (section 9) */
+      CHECK_INV(prd__slab_ndeferred(sp) <= sp->slab_refcnt);
       for (int g = 0; g < 2; g++) {
         uint32_t cnt = 0;
         if (cp->cache_flags & PRD_CF_HASH) {
@@ -1441,13 +1033,13 @@ int prd__cache_check(prd_cache_t *cp)
             cnt++;
           }
         } else if (cp->cache_lat_words != 0) {
-          uint64_t *map = lat_map(cp, sp, g);
+          uint64_t *map = prd__slab_lat_map(cp, sp, g);
           for (size_t w = 0; w < cp->cache_lat_words; w++)
             cnt += (uint32_t)__builtin_popcountll(map[w]);
         }
         CHECK_INV(cnt == sp->slab_lat_n[g]);
       }
-      latent += slab_ndeferred(sp);
+      latent += prd__slab_ndeferred(sp);
       CHECK_INV(nfreebufs + sp->slab_refcnt == sp->slab_chunks);
       if (cp->cache_flags & PRD_CF_HASH) {
         uint32_t alloc = 0;
@@ -1469,8 +1061,8 @@ int prd__cache_check(prd_cache_t *cp)
   uint64_t latent_fifo = 0;
   for (prd_slab_link_t *l = cp->cache_latent.sl_next; l != &cp->cache_latent; l = l->sl_next) {
     prd_slab_t *sp = (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_lat_link));
-    CHECK_INV(slab_ndeferred(sp) != 0);
-    latent_fifo += slab_ndeferred(sp);
+    CHECK_INV(prd__slab_ndeferred(sp) != 0);
+    latent_fifo += prd__slab_ndeferred(sp);
   }
   CHECK_INV(latent_fifo == latent);
   CHECK_INV(npartial == cp->cache_npartial);
