@@ -8,8 +8,8 @@
  *    debug flags.  This file creates and destroys caches layer by layer, is the door through
  *    which objects leave for the user and come back, keeps the list of all caches (for
  *    reaps, statistics, leak reports and fork), and decides what an allocation does when the
- *    source is out of memory.  No layer below calls into this file; the two places where one
- *    must enter it are hooks this file sets at its first use (section 5): the slab layer's
+ *    source is out of memory.  Where a layer below must enter this file's work, it goes
+ *    through a hook this file sets at its first use (section 5): the slab layer's
  *    out-of-memory hook and debug.c's stray-pointer hook.
  *
  * 2. An allocation and a free through the layers.
@@ -20,8 +20,8 @@
  *    The hit paths are the magazine layer's inline ones (magazine.h): this file adds only the
  *    NULL-cache test and one test of cache_flags (prd__cache_slow_front, internal.h) that
  *    sends a debugging cache out of line.  The debug hooks run at the boundary between the
- *    user and the layers, so an object parked in a magazine is free for the checks, and a
- *    layer that hands an object to the user from elsewhere (defer.c's refill) meets them too.
+ *    user and the layers, so an object parked in a magazine is free for the checks, and every
+ *    object meets them whichever layer below serves it.
  *    Deferred frees (prd_cache_free_deferred) enter Prudence directly (defer.c): its latent
  *    generations live in the same CPU caches.
  *
@@ -34,15 +34,16 @@
  *    list, every magazine back to the slabs, the buffers still allocated reported (with
  *    their stacks when audited), then the slab layer's part (prd__slab_cache_fini).
  *
- * 4. Reclaim (002 §3.4, seed 004 §3.5).  A reap of a cache returns the depot's magazines
- *    outside its working set to the slabs first, then the slab layer's free slabs outside
- *    its working set to the source (prd__slab_reap).  prd_reap reaps every cache after taking
- *    back the magazines parked in other threads' caches.  Out of memory (the slab layer's
- *    hook, section 5) an allocation applies its flags: deferred objects wait for their grace
- *    period first (seed 001 Algorithm 1 lines 31-32, defer.c), at most twice; then
- *    PRD_NOSLEEP fails; PRD_SLEEP calls every cache's reclaim callback, reaps every cache of
- *    all its free slabs (the working set is a hedge against thrashing; failing an allocation
- *    is worse) and retries once; PRD_NOFAIL repeats through the nofail callback.
+ * 4. Reclaim (002 §3.4; the working sets of seed 004 and libumem).  A reap of a cache
+ *    returns the depot's magazines outside its working set to the slabs first, then the slab
+ *    layer's free slabs outside its working set to the source (prd__slab_reap).  prd_reap
+ *    reaps every cache after taking back the magazines parked in other threads' caches.
+ *    Out of memory (the slab layer's hook, section 5) an allocation applies its flags:
+ *    deferred objects wait for their grace period first (seed 001 Algorithm 1 lines 31-32,
+ *    defer.c), at most twice; then PRD_NOSLEEP fails; PRD_SLEEP calls every cache's reclaim
+ *    callback, reaps every cache of all its free slabs (the working set is a hedge against
+ *    thrashing; failing an allocation is worse) and retries once; PRD_NOFAIL repeats through
+ *    the nofail callback.
  *
  * 5. Hooks this file sets (once, at its first use, before any user cache exists):
  *    - prd__slab_set_oom_hook(cache_oom): the slab layer found no slab and the source no
@@ -465,7 +466,7 @@ int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   return 0;
 }
 
-/* ---- debugging that walks caches (section 6) -------------------------------------------------- */
+/* ---- debugging that walks caches (section 6) ------------------------------------------------ */
 /* The buffers still allocated in a cache being destroyed (cache_lock held). */
 static void cache_report_live(prd_cache_t *cp)
 {
