@@ -24,6 +24,7 @@ call_rcu vmem
 debug
 slab
 magazine
+latent
 defer
 cache
 malloc

@@ -2,9 +2,10 @@
  * debug.c: debugging of object caches (Bonwick 1994, seed 002 §6; libumem's names and
  * patterns).  Its reports go through report.c.
  *
- * 1. Where.  slab.c tests one word (cache_flags & PRD_CF_DEBUG) on its fast paths and calls
- *    prd__debug_alloc when an object leaves the cache for the user and prd__debug_free when
- *    it comes back, from whichever layer serves it.  Every buffer-debugging cache uses the
+ * 1. Where.  The front end (cache.c) tests one word (cache_flags & PRD_CF_DEBUG) on its fast
+ *    paths and calls prd__debug_alloc when an object leaves the cache for the user and
+ *    prd__debug_free when it comes back, from whichever layer serves it (defer.c calls the
+ *    deferred forms).  Every buffer-debugging cache uses the
  *    large layout: its bufctls are external and all in the hash table, so every free is
  *    looked up (freed-address verification, 002 §6.2, "the large-object threshold set to
  *    zero") and no freelist word lives in the buffer, which the patterns may then cover.
@@ -32,8 +33,21 @@
  * 6. Page-per-buffer (002 §6.6): each buffer starts a page and is followed by an
  *    inaccessible guard page; a free buffer's pages are inaccessible too, so use after free
  *    and overruns past the page fault at the faulting instruction.
- * 7. Leaks (002 §6.7): prd_leak_report walks every cache's allocated buffers; with auditing
- *    it prints each one's age and allocation stack and skips the young ones.
+ * 7. Leaks (002 §6.7): prd_leak_report (cache.c) walks every cache's allocated buffers and
+ *    this file prints each (prd__debug_live_buf); with auditing, its age and allocation stack,
+ *    and the young ones are skipped.  A cache destroyed with buffers allocated lists them so.
+ * 8. Layering.  This file is buffer-level debugging and sits below the slab layer: the slab
+ *    layer calls it when a debugging cache's slab is made or destroyed (section 6's guard
+ *    pages, section 2's first fill, the tags of section 3), to quarantine a freed slab
+ *    (section 5) and to report a bad free.  It knows no list of caches and walks no slab: it
+ *    finds a buffer's bufctl with the slab layer's inline hash lookup (internal.h), and what
+ *    walks caches or slabs lives in the front end above it (cache.c: the leak report, the
+ *    live-buffer list at destroy, purging magazines before a leak walk).  One hook enters the
+ *    front end: the stray-pointer hook (prd__debug_set_locate, set by cache.c at its first
+ *    use), which finds, for a bad free of a pointer that starts no buffer, the buffer of its
+ *    cache that holds it or another cache that does; without it the report says only "not a
+ *    buffer of this cache".  A constructor that fails in prd__debug_alloc hands the buffer
+ *    back to the caller, which frees it to the slab layer.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -54,12 +68,13 @@
 #define PRD_UNMAP_QUARANTINE 64   /* slabs held inaccessible: a stale access faults during
                                      the next 64 slab frees, while the address space held
                                      (64 slabs, decommitted) stays small */
-#define PRD_LIVE_LISTED      16   /* live buffers listed at cache destroy (as vmem's leaks):
-                                     enough to see the pattern, then a count */
+
+static prd__debug_locate_fn *_Atomic dbg_locate;   /* cache.c's stray-pointer hook */
+
+#define dline prd__debug_line   /* the short name this file uses */
 
 /* One line of a report: to stderr through prd__report when fd < 0, else to fd. */
-static void dline(int fd, const char *fmt, ...) PRD_PRINTF(2, 3);
-static void dline(int fd, const char *fmt, ...)
+void prd__debug_line(int fd, const char *fmt, ...)
 {
   char line[768];
   va_list ap;
@@ -249,12 +264,7 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
       fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
     if (f & PRD_CACHE_PAGEBUF)
       (void)prd__os_protect_none(buf, dbg_buf_pages(cp));
-    prd__slab_free(cp, buf);
-    pthread_mutex_lock(&cp->cache_lock);
-    cp->cache_alloc_fails++;
-    pthread_mutex_unlock(&cp->cache_lock);
-    errno = ENOMEM;
-    return NULL;
+    return NULL;   /* the caller frees it to the slab layer and counts the failure */
   }
   return buf;
 }
@@ -346,25 +356,9 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
 }
 
 /* ---- bad frees ------------------------------------------------------------------------------ */
-struct owner_find {
-  const void *of_addr;
-  const prd_cache_t *of_skip;
-  char of_name[PRD_CACHE_NAME_MAX];
-  void *of_buf;
-};
-
-static void owner_probe(void *arg, prd_cache_t *cp)
+void prd__debug_set_locate(prd__debug_locate_fn *fn)
 {
-  struct owner_find *of = arg;
-  if (cp == of->of_skip || of->of_buf != NULL)
-    return;
-  pthread_mutex_lock(&cp->cache_lock);
-  void *b = prd__slab_containing(cp, of->of_addr);
-  pthread_mutex_unlock(&cp->cache_lock);
-  if (b != NULL) {
-    of->of_buf = b;
-    memcpy(of->of_name, cp->cache_name, sizeof(of->of_name));
-  }
+  atomic_store_explicit(&dbg_locate, fn, memory_order_release);
 }
 
 void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
@@ -375,12 +369,11 @@ void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
     prd__report_done();
     return;
   }
-  pthread_mutex_lock(&cp->cache_lock);
-  char *start = prd__slab_containing(cp, buf);
+  /* where the pointer lies: cache.c looks in the slabs and the caches (section 8) */
+  prd__debug_locate_fn *locate = atomic_load_explicit(&dbg_locate, memory_order_acquire);
+  char owner[PRD_CACHE_NAME_MAX] = { 0 };
   prd_bufctl_t *sbcp = NULL;
-  if (start != NULL && (cp->cache_flags & PRD_CF_HASH))
-    sbcp = prd__slab_hash_find(cp, start);
-  pthread_mutex_unlock(&cp->cache_lock);
+  char *start = locate != NULL ? locate(cp, buf, &sbcp, owner) : NULL;
   if (start != NULL) {
     dline(-1, "cache %s: bad free of %p: not the start of a buffer (offset %#zx into buffer %p)",
           cp->cache_name, buf, (size_t)((const char *)buf - start), (void *)start);
@@ -388,27 +381,19 @@ void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
     prd__report_done();
     return;
   }
-  struct owner_find of = { buf, cp, { 0 }, NULL };
-  prd__cache_foreach(owner_probe, &of);
-  if (of.of_buf != NULL)
+  if (owner[0] != '\0')
     dline(-1, "cache %s: bad free of %p: it is a buffer of cache %s, not of this cache",
-          cp->cache_name, buf, of.of_name);
+          cp->cache_name, buf, owner);
   else
     dline(-1, "cache %s: bad free of %p: not a buffer of this cache", cp->cache_name, buf);
   prd__report_done();
 }
 
 /* ---- live buffers and leaks ----------------------------------------------------------------- */
-struct live_ctx {
-  int lc_fd;
-  uint64_t lc_now;
-  uint64_t lc_min_age_ns;
-  size_t lc_listed, lc_limit, lc_seen;
-};
-
-static void live_buf(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp)
+/* One buffer of a live-buffer report (cache.c walks the caches and their slabs). */
+void prd__debug_live_buf(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp)
 {
-  struct live_ctx *lc = arg;
+  prd__debug_live_t *lc = arg;
   const prd_audit_tx_t *last = NULL;
   if (bcp != NULL && (cp->cache_flags & PRD_CACHE_AUDIT)) {
     prd_bufctl_audit_t *bca = (prd_bufctl_audit_t *)bcp;
@@ -430,42 +415,6 @@ static void live_buf(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp)
     dline(lc->lc_fd, "cache %s: buffer=%p bufctl=%p still allocated (no audit: age and stack "
           "unknown)", cp->cache_name, buf, (void *)bcp);
   }
-}
-
-void prd__debug_report_live(prd_cache_t *cp)
-{
-  struct live_ctx lc = { -1, prd__now_ns(), 0, 0, PRD_LIVE_LISTED, 0 };
-  dline(-1, "cache %s: destroyed with %llu buffers still allocated:", cp->cache_name,
-        (unsigned long long)cp->cache_bufs_inuse);
-  prd__cache_walk_allocated(cp, live_buf, &lc);
-  if (lc.lc_seen > lc.lc_listed)
-    dline(-1, "cache %s: ... and %zu more", cp->cache_name, lc.lc_seen - lc.lc_listed);
-}
-
-static void leak_cache(void *arg, prd_cache_t *cp)
-{
-  if (cp->cache_flags & PRD_CF_INTERNAL)
-    return;
-  pthread_mutex_lock(&cp->cache_lock);
-  prd__cache_walk_allocated(cp, live_buf, arg);
-  pthread_mutex_unlock(&cp->cache_lock);
-}
-
-size_t prd_leak_report(FILE *fp, double older_than_seconds)
-{
-  prd__mag_purge_all();   /* objects parked in magazines are free, not leaked */
-  prd__slab_init();
-  if (fp == NULL)
-    fp = stderr;
-  if (!(older_than_seconds >= 0))
-    older_than_seconds = 0;
-  fflush(fp);
-  struct live_ctx lc = { fileno(fp), prd__now_ns(), (uint64_t)(older_than_seconds * 1e9), 0,
-                         SIZE_MAX, 0 };
-  prd__cache_foreach(leak_cache, &lc);
-  dline(lc.lc_fd, "leak report: %zu buffers allocated for at least %.3f s", lc.lc_seen,
-        older_than_seconds);
-  return lc.lc_seen;
 }
 
 /* ---- synchronous unmapping: the quarantine -------------------------------------------------- */

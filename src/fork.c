@@ -7,10 +7,10 @@
  *    by another thread stays held for good.  So prepare takes every lock of the process in
  *    one order before fork, and parent and child release them after; each layer owns its
  *    locks and exports the functions that take and release them (rcu.c §8, vmem.c §15,
- *    slab.c, debug.c, maint.c §5, magazine.c §11, thread.c §5), and only this file knows the
- *    order in which they are called, malloc.c's start-up lock (the first of the allocator's)
- *    included.  One registration: two handlers taking one mutex would deadlock the forking
- *    thread, so no other file registers its own.
+ *    slab.c, cache.c §7, debug.c, maint.c §5, magazine.c §11, thread.c §5), and only this file
+ *    knows the order in which they are called, malloc.c's start-up lock (the first of the
+ *    allocator's) included.  One registration: two handlers taking one mutex would deadlock
+ *    the forking thread, so no other file registers its own.
  *    The registration is a constructor, so a fork before any cache exists finds every lock
  *    consistent too.  No file calls into this one, so each file with fork functions names
  *    prd__fork_anchor (PRD__FORK_LINK, internal.h): a static link that takes the file takes
@@ -21,7 +21,7 @@
  *          -> rcu drv_lock -> src_lock -> wrk_lock -> cbq_lock
  *          -> malloc_init_lock (malloc.c §6)
  *          -> vmem heap_lock -> vmem_qcache_lock -> magazine.c §12's order
- *             (maint_lock -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
+ *             (maint_lock -> mag_reap_lock -> cache_reap_lock -> cache_list_lock
  *              -> mag_registry_lock -> every tc_lock -> every cache_lock -> mag_id_lock
  *              -> every dp_lock)
  *          -> debug dbg_qlock -> vmem_list_lock -> every arena's vm_lock
@@ -128,9 +128,9 @@ static void fork_prepare(void)
   prd__vmem_fork_prepare_early();
   prd__maint_fork_prepare();
   prd__mag_fork_prepare_reap();
-  prd__slab_fork_prepare();
+  prd__cache_fork_prepare();
   prd__mag_fork_prepare_threads();
-  prd__slab_fork_prepare_caches();
+  prd__cache_fork_prepare_caches();
   prd__mag_fork_prepare_depots();
   prd__debug_fork_prepare();
   prd__vmem_fork_prepare();
@@ -142,7 +142,7 @@ static void fork_release(void)
 {
   prd__debug_fork_release();
   prd__mag_fork_release_depots();
-  prd__slab_fork_release();
+  prd__cache_fork_release();
   prd__mag_fork_release_threads();
   prd__mag_fork_release_reap();
   prd__maint_fork_release();

@@ -69,8 +69,16 @@ void prd__options_foreach(void (*fn)(void *arg, const char *name, long def, cons
 /* PRUDENCE_DEBUG's list of feature names -> PRD_CACHE_* bits; bad names reported as `src`. */
 long prd__debug_parse(const char *list, const char *src);
 
-/* ---- slab.c: object caches (the slab layer proper) ------------------------------------ */
+/* ---- slab.c: the slab layer (Bonwick 1994) -------------------------------------------- */
 void prd__slab_init(void);
+/* The slab layer's part of a cache: layout, lock and lists from the creation arguments (0, or
+ * -1 when no layout fits), and its teardown when nothing uses the cache any more. */
+int   prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t align,
+                           prd_ctor_fn *ctor, prd_dtor_fn *dtor, prd_reclaim_fn *reclaim,
+                           void *priv, prd_vmem_t *source, uint32_t flags);
+void  prd__slab_cache_fini(prd_cache_t *cp);
+/* The slab layer's own caches, i = 0, 1, ..., then NULL. */
+prd_cache_t *prd__slab_internal_cache(size_t i);
 /* The slab layer alone, under the cache lock: the layers above call these on a miss. */
 void *prd__slab_alloc(prd_cache_t *cp, int flags);
 void  prd__slab_free(prd_cache_t *cp, void *buf);
@@ -78,46 +86,39 @@ void  prd__slab_free(prd_cache_t *cp, void *buf);
  * ENOMEM), and n buffers back. */
 size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags);
 void  prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n);
-/* Latent slabs (slab.c section 10, for defer.c): n deferred buffers with state gp into their
- * slabs' latent generations (returns how many were safe already and freed); merge every safe
- * generation (returns buffers merged); whether any wait, and the latest state among them. */
-size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp);
-size_t prd__slab_lat_merge_all(prd_cache_t *cp);
-uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
-/* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held. */
-prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf);
+/* The out-of-memory hook (cache.c sets it): a user cache's slab could not be had; called with
+ * no lock held, *state 0 at an allocation's first call and the hook's between calls.  True:
+ * try again; false: the allocation fails (ENOMEM). */
+typedef bool prd__slab_oom_fn(prd_cache_t *cp, int flags, unsigned *state);
+void  prd__slab_set_oom_hook(prd__slab_oom_fn *fn);
+/* Returns the free slabs outside the working set (all: every free slab) to the source. */
+void  prd__slab_reap(prd_cache_t *cp, bool all);
+/* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held.
+ * Inline, as a read of the slab layer's table: debug.c, below it, looks buffers up too. */
+static inline size_t prd__slab_hash_index(const prd_cache_t *cp, const void *buf)
+{
+  return ((uintptr_t)buf >> cp->cache_hash_shift) & cp->cache_hash_mask;
+}
+
+static inline prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf)
+{
+  prd_bufctl_t *bcp = cp->cache_hash[prd__slab_hash_index(cp, buf)];
+  while (bcp != NULL && bcp->bc_addr != buf)
+    bcp = bcp->bc_hnext;
+  return bcp;
+}
 /* The start of the buffer of cp whose chunk holds addr, or NULL.  cache_lock held. */
 void *prd__slab_containing(prd_cache_t *cp, const void *addr);
 /* Every allocated buffer (bcp NULL for the small layout; debugging caches: as the user
  * sees it).  cache_lock held. */
 typedef void prd__walk_fn(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp);
-void  prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg);
-/* Statistics of every cache (user caches first) into out[0 .. max-1], taken under the
- * cache-list lock; returns how many caches there are (more than max: call again, larger). */
-size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max);
-/* Every cache (user caches first), under the cache-list lock. */
-void  prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg);
-/* Returns every free slab to the source now, ignoring the working set. */
-void  prd__cache_reap_all(prd_cache_t *cp);
+void  prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg);
+/* The slab layer's and the latent slabs' fields of the cache's statistics. */
+void  prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 /* Checks the invariants of the cache's slab layer; returns the number broken (reported). */
 int   prd__cache_check(prd_cache_t *cp);
-/* Fork: takes every lock of the slab layer in order / releases them (parent and child). */
-void  prd__slab_fork_prepare(void);
-void  prd__slab_fork_release(void);
 /* Sets the slab hook of a cache that has no slab yet (malloc.c's page map). */
 void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
-/* Whether prd_cache_alloc/free of cp must take the slab layer's out-of-line front end
- * (buffer debugging) instead of the magazine hit path; malloc.c tests it before its own
- * inline hit path.  Caches with Prudence deferrals stay on the hit path (defer.c section 2). */
-static inline bool prd__cache_slow_front(const prd_cache_t *cp)
-{
-  return (cp->cache_flags & PRD_CF_DEBUG) != 0;
-}
-
-/* Fork (fork.c's order): the reap and list locks, later every cache lock; release all. */
-void  prd__slab_fork_prepare(void);
-void  prd__slab_fork_prepare_caches(void);
-void  prd__slab_fork_release(void);
 
 /* ---- magazine.c: the CPU layer (fast paths in magazine.h) ------------------------------- */
 /* Gives cp its CPU layer (unless NOMAGAZINE or internal): a depot and a magazine id; -1 when
@@ -177,7 +178,8 @@ static inline void prd__fork_section_leave(void)
 void  prd__debug_cache_init(prd_cache_t *cp);
 void  prd__debug_slab_create(prd_cache_t *cp, prd_slab_t *sp);
 void  prd__debug_slab_destroy(prd_cache_t *cp, prd_slab_t *sp);
-/* An object leaves the cache for the user: checks and fills; NULL if its ctor failed. */
+/* An object leaves the cache for the user: checks and fills; NULL if its ctor failed (the
+ * caller then gives the buffer back to the slab layer). */
 void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags);
 /* An object comes back from the user: 0 to go on freeing it, -1 when it was a bad free
  * (reported; the caller must not free it). */
@@ -188,8 +190,23 @@ int   prd__debug_defer(prd_cache_t *cp, void *buf);
 int   prd__debug_free_deferred(prd_cache_t *cp, void *buf);
 /* Reports a bad free of buf (bcp: its bufctl when found) and calls prd__report_done. */
 void  prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp);
-/* Reports the buffers still allocated in a cache being destroyed (cache_lock held). */
-void  prd__debug_report_live(prd_cache_t *cp);
+/* The stray-pointer hook (cache.c sets it): for a bad free of addr, not the start of any
+ * buffer of cp: the buffer of cp whose chunk holds addr (*bcpp its bufctl, large layout), or
+ * NULL with owner[PRD_CACHE_NAME_MAX] the name of another cache that holds it ("" if none). */
+typedef void *prd__debug_locate_fn(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp,
+                                   char *owner);
+void  prd__debug_set_locate(prd__debug_locate_fn *fn);
+/* One line of a report: to stderr through prd__report when fd < 0, else to fd. */
+void  prd__debug_line(int fd, const char *fmt, ...) PRD_PRINTF(2, 3);
+/* A report of live buffers (leaks, a cache destroyed in use): prd__debug_live_buf is the
+ * walk function that prints one (age and stack when audited) into the report lc. */
+typedef struct prd__debug_live {
+  int lc_fd;                     /* where: stderr through prd__report when < 0 */
+  uint64_t lc_now;               /* the report's time (prd__now_ns) */
+  uint64_t lc_min_age_ns;        /* audited buffers younger than this are left out */
+  size_t lc_listed, lc_limit, lc_seen;   /* printed, the most printed, all counted */
+} prd__debug_live_t;
+void  prd__debug_live_buf(void *lc, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp);
 /* Synchronous unmapping: the slab's pages made inaccessible, held out of the source for a
  * while; flush gives back those of a cache being destroyed. */
 void  prd__debug_unmap(prd_cache_t *cp, void *base, size_t size);
@@ -240,6 +257,33 @@ bool  prd__defer_oom(prd_cache_t *cp, int flags);
 void  prd__defer_cache_destroy(prd_cache_t *cp);
 /* Prudence's fields of a cache's statistics, after the magazine layer's (cache_lock not held). */
 void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
+
+/* ---- latent.c: Prudence's latent slabs (seed 001 §4.1) ----------------------------------- */
+/* For defer.c: n deferred buffers with state gp into their slabs' latent generations
+ * (returns how many were safe already and freed); merge every safe generation (returns
+ * buffers merged); whether any wait, and the latest state among them. */
+size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp);
+size_t prd__slab_lat_merge_all(prd_cache_t *cp);
+uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
+
+/* ---- cache.c: the object-cache front end (prd_cache_*) ------------------------------------ */
+/* Statistics of every cache (user caches first) into out[0 .. max-1], taken under the
+ * cache-list lock; returns how many caches there are (more than max: call again, larger). */
+size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max);
+/* Returns every free slab to the source now, ignoring the working set (the depot's magazines
+ * first). */
+void  prd__cache_reap_all(prd_cache_t *cp);
+/* Whether prd_cache_alloc/free of cp must take the front end's out-of-line path (buffer
+ * debugging) instead of the magazine hit path; malloc.c tests it before its own inline hit
+ * path.  Caches with Prudence deferrals stay on the hit path (defer.c section 2). */
+static inline bool prd__cache_slow_front(const prd_cache_t *cp)
+{
+  return (cp->cache_flags & PRD_CF_DEBUG) != 0;
+}
+/* Fork (fork.c's order): the reap and list locks, later every cache lock; release all. */
+void  prd__cache_fork_prepare(void);
+void  prd__cache_fork_prepare_caches(void);
+void  prd__cache_fork_release(void);
 
 /* ---- thread.c: the library's own threads (signals blocked, retried, never kept alive) -- */
 struct prd__lthread {

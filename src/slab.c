@@ -1,5 +1,5 @@
 /*
- * slab.c: object caches, the slab layer (Bonwick, "The Slab Allocator", USENIX 1994: seed 002).
+ * slab.c: the slab layer of object caches (Bonwick, "The Slab Allocator", USENIX 1994: seed 002).
  *
  * 1. What.  A cache hands out objects of one size and type.  It keeps them in their
  *    constructed state between uses (002 §2): the constructor runs when an object first
@@ -67,32 +67,47 @@
  *    untouched for the whole interval, and prd_cache_reap() returns them to the source once
  *    the interval is over (the depot working set of seed 004 and libumem, applied to slabs:
  *    no clock is read on the allocation or free paths).  When the source cannot supply a
- *    slab, a PRD_SLEEP allocation calls every cache's reclaim callback, then reaps every cache
- *    of all its free slabs (the working set is a hedge against thrashing; failing an
- *    allocation is worse), then retries once; PRD_NOSLEEP fails at once; PRD_NOFAIL repeats
- *    through the nofail callback.  The slab layer always asks vmem with PRD_VM_NOSLEEP:
- *    waiting is decided here.
+ *    slab for a user cache, the slab layer asks its one out-of-memory hook, which cache.c
+ *    sets (cache.c section 4: the flags' policy, Prudence's wait, reclaim of every cache),
+ *    whether to try again; the slab layer's own caches fail at once.  The slab layer always
+ *    asks vmem with PRD_VM_NOSLEEP: waiting is decided above it.
  *
- * 7. Debugging (002 §6) lives in debug.c.  The fast paths test one word, cache_flags, for
- *    PRD_CF_DEBUG; the hooks prd__debug_alloc/prd__debug_free run when an object leaves or
- *    enters the cache from whichever layer, so the magazine layer calls them too.  Objects are
- *    annotated for valgrind's memcheck and ASan when they leave (prd__slab_alloc) and come
- *    back (prd__slab_free), by the helpers of annotate.h that every layer shares.
- *    A cache's slab hook (malloc.c's page map) is called when a slab is created, before any
- *    of its buffers is handed out, and when it is destroyed, before its memory goes back.
+ * 7. Debugging (002 §6) lives in debug.c, below this layer: the slab layer calls it when a
+ *    slab of a debugging cache is made and destroyed (patterns, redzone tags, guard pages),
+ *    to unmap a freed slab (the quarantine) and to report a bad free; the checks at the
+ *    user's boundary run in the front end (cache.c).  Objects are annotated for valgrind's
+ *    memcheck and ASan when they leave (prd__slab_alloc) and come back (prd__slab_free), by
+ *    the helpers of annotate.h that every layer shares.
+ *    Hooks: a cache's slab hook (malloc.c's page map) is called when a slab is created,
+ *    before any of its buffers is handed out, and when it is destroyed, before its memory
+ *    goes back; the out-of-memory hook (section 6) is cache.c's, the latent slabs' two
+ *    hooks (section 9) are latent.c's.
  *
- * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.  The
- *    list of all caches has slab_list_lock; slab_reap_lock serializes whole-process reaps and
- *    cache destruction (a cache cannot vanish under a reap).  Order:
- *        slab_reap_lock -> slab_list_lock -> a user cache's cache_lock
+ * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.
+ *    Order (cache.c's reap and list locks come before it, cache.c section 7):
+ *        a user cache's cache_lock
  *          -> the internal caches' locks (audit bufctl -> bufctl -> slab) -> vmem -> os
  *    (debug.c's quarantine lock sits between the caches and vmem.)  No cache_lock is held
- *    while calling the source arena, a constructor, destructor or reclaim callback, so those
- *    may allocate from caches (but must not create or destroy caches while a reap is running
- *    them); a thread inside a reap does not start a nested pressure reap (slab_in_reclaim),
- *    which would wait for the reap lock it holds.  The statistics are plain fields under
- *    cache_lock; there is no lock-free path in this layer, hence no memory-ordering argument
- *    beyond the mutexes' acquire/release.
+ *    while calling the source arena, a constructor, destructor or a hook, so those may
+ *    allocate from caches.  The statistics are plain fields under cache_lock; the few read
+ *    without it (cache_bufs_total, cache_lat_slab_objs) are stored atomically under it.
+ *    There is no other lock-free path in this layer, hence no memory-ordering argument beyond
+ *    the mutexes' acquire/release (and the hooks', at slab_pick).
+ *
+ * 9. Latent slabs, the mechanism (seed 001 §4.1; the policy is latent.c's).  A slab holds two
+ *    generations of deferred buffers, each with a count and a grace-period state
+ *    (slab_lat_n, slab_lat_gp) and recorded outside the buffers, which readers may still
+ *    read: a bitmap per generation just before the prd_slab_t (small layout, one bit per
+ *    buffer, sized by the layout) or a list through the bufctls flagged PRD_BC_DEFERRED
+ *    (large layout).  A slab with any is on the cache's FIFO of latent slabs (cache_latent).
+ *    Deferred buffers stay counted in slab_refcnt but count as free for the slab's list (slab
+ *    pre-movement): a full slab with one is partial, and a slab whose allocated buffers are
+ *    all deferred goes to the free list's tail, where a reap passes it by until they are
+ *    merged.  The call_rcu path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its
+ *    chunk.  These records and the lists' primitives are inline in slab.h, shared with
+ *    latent.c, which decides which generation a buffer joins, when one is merged and, while a
+ *    cache has deferred buffers, which slab an allocation takes: slab_pick and the reap call
+ *    it through the two hooks it sets before the first deferral (prd__slab_set_latent_hooks).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -103,26 +118,19 @@
 #include "annotate.h"
 #include "hash.h"
 #include "internal.h"
-#include "magazine.h"
+#include "slab.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
 #define PRD_NOTOUCH_MIN_BUFS 8    /* integer caches: a slab of fewer would grow on most allocs */
-#define PRD_SLAB_MAX_BUF     (1ul << 30)  /* larger objects do not belong in a cache */
 #define PRD_SLAB_SMALL_FRAC  8    /* small layout below 1/8 of a page (002 §3.2.2) */
 #define PRD_SLAB_WASTE_FRAC  8    /* unused tail at most 1/8 of the slab (002 §3.2) */
 #define PRD_SLAB_MAX_SMALL   8192 /* buffers of a small slab at most (64 KiB / 8 B) */
 
-/* ---- the slab layer's own caches and the list of all caches ----------------------------- */
+/* ---- the slab layer's own caches ------------------------------------------------------- */
 static prd_cache_t slab_slab_cache;      /* prd_slab_t of large-layout slabs */
 static prd_cache_t slab_bufctl_cache;    /* prd_bufctl_t */
 static prd_cache_t slab_audit_cache;     /* prd_bufctl_audit_t (auditing caches) */
-static prd_cache_t slab_cache_cache;     /* prd_cache_t itself */
-
-static pthread_mutex_t slab_list_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t slab_reap_lock = PTHREAD_MUTEX_INITIALIZER;
-static prd_cache_t *slab_caches;         /* newest first: the internal caches come last */
-static int (*_Atomic slab_nofail_cb)(void);
-static _Thread_local bool slab_in_reclaim;   /* a reclaim callback that allocates can't recurse */
+static prd__slab_oom_fn *_Atomic slab_oom_hook;   /* cache.c's out-of-memory policy */
 
 /* The arena slabs come from.  The slab layer's own caches say NULL: the heap arena, looked
  * up when a slab is needed, so that they exist even if the heap's first creation failed. */
@@ -142,148 +150,32 @@ static inline void link_init(prd_slab_link_t *l)
   l->sl_next = l->sl_prev = l;
 }
 
-static inline bool link_empty(const prd_slab_link_t *l)
-{
-  return l->sl_next == l;
-}
+/* The latent slabs' hooks (section 9), latent.c's. */
+static const prd__slab_latent_hooks_t *_Atomic slab_latent;
 
-static inline void link_insert_head(prd_slab_link_t *head, prd_slab_link_t *e)
+void prd__slab_set_latent_hooks(const prd__slab_latent_hooks_t *hooks)
 {
-  e->sl_next = head->sl_next;
-  e->sl_prev = head;
-  head->sl_next->sl_prev = e;
-  head->sl_next = e;
+  atomic_store_explicit(&slab_latent, hooks, memory_order_release);
 }
-
-static inline void link_remove(prd_slab_link_t *e)
-{
-  e->sl_prev->sl_next = e->sl_next;
-  e->sl_next->sl_prev = e->sl_prev;
-}
-
-static inline prd_slab_t *link_slab(prd_slab_link_t *l)
-{
-  return (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_link));
-}
-
-/* Deferred buffers of the slab, both latent generations (section 10). */
-static inline uint32_t slab_ndeferred(const prd_slab_t *sp)
-{
-  return sp->slab_lat_n[0] + sp->slab_lat_n[1];
-}
-
-/* The list a slab belongs on, from its reference count (section 3).  Deferred buffers count
- * as free already (section 10, slab pre-movement): a full slab with a deferred buffer is
- * partial, a slab whose every allocated buffer is deferred is on the free list. */
-static inline uint32_t slab_target(const prd_cache_t *cp, const prd_slab_t *sp)
-{
-  uint32_t live = sp->slab_refcnt - slab_ndeferred(sp);
-  uint32_t nfree = sp->slab_chunks - live;
-  if (nfree == 0)
-    return PRD_SLAB_ON_FULL;
-  if (live == 0)
-    return PRD_SLAB_ON_FREE;
-  return (nfree - 1) >> cp->cache_bucket_shift;
-}
-
-static inline prd_slab_link_t *slab_list(prd_cache_t *cp, uint32_t b)
-{
-  if (b == PRD_SLAB_ON_FULL)
-    return &cp->cache_full;
-  if (b == PRD_SLAB_ON_FREE)
-    return &cp->cache_free;
-  return &cp->cache_partial[b];
-}
-
-/* Every list of a cache, for walks: index i in [0, PRD_SLAB_NLISTS) -> list id. */
-#define PRD_SLAB_NLISTS (PRD_SLAB_BUCKETS + 2)
-static inline uint32_t list_id(size_t i)
-{
-  return i == 0 ? PRD_SLAB_ON_FULL : i == 1 ? PRD_SLAB_ON_FREE : (uint32_t)(i - 2);
-}
-
-static inline void slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
-{
-  uint32_t b = sp->slab_bucket;
-  link_remove(&sp->slab_link);
-  if (b == PRD_SLAB_ON_FULL) {
-    cp->cache_nfull--;
-  } else if (b == PRD_SLAB_ON_FREE) {
-    cp->cache_nfree--;
-    if (cp->cache_nfree < cp->cache_free_min)   /* the working set grew (section 6) */
-      cp->cache_free_min = cp->cache_nfree;
-  } else {
-    cp->cache_npartial--;
-    if (link_empty(&cp->cache_partial[b]))
-      cp->cache_partial_map &= ~(1ull << b);
-  }
-}
-
-static inline void slab_link(prd_cache_t *cp, prd_slab_t *sp, uint32_t b)
-{
-  sp->slab_bucket = b;
-  /* a slab on the free list ahead of time (its buffers deferred, section 10) goes to the
-   * tail: allocation takes free slabs from the head and finds the truly free ones first */
-  if (b == PRD_SLAB_ON_FREE && prd_unlikely(slab_ndeferred(sp) != 0))
-    link_insert_head(cp->cache_free.sl_prev, &sp->slab_link);
-  else
-    link_insert_head(slab_list(cp, b), &sp->slab_link);
-  if (b == PRD_SLAB_ON_FULL) {
-    cp->cache_nfull++;
-  } else if (b == PRD_SLAB_ON_FREE) {
-    cp->cache_nfree++;
-  } else {
-    cp->cache_npartial++;
-    cp->cache_partial_map |= 1ull << b;
-  }
-}
-
-/* After the reference count changed: move the slab if its list changed. */
-static inline void slab_relist(prd_cache_t *cp, prd_slab_t *sp)
-{
-  uint32_t b = slab_target(cp, sp);
-  if (b != sp->slab_bucket) {
-    slab_unlink(cp, sp);
-    slab_link(cp, sp, b);
-  }
-}
-
-static prd_slab_t *lat_pick(prd_cache_t *cp);
-static bool lat_merge_safe(prd_cache_t *cp, prd_slab_t *sp);
 
 /* The slab to allocate from: the partial slab with the fewest free buffers, else the newest
- * free slab, else NULL (section 3).  With deferred buffers in latent slabs, the choice of
- * section 10 (seed 001 Fig. 5). */
+ * free slab, else NULL (section 3).  With deferred buffers in latent slabs, latent.c's choice
+ * (section 9; seed 001 Fig. 5).  The hooks were stored before the deferral that made
+ * cache_lat_slab_objs non-zero released this cache_lock (latent.c lat_hook), and this thread
+ * holds it now: the relaxed load sees them. */
 static inline prd_slab_t *slab_pick(prd_cache_t *cp)
 {
   if (prd_unlikely(cp->cache_lat_slab_objs != 0))
-    return lat_pick(cp);
-  if (prd_likely(cp->cache_partial_map != 0)) {
-    unsigned b = (unsigned)__builtin_ctzll(cp->cache_partial_map);
-    return link_slab(cp->cache_partial[b].sl_next);
-  }
-  if (!link_empty(&cp->cache_free))
-    return link_slab(cp->cache_free.sl_next);
-  return NULL;
+    return atomic_load_explicit(&slab_latent, memory_order_relaxed)->lh_pick(cp);
+  return prd__slab_pick_plain(cp);
 }
 
 /* ---- the buffer-to-bufctl hash (large layout, 002 §3.2.3) --------------------------------- */
-static inline size_t hash_index(const prd_cache_t *cp, const void *buf)
-{
-  return ((uintptr_t)buf >> cp->cache_hash_shift) & cp->cache_hash_mask;
-}
-
-prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf)
-{
-  prd_bufctl_t *bcp = cp->cache_hash[hash_index(cp, buf)];
-  while (bcp != NULL && bcp->bc_addr != buf)
-    bcp = bcp->bc_hnext;
-  return bcp;
-}
-
+/* The index and the lookup (prd__slab_hash_find) are inline in internal.h: debug.c, below
+ * this layer, looks buffers up in the table too, under cache_lock. */
 static void hash_insert(prd_cache_t *cp, prd_bufctl_t *bcp)
 {
-  prd_bufctl_t **bucket = &cp->cache_hash[hash_index(cp, bcp->bc_addr)];
+  prd_bufctl_t **bucket = &cp->cache_hash[prd__slab_hash_index(cp, bcp->bc_addr)];
   bcp->bc_hnext = *bucket;
   *bucket = bcp;
   cp->cache_hash_count++;
@@ -291,7 +183,7 @@ static void hash_insert(prd_cache_t *cp, prd_bufctl_t *bcp)
 
 static void hash_remove(prd_cache_t *cp, prd_bufctl_t *bcp)
 {
-  prd_bufctl_t **pp = &cp->cache_hash[hash_index(cp, bcp->bc_addr)];
+  prd_bufctl_t **pp = &cp->cache_hash[prd__slab_hash_index(cp, bcp->bc_addr)];
   while (*pp != bcp) {
     PRD_ASSERT(*pp != NULL);
     pp = &(*pp)->bc_hnext;
@@ -317,32 +209,11 @@ static void hash_grow(prd_cache_t *cp)
   prd_bufctl_t **ot = cp->cache_hash;
   cp->cache_hash = nt;
   cp->cache_hash_mask = new_n - 1;
-  PRD__HASH_MOVE(prd_bufctl_t, ot, old_n, nt, bc_hnext, hash_index, cp, bc_addr);
+  PRD__HASH_MOVE(prd_bufctl_t, ot, old_n, nt, bc_hnext, prd__slab_hash_index, cp, bc_addr);
   prd__hash_table_unmap(ot, old_n, cp->cache_hash0);
 }
 
 /* ---- buffers and slabs --------------------------------------------------------------------- */
-static inline void *bufctl_buf(const prd_cache_t *cp, prd_bufctl_t *bcp)
-{
-  if (cp->cache_flags & PRD_CF_HASH)
-    return bcp->bc_addr;
-  return (char *)bcp - cp->cache_link_off;
-}
-
-/* Small layout: the slab data at the end of the slab holding buf. */
-static inline prd_slab_t *small_slab(const prd_cache_t *cp, const void *buf)
-{
-  uintptr_t base = PRD_P2ALIGN((uintptr_t)buf, cp->cache_slabsize);
-  return (prd_slab_t *)(base + cp->cache_slabsize - sizeof(prd_slab_t));
-}
-
-/* Small layout: generation g's bitmap of deferred buffers, just before the prd_slab_t. */
-static inline uint64_t *lat_map(const prd_cache_t *cp, prd_slab_t *sp, int g)
-{
-  return (uint64_t *)((char *)sp - 2 * cp->cache_lat_words * sizeof(uint64_t)) +
-         (size_t)g * cp->cache_lat_words;
-}
-
 /* Frees the external structures of a large-layout slab whose buffers are all on its lists. */
 static void slab_free_bufctls(prd_cache_t *cp, prd_bufctl_t *list)
 {
@@ -389,7 +260,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   sp->slab_lat_gp[0] = sp->slab_lat_gp[1] = 0;
   sp->slab_lat_list[0] = sp->slab_lat_list[1] = NULL;
   if (cp->cache_lat_words != 0)
-    memset(lat_map(cp, sp, 0), 0, 2 * cp->cache_lat_words * sizeof(uint64_t));
+    memset(prd__slab_lat_map(cp, sp, 0), 0, 2 * cp->cache_lat_words * sizeof(uint64_t));
   prd_bufctl_t **listp = (cp->cache_flags & PRD_CF_SLABCTOR) ? &sp->slab_fresh : &sp->slab_head;
   /* link from the last buffer down, so the lowest address is handed out first */
   for (uint32_t i = cp->cache_chunks; i-- > 0;) {
@@ -446,7 +317,7 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
     (void)cp->cache_slab_hook(cp, base, cp->cache_slabsize, sp->slab_color, false);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
-      cp->cache_dtor(bufctl_buf(cp, bcp), cp->cache_private);
+      cp->cache_dtor(prd__slab_bufctl_buf(cp, bcp), cp->cache_private);
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
     prd__debug_slab_destroy(cp, sp);
   if (cp->cache_flags & PRD_CF_HASH) {
@@ -464,10 +335,10 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 /* Takes a slab off its list and its bufctls out of the hash, for destruction (lock held). */
 static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
 {
-  slab_unlink(cp, sp);
-  if (slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
-    link_remove(&sp->slab_lat_link);
-    __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - slab_ndeferred(sp),
+  prd__slab_unlink(cp, sp);
+  if (prd__slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
+    prd__slab_link_remove(&sp->slab_lat_link);
+    __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - prd__slab_ndeferred(sp),
                      __ATOMIC_RELAXED);   /* read without the lock by magazine.c */
   }
   if (cp->cache_flags & PRD_CF_HASH) {
@@ -487,7 +358,7 @@ static void slab_destroy_chain(prd_cache_t *cp, prd_slab_link_t *chain)
 {
   while (chain != NULL) {
     prd_slab_link_t *next = chain->sl_next;
-    slab_destroy(cp, link_slab(chain));
+    slab_destroy(cp, prd__slab_of_link(chain));
     chain = next;
   }
 }
@@ -510,7 +381,7 @@ static bool cache_grow(prd_cache_t *cp)
       hash_insert(cp, bcp);
     hash_grow(cp);
   }
-  slab_link(cp, sp, PRD_SLAB_ON_FREE);
+  prd__slab_list_add(cp, sp, PRD_SLAB_ON_FREE);
   cp->cache_slab_creates++;
   /* atomic store under cache_lock, as in slab_detach */
   __atomic_store_n(&cp->cache_bufs_total, cp->cache_bufs_total + sp->slab_chunks,
@@ -527,12 +398,11 @@ static bool cache_grow(prd_cache_t *cp)
  * fewest free slabs the cache had since the current interval began; that many slabs at the
  * tail of the free list (it is newest first) were not touched for the whole interval.  When
  * an interval has passed, a reap may free that many, and a new interval begins. */
-static void cache_reap(prd_cache_t *cp, bool all)
+void prd__slab_reap(prd_cache_t *cp, bool all)
 {
   uint64_t ws = (uint64_t)prd__opt(slab_working_set) * 1000000ull;
   uint64_t now = prd__now_ns();
   prd_slab_link_t *chain = NULL;
-  prd__mag_depot_reap(cp, all);   /* the depot's magazines outside its working set first */
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t n = cp->cache_nfree;
   if (!all && ws != 0) {
@@ -544,14 +414,15 @@ static void cache_reap(prd_cache_t *cp, bool all)
     n = PRD_MIN(n, cp->cache_ws_reapable);
     cp->cache_ws_reapable -= n;
   }
-  /* from the least recently used; a slab on the free list ahead of time (section 10) keeps
-   * its pages until its deferred buffers are merged */
+  /* from the least recently used; a slab on the free list ahead of time (section 9) keeps
+   * its pages until its deferred buffers are merged (latent.c, when their grace period has
+   * ended: the hooks are set, as in slab_pick) */
   for (prd_slab_link_t *l = cp->cache_free.sl_prev, *prev; n > 0 && l != &cp->cache_free;
        l = prev) {
     prev = l->sl_prev;
-    prd_slab_t *sp = link_slab(l);
-    if (slab_ndeferred(sp) != 0)
-      (void)lat_merge_safe(cp, sp);
+    prd_slab_t *sp = prd__slab_of_link(l);
+    if (prd__slab_ndeferred(sp) != 0)
+      (void)atomic_load_explicit(&slab_latent, memory_order_relaxed)->lh_merge_safe(cp, sp);
     if (sp->slab_refcnt != 0)
       continue;
     slab_detach(cp, sp);
@@ -563,126 +434,36 @@ static void cache_reap(prd_cache_t *cp, bool all)
   slab_destroy_chain(cp, chain);
 }
 
-/* Reaps every cache (slab_reap_lock held): user caches first, then the internal caches,
- * which the user caches' slabs just gave bufctls and slab structures back to. */
-static void reap_all_locked(bool all)
+void prd__slab_set_oom_hook(prd__slab_oom_fn *fn)
 {
-  pthread_mutex_lock(&slab_list_lock);
-  prd_cache_t *cp = slab_caches;
-  pthread_mutex_unlock(&slab_list_lock);
-  /* The list only loses members under slab_reap_lock, which we hold; new caches go in at the
-   * head, behind us, so the walk is safe with the list lock dropped. */
-  for (; cp != NULL; cp = cp->cache_next)
-    cache_reap(cp, all);
+  atomic_store_explicit(&slab_oom_hook, fn, memory_order_release);
 }
 
-/* Memory pressure: ask every cache's owner to give memory back, then reap all free slabs. */
-static void reclaim_all(void)
-{
-  if (slab_in_reclaim)
-    return;
-  slab_in_reclaim = true;
-  pthread_mutex_lock(&slab_reap_lock);
-  pthread_mutex_lock(&slab_list_lock);
-  prd_cache_t *first = slab_caches;
-  pthread_mutex_unlock(&slab_list_lock);
-  for (prd_cache_t *cp = first; cp != NULL; cp = cp->cache_next)
-    if (cp->cache_reclaim != NULL)
-      cp->cache_reclaim(cp->cache_private);
-  reap_all_locked(true);
-  pthread_mutex_unlock(&slab_reap_lock);
-  slab_in_reclaim = false;
-}
-
-void prd_cache_reap(prd_cache_t *cp)
-{
-  if (cp == NULL) {
-    prd__report("prd_cache_reap: NULL cache (ignored)");
-    return;
-  }
-  cache_reap(cp, false);
-}
-
-void prd_reap(void)
-{
-  /* a destructor run by this reap that allocates must not start a pressure reap, which
-   * would wait for the reap lock this thread holds */
-  bool nested = slab_in_reclaim;
-  prd__mag_reap_threads();   /* magazines parked in other threads' caches (magazine.c) */
-  slab_in_reclaim = true;
-  pthread_mutex_lock(&slab_reap_lock);
-  reap_all_locked(false);
-  pthread_mutex_unlock(&slab_reap_lock);
-  slab_in_reclaim = nested;
-}
-
-void prd__cache_reap_all(prd_cache_t *cp)
-{
-  cache_reap(cp, true);
-}
-
-void prd_set_nofail_callback(int (*cb)(void))
-{
-  atomic_store_explicit(&slab_nofail_cb, cb, memory_order_release);
-}
-
-/* PRD_NOFAIL and nothing worked: the callback says retry or exit (once, as libumem). */
-static void nofail_wait(prd_cache_t *cp)
-{
-  static atomic_flag exiting = ATOMIC_FLAG_INIT;
-  int (*cb)(void) = atomic_load_explicit(&slab_nofail_cb, memory_order_acquire);
-  int r = cb != NULL ? cb() : PRD_NOFAIL_EXIT(255);
-  if (r == PRD_NOFAIL_RETRY)
-    return;
-  if (cb == NULL)
-    prd__report("cache %s: PRD_NOFAIL allocation cannot be satisfied and no nofail callback "
-                "is set: exiting with status 255", cp->cache_name);
-  if (atomic_flag_test_and_set(&exiting))
-    for (;;)
-      pause();
-  exit(r & 0xff);
-}
-
-/* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache, and when
- * the source is out of memory applies the flags' policy (section 6).  Returns a slab with a
- * free buffer with the lock held, or NULL with the lock released and errno ENOMEM. */
+/* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache; when the
+ * source is out of memory, a user cache asks the out-of-memory hook (section 6) with the lock
+ * dropped whether to try again.  Returns a slab with a free buffer with the lock held, or
+ * NULL with the lock released and errno ENOMEM. */
 static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
 {
-  bool reclaimed = false;
-  int deferred_waits = 0;
+  unsigned oom_state = 0;   /* the hook's, for this allocation */
   for (;;) {
     prd_slab_t *sp = slab_pick(cp);
     if (sp != NULL)
       return sp;
     if (cache_grow(cp))
       continue;
-    /* seed 001 Algorithm 1 lines 31-32: deferred objects wait for a grace period: wait for
-     * it (PRD_NOSLEEP: merge only what is already safe) and retry before failing.  Bounded:
-     * a second round only if the first one gave buffers back. */
-    if (deferred_waits < 2 && !(cp->cache_flags & PRD_CF_INTERNAL) &&
-        atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed)) {
-      deferred_waits++;
+    prd__slab_oom_fn *oom = atomic_load_explicit(&slab_oom_hook, memory_order_acquire);
+    if (oom != NULL && !(cp->cache_flags & PRD_CF_INTERNAL)) {
       pthread_mutex_unlock(&cp->cache_lock);
-      bool progress = prd__defer_oom(cp, flags);
+      bool again = oom(cp, flags, &oom_state);
       pthread_mutex_lock(&cp->cache_lock);
-      if (progress)
+      if (again)
         continue;
-      deferred_waits = 2;
-      continue;
     }
-    if ((flags & PRD_NOSLEEP) || (reclaimed && !(flags & PRD_NOFAIL)) ||
-        (cp->cache_flags & PRD_CF_INTERNAL)) {
-      cp->cache_alloc_fails++;
-      pthread_mutex_unlock(&cp->cache_lock);
-      errno = ENOMEM;
-      return NULL;
-    }
+    cp->cache_alloc_fails++;
     pthread_mutex_unlock(&cp->cache_lock);
-    if (reclaimed)
-      nofail_wait(cp);
-    reclaim_all();
-    reclaimed = true;
-    pthread_mutex_lock(&cp->cache_lock);
+    errno = ENOMEM;
+    return NULL;
   }
 }
 
@@ -731,7 +512,7 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
       else
         out[want - 1 - nf++] = buf;
     }
-    slab_relist(cp, sp);
+    prd__slab_relist(cp, sp);
   }
   cp->cache_allocs += nc + nf;
   cp->cache_bufs_inuse += nc + nf;
@@ -756,12 +537,12 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
       sp = bcp->bc_slab;
     } else {
       bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
-      sp = small_slab(cp, buf);
+      sp = prd__slab_small(cp, buf);
     }
     bcp->bc_next = sp->slab_fresh;
     sp->slab_fresh = bcp;
     sp->slab_refcnt--;
-    slab_relist(cp, sp);
+    prd__slab_relist(cp, sp);
     cp->cache_allocs--;
     cp->cache_bufs_inuse--;
     cp->cache_alloc_fails++;
@@ -784,19 +565,6 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
   return prd__slab_alloc_bulk(cp, &buf, 1, flags) == 1 ? buf : NULL;
 }
 
-/* A buffer back on its slab's freelist (lock held; the caller relists the slab). */
-static inline void slab_put(prd_cache_t *cp, prd_slab_t *sp, prd_bufctl_t *bcp)
-{
-  if (cp->cache_flags & PRD_CF_HASH)
-    bcp->bc_flags &= ~(PRD_BC_ALLOC | PRD_BC_DEFERRED);
-  prd__annot_object_in(cp, bufctl_buf(cp, bcp));   /* before the freelist word is written */
-  bcp->bc_next = sp->slab_head;
-  sp->slab_head = bcp;
-  sp->slab_refcnt--;
-  cp->cache_frees++;
-  cp->cache_bufs_inuse--;
-}
-
 /* Small layout: whether the buffer of link word bcp is on a freelist of its slab already, i.e.
  * coming back again is a double free (section 4; malloc's double frees without debugging,
  * src/malloc.c section 4).  A free buffer's link word is NULL or the link word of another
@@ -810,7 +578,7 @@ static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
     return true;
   prd_bufctl_t *w = bcp->bc_next;
   prd__annot_defined(&w, sizeof(w));   /* user data may be undefined for memcheck */
-  if (w != NULL && small_slab(cp, w) != sp)
+  if (w != NULL && prd__slab_small(cp, w) != sp)
     return false;
   const prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
   for (int h = 0; h < 2; h++) {
@@ -844,7 +612,7 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       bcp->bc_flags &= ~PRD_BC_ALLOC;
       sp = bcp->bc_slab;
     } else {
-      sp = small_slab(cp, buf);
+      sp = prd__slab_small(cp, buf);
       if (prd_unlikely(sp->slab_cache != cp)) {
         pthread_mutex_unlock(&cp->cache_lock);
         prd__debug_bad_free(cp, buf, NULL);
@@ -860,7 +628,7 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
         continue;
       }
     }
-    slab_put(cp, sp, bcp);
+    prd__slab_put(cp, sp, bcp);
     if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
       /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
       slab_detach(cp, sp);
@@ -869,7 +637,7 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       pthread_mutex_lock(&cp->cache_lock);
       continue;
     }
-    slab_relist(cp, sp);
+    prd__slab_relist(cp, sp);
   }
   pthread_mutex_unlock(&cp->cache_lock);
 }
@@ -877,342 +645,6 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
 void prd__slab_free(prd_cache_t *cp, void *buf)
 {
   prd__slab_free_bulk(cp, &buf, 1);
-}
-
-/* ---- latent slabs (section 10; seed 001 §4.1, Algorithm 1 lines 17-21, 49-59) ------------ */
-/* A buffer of a small-layout slab -> its index in the slab (for the latent bitmap). */
-static inline size_t lat_index(const prd_cache_t *cp, const prd_slab_t *sp, const void *buf)
-{
-  return (size_t)((const char *)buf - (sp->slab_base + sp->slab_color)) / cp->cache_chunksize;
-}
-
-/* Generation g of sp has ended its grace period: its buffers become free (lock held). */
-static void lat_merge_gen(prd_cache_t *cp, prd_slab_t *sp, int g)
-{
-  uint32_t n = sp->slab_lat_n[g];
-  if (cp->cache_flags & PRD_CF_HASH) {
-    prd_bufctl_t *bcp = sp->slab_lat_list[g];
-    while (bcp != NULL) {
-      prd_bufctl_t *next = bcp->bc_next;
-      bcp->bc_flags &= ~(PRD_BC_ALLOC | PRD_BC_DEFERRED);
-      prd__annot_object_in(cp, bcp->bc_addr);
-      bcp->bc_next = sp->slab_head;
-      sp->slab_head = bcp;
-      bcp = next;
-    }
-    sp->slab_lat_list[g] = NULL;
-  } else {
-    uint64_t *map = lat_map(cp, sp, g);
-    char *first = sp->slab_base + sp->slab_color;
-    for (size_t w = 0; w < cp->cache_lat_words; w++) {
-      uint64_t bits = map[w];
-      map[w] = 0;
-      while (bits != 0) {
-        size_t k = w * 64 + (size_t)__builtin_ctzll(bits);
-        bits &= bits - 1;
-        char *buf = first + k * cp->cache_chunksize;
-        prd__annot_object_in(cp, buf);   /* before the freelist word is written */
-        prd_bufctl_t *bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
-        bcp->bc_next = sp->slab_head;
-        sp->slab_head = bcp;
-      }
-    }
-  }
-  sp->slab_lat_n[g] = 0;
-  if (slab_ndeferred(sp) == 0)
-    link_remove(&sp->slab_lat_link);
-  sp->slab_refcnt -= n;
-  cp->cache_frees += n;
-  cp->cache_bufs_inuse -= n;
-  __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - n, __ATOMIC_RELAXED);
-  cp->cache_lat_slab_merges += n;
-}
-
-/* Merges the generations of sp whose grace period has ended; true if any did (lock held).
- * The slab may change lists. */
-static bool lat_merge_safe(prd_cache_t *cp, prd_slab_t *sp)
-{
-  bool any = false;
-  for (int g = 0; g < 2; g++)
-    if (sp->slab_lat_n[g] != 0 && prd__defer_safe(sp->slab_lat_gp[g])) {
-      lat_merge_gen(cp, sp, g);
-      any = true;
-    }
-  if (any) {
-    slab_relist(cp, sp);
-    if (sp->slab_bucket == PRD_SLAB_ON_FREE && slab_ndeferred(sp) == 0) {
-      link_remove(&sp->slab_link);   /* truly free now: to the head (slab_link) */
-      link_insert_head(&cp->cache_free, &sp->slab_link);
-    }
-  }
-  return any;
-}
-
-/* Records buf (allocated from sp) as deferred with state gp (lock held): the generation with
- * the same state, else a free generation.  Section 10's bound: a buffer never joins a
- * generation with a later state.  Returns LAT_BAD on a bad deferral (reported by the
- * caller), LAT_SAFE when gp has ended already (the caller frees the buffer), else LAT_ADDED. */
-enum { LAT_BAD, LAT_ADDED, LAT_SAFE };
-static int lat_add(prd_cache_t *cp, prd_slab_t *sp, void *buf, prd_bufctl_t *bcp, prd_gp_t gp)
-{
-  int g;
-  if (sp->slab_lat_n[0] != 0 && sp->slab_lat_gp[0] == gp) {
-    g = 0;
-  } else if (sp->slab_lat_n[1] != 0 && sp->slab_lat_gp[1] == gp) {
-    g = 1;
-  } else {
-    /* a new state: poll it here, under the lock, then the two generations, whose states
-     * were all handed out before this poll.  At most two states are unsafe at any instant
-     * (rcu.c §4: get_state is at most one grace period past the one in progress), so if gp
-     * is unsafe, one of the generations has ended (three unsafe answers would mean three
-     * unsafe states at the time of the first poll) */
-    if (prd__defer_safe(gp))
-      return LAT_SAFE;
-    (void)lat_merge_safe(cp, sp);
-    if (sp->slab_lat_n[0] == 0)
-      g = 0;
-    else if (sp->slab_lat_n[1] == 0)
-      g = 1;
-    else {
-      /* unreachable by the argument above; stay correct anyway: wait for the later state */
-      PRD_ASSERT(!"three unsafe grace-period states");
-      g = sp->slab_lat_gp[0] > sp->slab_lat_gp[1] ? 0 : 1;
-      if (gp > sp->slab_lat_gp[g])
-        sp->slab_lat_gp[g] = gp;
-      gp = sp->slab_lat_gp[g];
-    }
-  }
-  if (cp->cache_flags & PRD_CF_HASH) {
-    bcp->bc_flags |= PRD_BC_DEFERRED;
-    bcp->bc_next = sp->slab_lat_list[g];
-    sp->slab_lat_list[g] = bcp;
-  } else {
-    size_t k = lat_index(cp, sp, buf);
-    uint64_t *map = lat_map(cp, sp, g);
-    uint64_t *other = lat_map(cp, sp, 1 - g);
-    uint64_t bit = 1ull << (k % 64);
-    if ((map[k / 64] | other[k / 64]) & bit)
-      return LAT_BAD;   /* deferred twice */
-    map[k / 64] |= bit;
-  }
-  if (slab_ndeferred(sp) == 0)   /* joins the FIFO of latent slabs at the tail */
-    link_insert_head(cp->cache_latent.sl_prev, &sp->slab_lat_link);
-  sp->slab_lat_gp[g] = gp;
-  sp->slab_lat_n[g]++;
-  __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs + 1, __ATOMIC_RELAXED);
-  if (gp > cp->cache_lat_maxgp)
-    cp->cache_lat_maxgp = gp;
-  return LAT_ADDED;
-}
-
-/* Puts n deferred buffers, all with state gp, into their latent slabs under one hold of
- * cache_lock (Algorithm 1 line 50, a batch at a time), moving each slab ahead of time
- * (lines 52-57).  A buffer whose state has already ended goes straight back to its slab.
- * Returns how many were safe already (freed at once). */
-size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp_t gp)
-{
-  bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
-  bool safe = prd__defer_safe(gp);
-  if (safe) {
-    prd__slab_free_bulk(cp, bufs, n);
-    return n;
-  }
-  pthread_mutex_lock(&cp->cache_lock);
-  for (size_t i = 0; i < n; i++) {
-    void *buf = bufs[i];
-    prd_slab_t *sp;
-    prd_bufctl_t *bcp = NULL;
-    bool ok;
-    if (hash) {
-      bcp = prd__slab_hash_find(cp, buf);
-      ok = bcp != NULL && (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) == PRD_BC_ALLOC;
-      sp = ok ? bcp->bc_slab : NULL;
-    } else {
-      sp = small_slab(cp, buf);
-      ok = sp->slab_cache == cp &&
-           (size_t)((char *)buf - (sp->slab_base + sp->slab_color)) % cp->cache_chunksize == 0;
-    }
-    if (ok) {
-      uint32_t before = sp->slab_bucket;
-      int r = lat_add(cp, sp, buf, bcp, gp);
-      ok = r != LAT_BAD;
-      if (r == LAT_SAFE) {
-        slab_put(cp, sp, bcp != NULL ? bcp
-                                     : (prd_bufctl_t *)((char *)buf + cp->cache_link_off));
-        slab_relist(cp, sp);
-      } else if (r == LAT_ADDED) {
-        slab_relist(cp, sp);
-        /* pre-movement: full -> partial at deferral, or onto the free list when every
-         * allocated buffer is deferred (lines 54-57) */
-        if (sp->slab_bucket != before &&
-            (before == PRD_SLAB_ON_FULL || sp->slab_bucket == PRD_SLAB_ON_FREE))
-          cp->cache_lat_premoves++;
-      }
-    }
-    if (prd_unlikely(!ok)) {
-      pthread_mutex_unlock(&cp->cache_lock);
-      prd__error("cache %s: prd_cache_free_deferred(%p): not a buffer allocated from this "
-                 "cache, or deferred twice (ignored)", cp->cache_name, buf);
-      pthread_mutex_lock(&cp->cache_lock);
-    }
-  }
-  pthread_mutex_unlock(&cp->cache_lock);
-  return 0;
-}
-
-/* Merges every latent-slab generation whose grace period has ended; returns how many
- * buffers came back (the out-of-memory path, destroy, tests). */
-size_t prd__slab_lat_merge_all(prd_cache_t *cp)
-{
-  pthread_mutex_lock(&cp->cache_lock);
-  uint64_t before = cp->cache_lat_slab_merges;
-  for (size_t i = 0; i < PRD_SLAB_NLISTS && cp->cache_lat_slab_objs != 0; i++) {
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
-    /* a merge moves the slab to the head of another list: the saved next stays valid */
-    for (prd_slab_link_t *l = list->sl_next, *next; l != list; l = next) {
-      next = l->sl_next;
-      prd_slab_t *sp = link_slab(l);
-      if (slab_ndeferred(sp) != 0)
-        (void)lat_merge_safe(cp, sp);
-    }
-  }
-  size_t merged = (size_t)(cp->cache_lat_slab_merges - before);
-  pthread_mutex_unlock(&cp->cache_lock);
-  return merged;
-}
-
-/* How many buffers wait in the latent slabs of cp, and the latest state among them. */
-uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp)
-{
-  pthread_mutex_lock(&cp->cache_lock);
-  uint64_t n = cp->cache_lat_slab_objs;
-  *maxgp = cp->cache_lat_maxgp;
-  pthread_mutex_unlock(&cp->cache_lock);
-  return n;
-}
-
-/* Refill slab choice with deferred buffers in the cache (Algorithm 1 lines 17-21, Fig. 5).
- * Among the first PRD_LAT_SCAN partial slabs (fewest free first), whose safe generations
- * are merged on the way, take the one with the most live (allocated, not deferred) buffers
- * that has a buffer to hand out now: refilling from it leaves the slabs that are about to
- * empty alone, so their pages can go back (less total fragmentation).  A slab whose
- * allocated buffers are mostly deferred is passed over while anything else, a free slab
- * included, can serve; it is taken only before growing the cache. */
-#define PRD_LAT_SCAN 10   /* seed 001 §5.4: "traverses the first 10 slabs": latency vs choice */
-static prd_slab_t *lat_pick(prd_cache_t *cp)
-{
-  /* first the oldest latent slabs whose grace period has ended, from the head of the FIFO
-   * (one poll when the head is not safe yet, as UMA polls its first bucket) */
-  for (uint64_t budget = cp->cache_lat_slab_objs; budget != 0 &&
-       !link_empty(&cp->cache_latent); budget--) {
-    prd_slab_link_t *l = cp->cache_latent.sl_next;
-    prd_slab_t *sp = (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_lat_link));
-    if (!lat_merge_safe(cp, sp))
-      break;
-    if (slab_ndeferred(sp) != 0) {   /* its newer generation waits: to the tail */
-      link_remove(l);
-      link_insert_head(cp->cache_latent.sl_prev, l);
-    }
-  }
-  if (cp->cache_lat_slab_objs == 0)
-    return slab_pick(cp);
-  prd_slab_t *cand[PRD_LAT_SCAN];
-  size_t nc = 0;
-  for (uint64_t map = cp->cache_partial_map; map != 0 && nc < PRD_LAT_SCAN; map &= map - 1) {
-    prd_slab_link_t *list = &cp->cache_partial[__builtin_ctzll(map)];
-    for (prd_slab_link_t *l = list->sl_next; l != list && nc < PRD_LAT_SCAN; l = l->sl_next)
-      cand[nc++] = link_slab(l);
-  }
-  prd_slab_t *best = NULL, *mostly = NULL;
-  uint32_t best_live = 0;
-  for (size_t i = 0; i < nc; i++) {
-    prd_slab_t *sp = cand[i];
-    if (slab_ndeferred(sp) != 0)
-      (void)lat_merge_safe(cp, sp);
-    if (sp->slab_head == NULL && sp->slab_fresh == NULL)
-      continue;   /* its free buffers are all still deferred */
-    uint32_t live = sp->slab_refcnt - slab_ndeferred(sp);
-    if (slab_ndeferred(sp) * 2 > sp->slab_refcnt) {   /* mostly deferred */
-      if (mostly == NULL)
-        mostly = sp;
-      continue;
-    }
-    if (best == NULL || live > best_live) {
-      best = sp;
-      best_live = live;
-    }
-  }
-  if (best != NULL) {
-    if (mostly != NULL)
-      cp->cache_lat_skips++;
-    return best;
-  }
-  /* a free slab: one with no deferred buffer, else one whose deferred buffers are safe */
-  prd_slab_t *partly = NULL;
-  size_t seen = 0;
-  for (prd_slab_link_t *l = cp->cache_free.sl_next, *next; l != &cp->cache_free &&
-       seen < PRD_LAT_SCAN; l = next, seen++) {
-    next = l->sl_next;
-    prd_slab_t *sp = link_slab(l);
-    if (slab_ndeferred(sp) != 0)
-      (void)lat_merge_safe(cp, sp);
-    if (slab_ndeferred(sp) == 0) {
-      if (mostly != NULL)
-        cp->cache_lat_skips++;
-      return sp;
-    }
-    if (partly == NULL && (sp->slab_head != NULL || sp->slab_fresh != NULL))
-      partly = sp;
-  }
-  return mostly != NULL ? mostly : partly;
-}
-
-/* ---- the public front end ------------------------------------------------------------------- */
-/* prd__cache_slow_front (internal.h, where malloc.c's inline hit path tests it too) says
- * whether a cache takes the out-of-line front end: buffer debugging (section 7).  A cache with
- * Prudence deferrals stays on the magazine layer's hit path: its latent generations live in
- * the same CPU caches (defer.c section 2). */
-
-/* The debug hooks run at the boundary between the user and the layers, so objects parked in
- * magazines are "free" for the checks. */
-static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
-{
-  void *buf = prd__mag_alloc(cp, flags);
-  return buf != NULL ? prd__debug_alloc(cp, buf, flags) : NULL;
-}
-
-static PRD_NOINLINE void cache_free_slow(prd_cache_t *cp, void *buf)
-{
-  if (prd__debug_free(cp, buf) != 0)
-    return;
-  prd__mag_free(cp, buf);
-}
-
-void *prd_cache_alloc(prd_cache_t *cp, int flags)
-{
-  if (prd_unlikely(cp == NULL)) {
-    prd__report("prd_cache_alloc: NULL cache");
-    errno = EINVAL;
-    return NULL;
-  }
-  if (prd_unlikely(prd__cache_slow_front(cp)))
-    return cache_alloc_slow(cp, flags);
-  return prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
-}
-
-void prd_cache_free(prd_cache_t *cp, void *buf)
-{
-  if (buf == NULL)
-    return;
-  if (prd_unlikely(cp == NULL)) {
-    prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
-    return;
-  }
-  if (prd_unlikely(prd__cache_slow_front(cp))) {
-    cache_free_slow(cp, buf);
-    return;
-  }
-  prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
 }
 
 /* ---- creating and destroying caches --------------------------------------------------------- */
@@ -1237,7 +669,7 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
     chunk = PRD_P2ROUNDUP(size, sizeof(void *)) + sizeof(void *);   /* the reserved word */
   else
     chunk = PRD_MAX(size, sizeof(void *));
-  /* the call_rcu path's head after everything else (section 10): a deferred buffer is not
+  /* the call_rcu path's head after everything else (section 9): a deferred buffer is not
    * free, so it may share the freelist word's place */
   size_t head = (f & PRD_CF_DEFERHEAD) ? sizeof(prd_defer_head_t) : 0;
   if (head != 0) {
@@ -1266,7 +698,7 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
       PRD_ISP2(unit) && (unit - sizeof(prd_slab_t)) / chunk <= PRD_SLAB_MAX_SMALL) {
     slabsize = unit;
     avail = unit - sizeof(prd_slab_t);
-    /* the latent bitmaps, two generations of one bit per buffer (section 10): deferred
+    /* the latent bitmaps, two generations of one bit per buffer (section 9): deferred
      * buffers cannot be linked through their own memory, readers may still read it */
     cp->cache_lat_words = (avail / chunk + 63) / 64;
     avail -= 2 * cp->cache_lat_words * sizeof(uint64_t);
@@ -1305,10 +737,12 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   return 0;
 }
 
-/* Fills in a cache (the internal ones are static, the others come from slab_cache_cache). */
-static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t align,
-                      prd_ctor_fn *ctor, prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
-                      prd_vmem_t *source, uint32_t flags)
+/* Fills in the slab layer's part of a cache: its name, flags, callbacks, layout, lock and
+ * lists (section 2).  The internal caches are static; the others come from cache.c.  0, or
+ * -1 when no slab layout fits. */
+int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t align,
+                         prd_ctor_fn *ctor, prd_dtor_fn *dtor, prd_reclaim_fn *reclaim,
+                         void *priv, prd_vmem_t *source, uint32_t flags)
 {
   memset(cp, 0, sizeof(*cp));
   size_t n = strlen(name);
@@ -1357,29 +791,6 @@ static int cache_init(prd_cache_t *cp, const char *name, size_t size, size_t ali
   return 0;
 }
 
-static void cache_list_insert(prd_cache_t *cp)
-{
-  pthread_mutex_lock(&slab_list_lock);
-  cp->cache_prev = NULL;
-  cp->cache_next = slab_caches;
-  if (slab_caches != NULL)
-    slab_caches->cache_prev = cp;
-  slab_caches = cp;
-  pthread_mutex_unlock(&slab_list_lock);
-}
-
-static void slab_leaks_atexit(void)
-{
-  prd_leak_report(stderr, 0);
-}
-
-static pthread_once_t slab_leaks_once = PTHREAD_ONCE_INIT;
-
-static void slab_leaks_register(void)
-{
-  atexit(slab_leaks_atexit);
-}
-
 static pthread_once_t slab_once = PTHREAD_ONCE_INIT;
 
 static void slab_init_once(void)
@@ -1388,22 +799,16 @@ static void slab_init_once(void)
   prd_vmem_t *heap = NULL;   /* the heap arena, found when a slab is needed (slab_src) */
   uint32_t f = PRD_CACHE_NODEBUG | PRD_CF_INTERNAL;
   /* order: each of these takes its structures only from the ones created before it */
-  int rc = cache_init(&slab_slab_cache, "prd_slab", sizeof(prd_slab_t), 0, NULL, NULL, NULL,
-                      NULL, heap, f);
-  rc |= cache_init(&slab_bufctl_cache, "prd_bufctl", sizeof(prd_bufctl_t), 0, NULL, NULL, NULL,
-                   NULL, heap, f);
-  rc |= cache_init(&slab_audit_cache, "prd_bufctl_audit", sizeof(prd_bufctl_audit_t), 0, NULL,
-                   NULL, NULL, NULL, heap, f);
-  rc |= cache_init(&slab_cache_cache, "prd_cache", sizeof(prd_cache_t), 64, NULL, NULL, NULL,
-                   NULL, heap, f);
+  int rc = prd__slab_cache_init(&slab_slab_cache, "prd_slab", sizeof(prd_slab_t), 0, NULL,
+                                NULL, NULL, NULL, heap, f);
+  rc |= prd__slab_cache_init(&slab_bufctl_cache, "prd_bufctl", sizeof(prd_bufctl_t), 0, NULL,
+                             NULL, NULL, NULL, heap, f);
+  rc |= prd__slab_cache_init(&slab_audit_cache, "prd_bufctl_audit", sizeof(prd_bufctl_audit_t),
+                             0, NULL, NULL, NULL, NULL, heap, f);
   PRD_ASSERT(rc == 0);
   (void)rc;
   PRD_ASSERT(!(slab_slab_cache.cache_flags & PRD_CF_HASH));
   PRD_ASSERT(!(slab_bufctl_cache.cache_flags & PRD_CF_HASH));
-  cache_list_insert(&slab_slab_cache);
-  cache_list_insert(&slab_bufctl_cache);
-  cache_list_insert(&slab_audit_cache);
-  cache_list_insert(&slab_cache_cache);
 }
 
 void prd__slab_init(void)
@@ -1411,111 +816,35 @@ void prd__slab_init(void)
   pthread_once(&slab_once, slab_init_once);
 }
 
-prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
-                              prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
-                              prd_vmem_t *source, int cflags)
+/* The slab layer's own caches, i = 0, 1, ... in creation order, then NULL (cache.c lists
+ * them with every other cache, for reaps and statistics). */
+prd_cache_t *prd__slab_internal_cache(size_t i)
 {
-  prd__slab_init();
-  const char *what = NULL;
-  size_t page = prd__os_page_size();
-  if (name == NULL)
-    what = "NULL name";
-  else if (size == 0)
-    what = "size 0";
-  else if (size > PRD_SLAB_MAX_BUF)
-    what = "size larger than 1 GiB";
-  else if (align != 0 && !PRD_ISP2(align))
-    what = "alignment not a power of two";
-  else if (align > page)
-    what = "alignment larger than a page";
-  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE |
-                      PRD_CACHE_DEBUG_ALL | PRD_CACHE_OBLIVIOUS))
-    what = "unknown cflags";
-  else if ((cflags & PRD_CACHE_OBLIVIOUS) && (cflags & PRD_CACHE_NOTOUCH))
-    what = "PRD_CACHE_OBLIVIOUS needs memory for its call_rcu head (not with NOTOUCH)";
-  if (what != NULL) {
-    prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name ? name : "NULL", size,
-                align, what);
-    errno = EINVAL;
-    return NULL;
-  }
-  if (source == NULL && (source = prd_heap_arena()) == NULL) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  uint32_t flags = (uint32_t)cflags;
-  if (!(flags & PRD_CACHE_NODEBUG))
-    flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;
-  prd_cache_t *cp = prd__slab_alloc(&slab_cache_cache, PRD_SLEEP);
-  if (cp == NULL)
-    return NULL;
-  if (cache_init(cp, name, size, align, ctor, dtor, reclaim, priv, source, flags) != 0) {
-    prd__report("prd_cache_create(%s, size %zu, align %zu): no slab layout fits", name, size,
-                align);
-    prd__slab_free(&slab_cache_cache, cp);
-    errno = EINVAL;
-    return NULL;
-  }
-  if (prd__mag_cache_init(cp) != 0) {   /* the CPU layer in front (magazine.c) */
-    pthread_mutex_destroy(&cp->cache_lock);
-    prd__slab_free(&slab_cache_cache, cp);
-    errno = ENOMEM;
-    return NULL;
-  }
-  cache_list_insert(cp);
-  if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
-    pthread_once(&slab_leaks_once, slab_leaks_register);
-  return cp;
+  prd_cache_t *const internal[] = { &slab_slab_cache, &slab_bufctl_cache, &slab_audit_cache };
+  return i < PRD_ARRAY_SIZE(internal) ? internal[i] : NULL;
 }
 
-void prd_cache_destroy(prd_cache_t *cp)
+/* Tears down the slab layer's part of a cache that nothing uses any more (its CPU layer
+ * gone, off cache.c's list): every slab destroyed, the hash table and lock with them.
+ * Buffers still allocated (reported by the caller) lose their slabs too: their bufctls go
+ * back on the slabs' unconstructed lists first, so that the slabs' external structures are
+ * all freed and no destructor runs on an object still in use. */
+void prd__slab_cache_fini(prd_cache_t *cp)
 {
-  if (cp == NULL) {
-    prd__report("prd_cache_destroy: NULL cache (ignored)");
-    return;
-  }
-  if (cp->cache_flags & PRD_CF_INTERNAL) {
-    prd__error("prd_cache_destroy: %s is internal to the slab layer (ignored)", cp->cache_name);
-    return;
-  }
-  /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */
-  prd__defer_cache_destroy(cp);
-  pthread_mutex_lock(&slab_reap_lock);
-  pthread_mutex_lock(&slab_list_lock);
-  if (cp->cache_prev != NULL)
-    cp->cache_prev->cache_next = cp->cache_next;
-  else
-    slab_caches = cp->cache_next;
-  if (cp->cache_next != NULL)
-    cp->cache_next->cache_prev = cp->cache_prev;
-  pthread_mutex_unlock(&slab_list_lock);
-  /* no reap can be inside this cache now (a reap holds slab_reap_lock from start to end),
-   * and none can find it any more: the destructors below run without the reap lock */
-  pthread_mutex_unlock(&slab_reap_lock);
-  /* off the list, no statistics snapshot or reap can see the CPU layer go: every magazine's
-   * rounds back to the slabs first (magazine.c) */
-  prd__mag_cache_fini(cp);
-
   pthread_mutex_lock(&cp->cache_lock);
-  uint64_t live = cp->cache_bufs_inuse;
-  if (live > 0) {
-    prd__debug_report_live(cp);   /* names them, with their stacks when audited */
-    /* their bufctls go back on the slabs' unconstructed lists, so that the slabs' external
-     * structures are all freed and no destructor runs on an object still in use */
-    if (cp->cache_flags & PRD_CF_HASH)
-      for (size_t h = 0; h <= cp->cache_hash_mask; h++)
-        for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL; bcp = bcp->bc_hnext)
-          if (bcp->bc_flags & PRD_BC_ALLOC) {
-            bcp->bc_flags &= ~PRD_BC_ALLOC;
-            bcp->bc_next = bcp->bc_slab->slab_fresh;
-            bcp->bc_slab->slab_fresh = bcp;
-          }
-  }
+  if (cp->cache_bufs_inuse > 0 && (cp->cache_flags & PRD_CF_HASH))
+    for (size_t h = 0; h <= cp->cache_hash_mask; h++)
+      for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL; bcp = bcp->bc_hnext)
+        if (bcp->bc_flags & PRD_BC_ALLOC) {
+          bcp->bc_flags &= ~PRD_BC_ALLOC;
+          bcp->bc_next = bcp->bc_slab->slab_fresh;
+          bcp->bc_slab->slab_fresh = bcp;
+        }
   prd_slab_link_t *chain = NULL;
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
-    while (!link_empty(list)) {
-      prd_slab_t *sp = link_slab(list->sl_next);
+    prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
+    while (!prd__slab_link_empty(list)) {
+      prd_slab_t *sp = prd__slab_of_link(list->sl_next);
       slab_detach(cp, sp);
       sp->slab_link.sl_next = chain;
       chain = &sp->slab_link;
@@ -1528,9 +857,6 @@ void prd_cache_destroy(prd_cache_t *cp)
     prd__debug_unmap_flush(cp);
   prd__hash_table_unmap(cp->cache_hash, cp->cache_hash_mask + 1, cp->cache_hash0);
   pthread_mutex_destroy(&cp->cache_lock);
-  prd__slab_free(&slab_cache_cache, cp);
-  if (live > 0)
-    prd__report_done();
 }
 
 void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
@@ -1543,14 +869,14 @@ void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
 
 /* ---- walking, statistics, invariants -------------------------------------------------------- */
 /* Calls fn on every buffer of cp that is allocated (cache_lock held). */
-void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
+void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 {
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    if (list_id(i) == PRD_SLAB_ON_FREE)
+    if (prd__slab_list_id(i) == PRD_SLAB_ON_FREE)
       continue;
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
     for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
-      prd_slab_t *sp = link_slab(l);
+      prd_slab_t *sp = prd__slab_of_link(l);
       char *first = sp->slab_base + sp->slab_color;
       if (cp->cache_flags & PRD_CF_HASH) {
         for (uint32_t k = 0; k < sp->slab_chunks; k++) {
@@ -1570,7 +896,7 @@ void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
       prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
       for (int h = 0; h < 2; h++)
         for (prd_bufctl_t *bcp = heads[h]; bcp != NULL; bcp = bcp->bc_next) {
-          size_t k = (size_t)((char *)bufctl_buf(cp, bcp) - first) / cp->cache_chunksize;
+          size_t k = (size_t)((char *)prd__slab_bufctl_buf(cp, bcp) - first) / cp->cache_chunksize;
           if (k < PRD_SLAB_MAX_SMALL)
             freemap[k / 64] |= 1ull << (k % 64);
         }
@@ -1585,9 +911,9 @@ void prd__cache_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
 void *prd__slab_containing(prd_cache_t *cp, const void *addr)
 {
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    prd_slab_link_t *list = slab_list(cp, list_id(i));
+    prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
     for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
-      prd_slab_t *sp = link_slab(l);
+      prd_slab_t *sp = prd__slab_of_link(l);
       char *first = sp->slab_base + sp->slab_color;
       char *end = first + (size_t)sp->slab_chunks * cp->cache_chunksize;
       if ((const char *)addr >= first && (const char *)addr < end)
@@ -1598,19 +924,10 @@ void *prd__slab_containing(prd_cache_t *cp, const void *addr)
   return NULL;
 }
 
-/* Calls fn on every cache on the list (user caches, then internal), under slab_list_lock. */
-void prd__cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
+/* The slab layer's and the latent slabs' fields of a cache's statistics (cache.c composes
+ * them with the other layers'). */
+void prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st)
 {
-  pthread_mutex_lock(&slab_list_lock);
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    fn(arg, cp);
-  pthread_mutex_unlock(&slab_list_lock);
-}
-
-static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
-{
-  memset(st, 0, sizeof(*st));
-  prd__mag_stats(cp, st);   /* the CPU layer's fields (magazine.c) */
   memcpy(st->name, cp->cache_name, sizeof(st->name));
   st->buf_size = cp->cache_bufsize;
   st->align = cp->cache_align;
@@ -1641,49 +958,6 @@ static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
   st->slab_premoves = cp->cache_lat_premoves;
   st->frag_skips = cp->cache_lat_skips;
   pthread_mutex_unlock(&cp->cache_lock);
-  prd__defer_stats(cp, st);   /* the latent caches' counters (defer.c) */
-  /* seed 001 §5.4 counts a churn per grow/shrink pair: every shrink pairs an earlier grow */
-  st->slab_churns = PRD_MIN(st->slab_creates, st->slab_destroys);
-  uint64_t slabs = st->slabs_full + st->slabs_partial + st->slabs_free;
-  st->total_frag = st->bufs_inuse == 0 ? 0.0
-                   : (double)slabs * (double)st->slab_size /
-                         ((double)st->bufs_inuse * (double)st->buf_size);
-  st->slab_bytes = slabs * st->slab_size;
-}
-
-/* The statistics printers' walker (stats.c): copies, so that they print with no lock held.
- * Lock order as section 8: slab_list_lock, then each cache_lock in cache_stats_fill. */
-size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max)
-{
-  prd__slab_init();
-  size_t n = 0;
-  pthread_mutex_lock(&slab_list_lock);
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next, n++)
-    if (n < max) {
-      cache_stats_fill(cp, &out[n].cs_stats);
-      out[n].cs_stats.size = sizeof(out[n].cs_stats);
-      out[n].cs_stats.version = PRD_CACHE_STATS_VERSION;
-      out[n].cs_internal = (cp->cache_flags & PRD_CF_INTERNAL) != 0;
-    }
-  pthread_mutex_unlock(&slab_list_lock);
-  return n;
-}
-
-int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)
-{
-  if (cp == NULL || st == NULL || st->size < offsetof(prd_cache_stats_t, name) ||
-      st->version == 0 || st->version > PRD_CACHE_STATS_VERSION) {
-    errno = EINVAL;
-    return -1;
-  }
-  prd_cache_stats_t full;
-  size_t size = st->size;
-  uint32_t version = st->version;
-  cache_stats_fill(cp, &full);
-  memcpy(st, &full, PRD_MIN(size, sizeof(full)));
-  st->size = size;
-  st->version = version;
-  return 0;
 }
 
 /* Checks every invariant of the slab layer of cp; reports each broken one and returns how
@@ -1701,16 +975,17 @@ int prd__cache_check(prd_cache_t *cp)
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0, latent = 0;
   for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
-    CHECK_INV(link_empty(&cp->cache_partial[b]) == !(cp->cache_partial_map & (1ull << b)));
+    CHECK_INV(prd__slab_link_empty(&cp->cache_partial[b]) ==
+              !(cp->cache_partial_map & (1ull << b)));
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    uint32_t id = list_id(i);
-    prd_slab_link_t *list = slab_list(cp, id);
+    uint32_t id = prd__slab_list_id(i);
+    prd_slab_link_t *list = prd__slab_list(cp, id);
     for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
       CHECK_INV(l->sl_next->sl_prev == l);
-      prd_slab_t *sp = link_slab(l);
+      prd_slab_t *sp = prd__slab_of_link(l);
       CHECK_INV(sp->slab_cache == cp);
       CHECK_INV(sp->slab_bucket == id);
-      CHECK_INV(slab_target(cp, sp) == id);
+      CHECK_INV(prd__slab_target(cp, sp) == id);
       CHECK_INV(sp->slab_chunks == cp->cache_chunks);
       CHECK_INV(sp->slab_color <= cp->cache_maxcolor);
       if (id == PRD_SLAB_ON_FULL)
@@ -1720,14 +995,14 @@ int prd__cache_check(prd_cache_t *cp)
       else
         npartial++;
       if (!(cp->cache_flags & PRD_CF_HASH))
-        CHECK_INV(small_slab(cp, sp->slab_base) == sp);
+        CHECK_INV(prd__slab_small(cp, sp->slab_base) == sp);
       uint32_t nfreebufs = 0;
       char *first = sp->slab_base + sp->slab_color;
       prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
       for (int h = 0; h < 2; h++)
         for (prd_bufctl_t *bcp = heads[h]; bcp != NULL && nfreebufs <= sp->slab_chunks;
              bcp = bcp->bc_next) {
-          char *buf = bufctl_buf(cp, bcp);
+          char *buf = prd__slab_bufctl_buf(cp, bcp);
           CHECK_INV(buf >= first && (size_t)(buf - first) % cp->cache_chunksize == 0 &&
                     (size_t)(buf - first) / cp->cache_chunksize < sp->slab_chunks);
           if (cp->cache_flags & PRD_CF_HASH) {
@@ -1739,8 +1014,8 @@ int prd__cache_check(prd_cache_t *cp)
         }
       if (!(cp->cache_flags & PRD_CF_SLABCTOR))
         CHECK_INV(sp->slab_fresh == NULL);
-      /* the latent slab (section 10) */
-      CHECK_INV(slab_ndeferred(sp) <= sp->slab_refcnt);
+      /* the latent slab (section 9) */
+      CHECK_INV(prd__slab_ndeferred(sp) <= sp->slab_refcnt);
       for (int g = 0; g < 2; g++) {
         uint32_t cnt = 0;
         if (cp->cache_flags & PRD_CF_HASH) {
@@ -1751,13 +1026,13 @@ int prd__cache_check(prd_cache_t *cp)
             cnt++;
           }
         } else if (cp->cache_lat_words != 0) {
-          uint64_t *map = lat_map(cp, sp, g);
+          uint64_t *map = prd__slab_lat_map(cp, sp, g);
           for (size_t w = 0; w < cp->cache_lat_words; w++)
             cnt += (uint32_t)__builtin_popcountll(map[w]);
         }
         CHECK_INV(cnt == sp->slab_lat_n[g]);
       }
-      latent += slab_ndeferred(sp);
+      latent += prd__slab_ndeferred(sp);
       CHECK_INV(nfreebufs + sp->slab_refcnt == sp->slab_chunks);
       if (cp->cache_flags & PRD_CF_HASH) {
         uint32_t alloc = 0;
@@ -1779,8 +1054,8 @@ int prd__cache_check(prd_cache_t *cp)
   uint64_t latent_fifo = 0;
   for (prd_slab_link_t *l = cp->cache_latent.sl_next; l != &cp->cache_latent; l = l->sl_next) {
     prd_slab_t *sp = (prd_slab_t *)((char *)l - offsetof(prd_slab_t, slab_lat_link));
-    CHECK_INV(slab_ndeferred(sp) != 0);
-    latent_fifo += slab_ndeferred(sp);
+    CHECK_INV(prd__slab_ndeferred(sp) != 0);
+    latent_fifo += prd__slab_ndeferred(sp);
   }
   CHECK_INV(latent_fifo == latent);
   CHECK_INV(npartial == cp->cache_npartial);
@@ -1797,7 +1072,7 @@ int prd__cache_check(prd_cache_t *cp)
     for (size_t h = 0; h <= cp->cache_hash_mask; h++)
       for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL && chained <= hashed;
            bcp = bcp->bc_hnext) {
-        CHECK_INV(hash_index(cp, bcp->bc_addr) == h);
+        CHECK_INV(prd__slab_hash_index(cp, bcp->bc_addr) == h);
         chained++;
       }
     CHECK_INV(chained == hashed);
@@ -1805,30 +1080,4 @@ int prd__cache_check(prd_cache_t *cp)
   pthread_mutex_unlock(&cp->cache_lock);
 #undef CHECK_INV
   return bad;
-}
-
-/* ---- fork (fork.c's pthread_atfork handlers call these, in its lock order) ---------------- */
-PRD__FORK_LINK();
-/* Takes the reap and list locks (the magazine layer's thread registry comes after them in
- * fork.c's order: the statistics snapshot holds slab_list_lock while it reads thread caches). */
-void prd__slab_fork_prepare(void)
-{
-  pthread_mutex_lock(&slab_reap_lock);
-  pthread_mutex_lock(&slab_list_lock);
-}
-
-/* Takes every cache's lock in list order (section 8), after the threads' cache locks. */
-void prd__slab_fork_prepare_caches(void)
-{
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_lock(&cp->cache_lock);
-}
-
-/* Releases them (parent and child alike: the child's only thread is the one that took them). */
-void prd__slab_fork_release(void)
-{
-  for (prd_cache_t *cp = slab_caches; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_unlock(&cp->cache_lock);
-  pthread_mutex_unlock(&slab_list_lock);
-  pthread_mutex_unlock(&slab_reap_lock);
 }

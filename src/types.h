@@ -9,7 +9,7 @@
  *   prd_slab_t      (slab.c)   one slab: its buffers' freelists and reference count     slab_
  *   prd_bufctl_t    (slab.c)   one buffer's control (freelist/hash linkage, address)    bc_
  *   prd_bufctl_audit_t (debug.c) a bufctl with the buffer's transaction log             bca_
- *   prd__cache_snap_t  (slab.c)  one cache's statistics, copied for the printers        cs_
+ *   prd__cache_snap_t  (cache.c) one cache's statistics, copied for the printers        cs_
  *   prd__arena_snap_t  (vmem.c)  one arena's statistics and names, copied likewise      as_
  *   prd_mag_t       (magazine.c) a magazine: an array of object pointers (rounds)      mag_
  *   prd_magtype_t   (magazine.c) one row of the magazine-size table                    mt_

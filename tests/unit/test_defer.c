@@ -1,4 +1,4 @@
-/* test_defer: Prudence (src/defer.c, slab.c section 10), one test per mechanism of issue #6,
+/* test_defer: Prudence (src/defer.c, src/latent.c), one test per mechanism of issue #6,
  * each shown through the statistics counters, plus the waiting bound of defer.c section 3.
  *
  * prd-test-timeout: 240

@@ -1,4 +1,4 @@
-/* Randomized model test of Prudence (src/defer.c, magazine.c, slab.c section 10): random
+/* Randomized model test of Prudence (src/defer.c, magazine.c, latent.c): random
  * allocations, frees, deferred frees, thread flushes, reaps, grace-period waits and bursts run
  * by short-lived threads, on caches of both slab layouts (one with a constructor), against a
  * reference model: every buffer's state (with the user, deferred with the grace-period state

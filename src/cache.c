@@ -1,0 +1,572 @@
+/*
+ * cache.c: the object-cache front end: the public prd_cache_* API over the slab layer
+ * (slab.c), the CPU layer of magazines (magazine.c), Prudence (defer.c) and buffer debugging
+ * (debug.c), as illumos kmem_cache_alloc composes its layers (seed 002, seed 004).
+ *
+ * 1. What.  A cache is one object, prd_cache_t, that every layer keeps its part in: the slab
+ *    layer's lists and hash, the CPU layer's magazine id and depot, Prudence's counters, the
+ *    debug flags.  This file creates and destroys caches layer by layer, is the door through
+ *    which objects leave for the user and come back, keeps the list of all caches (for
+ *    reaps, statistics, leak reports and fork), and decides what an allocation does when the
+ *    source is out of memory.  Where a layer below must enter this file's work, it goes
+ *    through a hook this file sets at its first use (section 5): the slab layer's
+ *    out-of-memory hook and debug.c's stray-pointer hook.
+ *
+ * 2. An allocation and a free through the layers.
+ *        prd_cache_alloc:  [debug checks, out of line]  <-  magazine hit (magazine.h)
+ *                          <-  magazine miss: depot, Prudence's safe latent objects
+ *                          <-  slab layer  <-  vmem source  <-  os
+ *        prd_cache_free:   [debug checks]  ->  magazine hit  ->  miss: depot  ->  slab layer
+ *    The hit paths are the magazine layer's inline ones (magazine.h): this file adds only the
+ *    NULL-cache test and one test of cache_flags (prd__cache_slow_front, internal.h) that
+ *    sends a debugging cache out of line.  The debug hooks run at the boundary between the
+ *    user and the layers, so an object parked in a magazine is free for the checks, and every
+ *    object meets them whichever layer below serves it.
+ *    Deferred frees (prd_cache_free_deferred) enter Prudence directly (defer.c): its latent
+ *    generations live in the same CPU caches.
+ *
+ * 3. Creating and destroying.  prd_cache_create checks its arguments, takes the prd_cache_t
+ *    from this file's own cache of them (cache_cache), lets the slab layer fill in the layout
+ *    (prd__slab_cache_init, which also turns the debugging options into flags and calls
+ *    debug.c), gives the cache its CPU layer (prd__mag_cache_init) and only then puts it on
+ *    the list, where reaps and the statistics can see it.  prd_cache_destroy undoes it in
+ *    the reverse order: Prudence's deferred buffers first (grace periods waited for), off the
+ *    list, every magazine back to the slabs, the buffers still allocated reported (with
+ *    their stacks when audited), then the slab layer's part (prd__slab_cache_fini).
+ *
+ * 4. Reclaim (002 §3.4; the working sets of seed 004 and libumem).  A reap of a cache
+ *    returns the depot's magazines outside its working set to the slabs first, then the slab
+ *    layer's free slabs outside its working set to the source (prd__slab_reap).  prd_reap
+ *    reaps every cache after taking back the magazines parked in other threads' caches.
+ *    Out of memory (the slab layer's hook, section 5) an allocation applies its flags:
+ *    deferred objects wait for their grace period first (seed 001 Algorithm 1 lines 31-32,
+ *    defer.c), at most twice; then PRD_NOSLEEP fails; PRD_SLEEP calls every cache's reclaim
+ *    callback, reaps every cache of all its free slabs (the working set is a hedge against
+ *    thrashing; failing an allocation is worse) and retries once; PRD_NOFAIL repeats through
+ *    the nofail callback.
+ *
+ * 5. Hooks this file sets (once, at its first use, before any user cache exists):
+ *    - prd__slab_set_oom_hook(cache_oom): the slab layer found no slab and the source no
+ *      memory; the hook applies section 4's policy with no lock held and says retry or fail.
+ *    - prd__debug_set_locate(cache_locate): debug.c reports a free of a pointer that starts
+ *      no buffer of its cache; the hook finds the buffer of the cache that holds the pointer,
+ *      or another cache that does, so the report can name it.
+ *
+ * 6. Debugging that walks caches (002 §6.7) lives here, the buffer-level checks in debug.c:
+ *    the leak report walks every cache's allocated buffers (after every magazine went back
+ *    to the slabs: objects parked there are free, not leaked), and a cache destroyed with
+ *    buffers still allocated lists the first PRD_LIVE_LISTED of them; debug.c prints each.
+ *
+ * 7. Locking.  cache_list_lock protects the list of all caches; cache_reap_lock serializes
+ *    whole-process reaps and cache destruction (a cache cannot vanish under a reap).  Order:
+ *        cache_reap_lock -> cache_list_lock -> a cache's cache_lock (slab.c section 8)
+ *    The magazine layer's reap lock comes before both and its thread registry after them
+ *    (magazine.c's order: the statistics snapshot holds cache_list_lock while it reads thread
+ *    caches).  A thread inside a reap does not start a nested pressure reap (cache_in_reclaim),
+ *    which would wait for the reap lock it holds.  Reclaim callbacks and destructors run
+ *    with no cache_lock held; a reclaim callback must not create or destroy caches.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "magazine.h"
+
+#define PRD_CACHE_MAX_BUF (1ul << 30)   /* larger objects do not belong in a cache */
+#define PRD_LIVE_LISTED   16   /* live buffers listed at cache destroy (as vmem's leaks):
+                                  enough to see the pattern, then a count */
+#define PRD_OOM_WAITS     2    /* grace-period waits before the flags' policy: a second only
+                                  if the first one gave buffers back */
+
+static prd_cache_t cache_cache;          /* prd_cache_t itself */
+static pthread_mutex_t cache_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cache_reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static prd_cache_t *cache_list;          /* newest first: the internal caches come last */
+static int (*_Atomic cache_nofail_cb)(void);
+static _Thread_local bool cache_in_reclaim;  /* a reclaim callback that allocates can't recurse */
+
+/* ---- the list of all caches ------------------------------------------------------------- */
+static void cache_list_insert(prd_cache_t *cp)
+{
+  pthread_mutex_lock(&cache_list_lock);
+  cp->cache_prev = NULL;
+  cp->cache_next = cache_list;
+  if (cache_list != NULL)
+    cache_list->cache_prev = cp;
+  cache_list = cp;
+  pthread_mutex_unlock(&cache_list_lock);
+}
+
+/* Calls fn on every cache on the list (user caches, then internal), under cache_list_lock. */
+static void cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
+{
+  pthread_mutex_lock(&cache_list_lock);
+  for (prd_cache_t *cp = cache_list; cp != NULL; cp = cp->cache_next)
+    fn(arg, cp);
+  pthread_mutex_unlock(&cache_list_lock);
+}
+
+static bool cache_oom(prd_cache_t *cp, int flags, unsigned *state);
+static void *cache_locate(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp, char *owner);
+
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_init_once(void)
+{
+  prd__slab_init();   /* the slab layer's own caches */
+  int rc = prd__slab_cache_init(&cache_cache, "prd_cache", sizeof(prd_cache_t), 64, NULL, NULL,
+                                NULL, NULL, NULL, PRD_CACHE_NODEBUG | PRD_CF_INTERNAL);
+  PRD_ASSERT(rc == 0);
+  (void)rc;
+  prd_cache_t *ip;
+  for (size_t i = 0; (ip = prd__slab_internal_cache(i)) != NULL; i++)
+    cache_list_insert(ip);
+  cache_list_insert(&cache_cache);
+  prd__slab_set_oom_hook(cache_oom);
+  prd__debug_set_locate(cache_locate);
+}
+
+static void cache_init(void)
+{
+  pthread_once(&cache_once, cache_init_once);
+}
+
+/* ---- the public front end ------------------------------------------------------------------- */
+/* prd__cache_slow_front (internal.h, where malloc.c's inline hit path tests it too) says
+ * whether a cache takes the out-of-line front end: buffer debugging (section 2).  A cache with
+ * Prudence deferrals stays on the magazine layer's hit path: its latent generations live in
+ * the same CPU caches (defer.c section 2). */
+
+/* The debug hooks run at the boundary between the user and the layers, so objects parked in
+ * magazines are "free" for the checks.  A buffer whose constructor failed in debug.c goes
+ * back to the slab layer as it came. */
+static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
+{
+  void *buf = prd__mag_alloc(cp, flags);
+  if (buf == NULL)
+    return NULL;
+  if (prd_likely(prd__debug_alloc(cp, buf, flags) != NULL))
+    return buf;
+  prd__slab_free(cp, buf);
+  pthread_mutex_lock(&cp->cache_lock);
+  cp->cache_alloc_fails++;
+  pthread_mutex_unlock(&cp->cache_lock);
+  errno = ENOMEM;
+  return NULL;
+}
+
+static PRD_NOINLINE void cache_free_slow(prd_cache_t *cp, void *buf)
+{
+  if (prd__debug_free(cp, buf) != 0)
+    return;
+  prd__mag_free(cp, buf);
+}
+
+void *prd_cache_alloc(prd_cache_t *cp, int flags)
+{
+  if (prd_unlikely(cp == NULL)) {
+    prd__report("prd_cache_alloc: NULL cache");
+    errno = EINVAL;
+    return NULL;
+  }
+  if (prd_unlikely(prd__cache_slow_front(cp)))
+    return cache_alloc_slow(cp, flags);
+  return prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
+}
+
+void prd_cache_free(prd_cache_t *cp, void *buf)
+{
+  if (buf == NULL)
+    return;
+  if (prd_unlikely(cp == NULL)) {
+    prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
+    return;
+  }
+  if (prd_unlikely(prd__cache_slow_front(cp))) {
+    cache_free_slow(cp, buf);
+    return;
+  }
+  prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
+}
+
+/* ---- creating and destroying caches (section 3) --------------------------------------------- */
+static void cache_leaks_atexit(void)
+{
+  prd_leak_report(stderr, 0);
+}
+
+static pthread_once_t cache_leaks_once = PTHREAD_ONCE_INIT;
+
+static void cache_leaks_register(void)
+{
+  atexit(cache_leaks_atexit);
+}
+
+prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
+                              prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
+                              prd_vmem_t *source, int cflags)
+{
+  cache_init();
+  const char *what = NULL;
+  size_t page = prd__os_page_size();
+  if (name == NULL)
+    what = "NULL name";
+  else if (size == 0)
+    what = "size 0";
+  else if (size > PRD_CACHE_MAX_BUF)
+    what = "size larger than 1 GiB";
+  else if (align != 0 && !PRD_ISP2(align))
+    what = "alignment not a power of two";
+  else if (align > page)
+    what = "alignment larger than a page";
+  else if (cflags & ~(PRD_CACHE_NOTOUCH | PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE |
+                      PRD_CACHE_DEBUG_ALL | PRD_CACHE_OBLIVIOUS))
+    what = "unknown cflags";
+  else if ((cflags & PRD_CACHE_OBLIVIOUS) && (cflags & PRD_CACHE_NOTOUCH))
+    what = "PRD_CACHE_OBLIVIOUS needs memory for its call_rcu head (not with NOTOUCH)";
+  if (what != NULL) {
+    prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name ? name : "NULL", size,
+                align, what);
+    errno = EINVAL;
+    return NULL;
+  }
+  if (source == NULL && (source = prd_heap_arena()) == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  uint32_t flags = (uint32_t)cflags;
+  if (!(flags & PRD_CACHE_NODEBUG))
+    flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;
+  prd_cache_t *cp = prd__slab_alloc(&cache_cache, PRD_SLEEP);
+  if (cp == NULL)
+    return NULL;
+  if (prd__slab_cache_init(cp, name, size, align, ctor, dtor, reclaim, priv, source, flags) !=
+      0) {
+    prd__report("prd_cache_create(%s, size %zu, align %zu): no slab layout fits", name, size,
+                align);
+    prd__slab_free(&cache_cache, cp);
+    errno = EINVAL;
+    return NULL;
+  }
+  if (prd__mag_cache_init(cp) != 0) {   /* the CPU layer in front (magazine.c) */
+    pthread_mutex_destroy(&cp->cache_lock);
+    prd__slab_free(&cache_cache, cp);
+    errno = ENOMEM;
+    return NULL;
+  }
+  cache_list_insert(cp);
+  if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
+    pthread_once(&cache_leaks_once, cache_leaks_register);
+  return cp;
+}
+
+static void cache_report_live(prd_cache_t *cp);
+
+void prd_cache_destroy(prd_cache_t *cp)
+{
+  if (cp == NULL) {
+    prd__report("prd_cache_destroy: NULL cache (ignored)");
+    return;
+  }
+  if (cp->cache_flags & PRD_CF_INTERNAL) {
+    prd__error("prd_cache_destroy: %s is internal to the slab layer (ignored)", cp->cache_name);
+    return;
+  }
+  /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */
+  prd__defer_cache_destroy(cp);
+  pthread_mutex_lock(&cache_reap_lock);
+  pthread_mutex_lock(&cache_list_lock);
+  if (cp->cache_prev != NULL)
+    cp->cache_prev->cache_next = cp->cache_next;
+  else
+    cache_list = cp->cache_next;
+  if (cp->cache_next != NULL)
+    cp->cache_next->cache_prev = cp->cache_prev;
+  pthread_mutex_unlock(&cache_list_lock);
+  /* no reap can be inside this cache now (a reap holds cache_reap_lock from start to end),
+   * and none can find it any more: the destructors below run without the reap lock */
+  pthread_mutex_unlock(&cache_reap_lock);
+  /* off the list, no statistics snapshot or reap can see the CPU layer go: every magazine's
+   * rounds back to the slabs first (magazine.c) */
+  prd__mag_cache_fini(cp);
+
+  pthread_mutex_lock(&cp->cache_lock);
+  uint64_t live = cp->cache_bufs_inuse;
+  if (live > 0)
+    cache_report_live(cp);   /* names them, with their stacks when audited */
+  pthread_mutex_unlock(&cp->cache_lock);
+  prd__slab_cache_fini(cp);   /* the live buffers' slabs too (slab.c) */
+  prd__slab_free(&cache_cache, cp);
+  if (live > 0)
+    prd__report_done();
+}
+
+/* ---- reclaiming (section 4) ------------------------------------------------------------------ */
+static void cache_reap(prd_cache_t *cp, bool all)
+{
+  prd__mag_depot_reap(cp, all);   /* the depot's magazines outside its working set first */
+  prd__slab_reap(cp, all);
+}
+
+/* Reaps every cache (cache_reap_lock held): user caches first, then the internal caches,
+ * which the user caches' slabs just gave bufctls and slab structures back to. */
+static void reap_all_locked(bool all)
+{
+  pthread_mutex_lock(&cache_list_lock);
+  prd_cache_t *cp = cache_list;
+  pthread_mutex_unlock(&cache_list_lock);
+  /* The list only loses members under cache_reap_lock, which we hold; new caches go in at the
+   * head, behind us, so the walk is safe with the list lock dropped. */
+  for (; cp != NULL; cp = cp->cache_next)
+    cache_reap(cp, all);
+}
+
+/* Memory pressure: ask every cache's owner to give memory back, then reap all free slabs. */
+static void reclaim_all(void)
+{
+  if (cache_in_reclaim)
+    return;
+  cache_in_reclaim = true;
+  pthread_mutex_lock(&cache_reap_lock);
+  pthread_mutex_lock(&cache_list_lock);
+  prd_cache_t *first = cache_list;
+  pthread_mutex_unlock(&cache_list_lock);
+  for (prd_cache_t *cp = first; cp != NULL; cp = cp->cache_next)
+    if (cp->cache_reclaim != NULL)
+      cp->cache_reclaim(cp->cache_private);
+  reap_all_locked(true);
+  pthread_mutex_unlock(&cache_reap_lock);
+  cache_in_reclaim = false;
+}
+
+void prd_cache_reap(prd_cache_t *cp)
+{
+  if (cp == NULL) {
+    prd__report("prd_cache_reap: NULL cache (ignored)");
+    return;
+  }
+  cache_reap(cp, false);
+}
+
+void prd_reap(void)
+{
+  /* a destructor run by this reap that allocates must not start a pressure reap, which
+   * would wait for the reap lock this thread holds */
+  bool nested = cache_in_reclaim;
+  prd__mag_reap_threads();   /* magazines parked in other threads' caches (magazine.c) */
+  cache_in_reclaim = true;
+  pthread_mutex_lock(&cache_reap_lock);
+  reap_all_locked(false);
+  pthread_mutex_unlock(&cache_reap_lock);
+  cache_in_reclaim = nested;
+}
+
+void prd__cache_reap_all(prd_cache_t *cp)
+{
+  cache_reap(cp, true);
+}
+
+void prd_set_nofail_callback(int (*cb)(void))
+{
+  atomic_store_explicit(&cache_nofail_cb, cb, memory_order_release);
+}
+
+/* PRD_NOFAIL and nothing worked: the callback says retry or exit (once, as libumem). */
+static void nofail_wait(prd_cache_t *cp)
+{
+  static atomic_flag exiting = ATOMIC_FLAG_INIT;
+  int (*cb)(void) = atomic_load_explicit(&cache_nofail_cb, memory_order_acquire);
+  int r = cb != NULL ? cb() : PRD_NOFAIL_EXIT(255);
+  if (r == PRD_NOFAIL_RETRY)
+    return;
+  if (cb == NULL)
+    prd__report("cache %s: PRD_NOFAIL allocation cannot be satisfied and no nofail callback "
+                "is set: exiting with status 255", cp->cache_name);
+  if (atomic_flag_test_and_set(&exiting))
+    for (;;)
+      pause();
+  exit(r & 0xff);
+}
+
+/* The slab layer's out-of-memory hook (section 5): the source had no slab for a user cache
+ * (no lock held).  *state is 0 at the first call of one allocation and kept between calls:
+ * the grace-period waits made (low bits) and whether every cache was reaped (OOM_RECLAIMED).
+ * True: the slab layer tries again; false: the allocation fails with ENOMEM. */
+#define OOM_RECLAIMED 0x100u
+static bool cache_oom(prd_cache_t *cp, int flags, unsigned *state)
+{
+  unsigned waits = *state & 0xffu;
+  bool reclaimed = (*state & OOM_RECLAIMED) != 0;
+  /* seed 001 Algorithm 1 lines 31-32: deferred objects wait for a grace period: wait for
+   * it (PRD_NOSLEEP: merge only what is already safe) and retry before failing */
+  if (waits < PRD_OOM_WAITS && atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed)) {
+    waits = prd__defer_oom(cp, flags) ? waits + 1 : PRD_OOM_WAITS;
+    *state = waits | (reclaimed ? OOM_RECLAIMED : 0);
+    return true;
+  }
+  if ((flags & PRD_NOSLEEP) || (reclaimed && !(flags & PRD_NOFAIL)))
+    return false;
+  if (reclaimed)
+    nofail_wait(cp);
+  reclaim_all();
+  *state = waits | OOM_RECLAIMED;
+  return true;
+}
+
+/* ---- statistics (stats.c prints them) -------------------------------------------------------- */
+static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
+{
+  memset(st, 0, sizeof(*st));
+  prd__mag_stats(cp, st);    /* the CPU layer's fields (magazine.c) */
+  prd__slab_stats(cp, st);   /* the slab layer's and the latent slabs' (slab.c) */
+  prd__defer_stats(cp, st);  /* the latent caches' counters (defer.c) */
+  /* seed 001 §5.4 counts a churn per grow/shrink pair: every shrink pairs an earlier grow */
+  st->slab_churns = PRD_MIN(st->slab_creates, st->slab_destroys);
+  uint64_t slabs = st->slabs_full + st->slabs_partial + st->slabs_free;
+  st->total_frag = st->bufs_inuse == 0 ? 0.0
+                   : (double)slabs * (double)st->slab_size /
+                         ((double)st->bufs_inuse * (double)st->buf_size);
+  st->slab_bytes = slabs * st->slab_size;
+}
+
+/* The statistics printers' walker (stats.c): copies, so that they print with no lock held.
+ * Lock order as section 7: cache_list_lock, then each cache_lock in cache_stats_fill. */
+size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max)
+{
+  cache_init();
+  size_t n = 0;
+  pthread_mutex_lock(&cache_list_lock);
+  for (prd_cache_t *cp = cache_list; cp != NULL; cp = cp->cache_next, n++)
+    if (n < max) {
+      cache_stats_fill(cp, &out[n].cs_stats);
+      out[n].cs_stats.size = sizeof(out[n].cs_stats);
+      out[n].cs_stats.version = PRD_CACHE_STATS_VERSION;
+      out[n].cs_internal = (cp->cache_flags & PRD_CF_INTERNAL) != 0;
+    }
+  pthread_mutex_unlock(&cache_list_lock);
+  return n;
+}
+
+int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)
+{
+  if (cp == NULL || st == NULL || st->size < offsetof(prd_cache_stats_t, name) ||
+      st->version == 0 || st->version > PRD_CACHE_STATS_VERSION) {
+    errno = EINVAL;
+    return -1;
+  }
+  prd_cache_stats_t full;
+  size_t size = st->size;
+  uint32_t version = st->version;
+  cache_stats_fill(cp, &full);
+  memcpy(st, &full, PRD_MIN(size, sizeof(full)));
+  st->size = size;
+  st->version = version;
+  return 0;
+}
+
+/* ---- debugging that walks caches (section 6) ------------------------------------------------ */
+/* The buffers still allocated in a cache being destroyed (cache_lock held). */
+static void cache_report_live(prd_cache_t *cp)
+{
+  prd__debug_live_t lc = { -1, prd__now_ns(), 0, 0, PRD_LIVE_LISTED, 0 };
+  prd__debug_line(-1, "cache %s: destroyed with %llu buffers still allocated:", cp->cache_name,
+                  (unsigned long long)cp->cache_bufs_inuse);
+  prd__slab_walk_allocated(cp, prd__debug_live_buf, &lc);
+  if (lc.lc_seen > lc.lc_listed)
+    prd__debug_line(-1, "cache %s: ... and %zu more", cp->cache_name, lc.lc_seen - lc.lc_listed);
+}
+
+static void leak_cache(void *arg, prd_cache_t *cp)
+{
+  if (cp->cache_flags & PRD_CF_INTERNAL)
+    return;
+  pthread_mutex_lock(&cp->cache_lock);
+  prd__slab_walk_allocated(cp, prd__debug_live_buf, arg);
+  pthread_mutex_unlock(&cp->cache_lock);
+}
+
+size_t prd_leak_report(FILE *fp, double older_than_seconds)
+{
+  prd__mag_purge_all();   /* objects parked in magazines are free, not leaked */
+  cache_init();
+  if (fp == NULL)
+    fp = stderr;
+  if (!(older_than_seconds >= 0))
+    older_than_seconds = 0;
+  fflush(fp);
+  prd__debug_live_t lc = { fileno(fp), prd__now_ns(), (uint64_t)(older_than_seconds * 1e9), 0,
+                           SIZE_MAX, 0 };
+  cache_foreach(leak_cache, &lc);
+  prd__debug_line(lc.lc_fd, "leak report: %zu buffers allocated for at least %.3f s",
+                  lc.lc_seen, older_than_seconds);
+  return lc.lc_seen;
+}
+
+/* debug.c's stray-pointer hook (section 5), for the report of a bad free of addr to cp: the
+ * buffer of cp whose chunk holds addr (and *bcpp its bufctl, large layout), else NULL with
+ * owner[] the name of another cache that holds it ("" if none). */
+struct owner_find {
+  const void *of_addr;
+  const prd_cache_t *of_skip;
+  char *of_name;
+  void *of_buf;
+};
+
+static void owner_probe(void *arg, prd_cache_t *cp)
+{
+  struct owner_find *of = arg;
+  if (cp == of->of_skip || of->of_buf != NULL)
+    return;
+  pthread_mutex_lock(&cp->cache_lock);
+  void *b = prd__slab_containing(cp, of->of_addr);
+  pthread_mutex_unlock(&cp->cache_lock);
+  if (b != NULL) {
+    of->of_buf = b;
+    memcpy(of->of_name, cp->cache_name, PRD_CACHE_NAME_MAX);
+  }
+}
+
+static void *cache_locate(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp, char *owner)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  char *start = prd__slab_containing(cp, addr);
+  prd_bufctl_t *sbcp = NULL;
+  if (start != NULL && (cp->cache_flags & PRD_CF_HASH))
+    sbcp = prd__slab_hash_find(cp, start);
+  pthread_mutex_unlock(&cp->cache_lock);
+  owner[0] = '\0';
+  *bcpp = sbcp;
+  if (start != NULL)
+    return start;
+  struct owner_find of = { addr, cp, owner, NULL };
+  cache_foreach(owner_probe, &of);
+  return NULL;
+}
+
+/* ---- fork (fork.c's pthread_atfork handlers call these, in its lock order) ---------------- */
+PRD__FORK_LINK();
+/* Takes the reap and list locks (the magazine layer's thread registry comes after them in
+ * fork.c's order: the statistics snapshot holds cache_list_lock while it reads thread caches). */
+void prd__cache_fork_prepare(void)
+{
+  pthread_mutex_lock(&cache_reap_lock);
+  pthread_mutex_lock(&cache_list_lock);
+}
+
+/* Takes every cache's lock in list order (section 7), after the threads' cache locks. */
+void prd__cache_fork_prepare_caches(void)
+{
+  for (prd_cache_t *cp = cache_list; cp != NULL; cp = cp->cache_next)
+    pthread_mutex_lock(&cp->cache_lock);
+}
+
+/* Releases them (parent and child alike: the child's only thread is the one that took them). */
+void prd__cache_fork_release(void)
+{
+  for (prd_cache_t *cp = cache_list; cp != NULL; cp = cp->cache_next)
+    pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(&cache_list_lock);
+  pthread_mutex_unlock(&cache_reap_lock);
+}
