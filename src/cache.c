@@ -204,6 +204,12 @@ static void cache_leaks_register(void)
   atexit(cache_leaks_atexit);
 }
 
+/* A cache from checked arguments (section 3), its slab layer and CPU layer set up, not yet on
+ * the list; NULL with errno when it cannot be made. */
+static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
+                               prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
+                               prd_vmem_t *source, uint32_t flags);
+
 prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
                               prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
                               prd_vmem_t *source, int cflags)
@@ -239,6 +245,48 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
   uint32_t flags = (uint32_t)cflags;
   if (!(flags & PRD_CACHE_NODEBUG))
     flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;
+  prd_cache_t *cp = cache_make(name, size, align, ctor, dtor, reclaim, priv, source, flags);
+  if (cp == NULL)
+    return NULL;
+  cache_list_insert(cp);
+  if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
+    pthread_once(&cache_leaks_once, cache_leaks_register);
+  return cp;
+}
+
+/* A cache that cache_make made and no one else saw: no buffer was allocated from it. */
+static void cache_unmake(prd_cache_t *cp)
+{
+  prd__slab_cache_fini(cp);
+  prd__slab_free(&cache_cache, cp);
+}
+
+/* The magazine layer's own caches (magazine.c section 2), one per row of its size table:
+ * object caches without magazines, internal, made here because object caches are this
+ * file's.  A row that another thread filled first gets its cache, and ours is unmade before
+ * anyone could see it.  False when one cannot be made (no memory): the creation that wanted
+ * magazines fails, and the next one tries the rows still missing. */
+static bool cache_mag_types(void)
+{
+  size_t row, size, align;
+  char name[PRD_CACHE_NAME_MAX];
+  while (prd__mag_type_missing(&row, name, &size, &align)) {
+    prd_cache_t *cp = cache_make(name, size, align, NULL, NULL, NULL, NULL, prd_heap_arena(),
+                                 PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG | PRD_CF_INTERNAL);
+    if (cp == NULL)
+      return false;
+    if (prd__mag_type_publish(row, cp))
+      cache_list_insert(cp);
+    else
+      cache_unmake(cp);
+  }
+  return true;
+}
+
+static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
+                               prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
+                               prd_vmem_t *source, uint32_t flags)
+{
   prd_cache_t *cp = prd__slab_alloc(&cache_cache, PRD_SLEEP);
   if (cp == NULL)
     return NULL;
@@ -250,15 +298,16 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     errno = EINVAL;
     return NULL;
   }
-  if (prd__mag_cache_init(cp) != 0) {   /* the CPU layer in front (magazine.c) */
+  /* the CPU layer in front (magazine.c), once its own caches exist */
+  int rc = prd__mag_cache_init(cp);
+  if (rc == PRD__MAG_NEED_TYPES)
+    rc = cache_mag_types() ? prd__mag_cache_init(cp) : -1;
+  if (rc != 0) {
     pthread_mutex_destroy(&cp->cache_lock);
     prd__slab_free(&cache_cache, cp);
     errno = ENOMEM;
     return NULL;
   }
-  cache_list_insert(cp);
-  if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
-    pthread_once(&cache_leaks_once, cache_leaks_register);
   return cp;
 }
 
@@ -271,7 +320,7 @@ void prd_cache_destroy(prd_cache_t *cp)
     return;
   }
   if (cp->cache_flags & PRD_CF_INTERNAL) {
-    prd__error("prd_cache_destroy: %s is internal to the slab layer (ignored)", cp->cache_name);
+    prd__error("prd_cache_destroy: %s is one of the library's own caches (ignored)", cp->cache_name);
     return;
   }
   /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */

@@ -9,8 +9,9 @@
  *    keeps serving prd_cache_alloc/prd_cache_free alongside, on the magazine layer's hit path.
  *    PRD_CACHE_OBLIVIOUS caches (and debugging caches, whose checks need the exact life of
  *    each buffer) take the baseline path instead: prd_call_rcu with a head stored after the
- *    buffer (the rcu_head a kernel structure carries) and a callback that calls
- *    prd_cache_free (SLUB + call_rcu, 001 §5).
+ *    buffer (the rcu_head a kernel structure carries) and a callback that frees the buffer
+ *    as prd_cache_free would, through the debug checks and the magazine layer (SLUB +
+ *    call_rcu, 001 §5).
  *
  * 2. Data structures (001 §4.1, Fig. 4; PRUDENCE-NOTES §1-2).
  *    - The object cache of Algorithm 1 is the thread's CPU cache of the magazine layer
@@ -707,7 +708,7 @@ static void defer_callback(struct prd_rcu_head *h)
       prd__slab_free(cp, buf);
     return;
   }
-  prd_cache_free(cp, buf);
+  prd__mag_free(cp, buf);   /* as prd_cache_free does without debugging: the CPU layer */
 }
 
 /* Out of line: the hit path of prd_cache_free_deferred then needs no stack frame. */

@@ -122,8 +122,18 @@ void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
 
 /* ---- magazine.c: the CPU layer (fast paths in magazine.h) ------------------------------- */
 /* Gives cp its CPU layer (unless NOMAGAZINE or internal): a depot and a magazine id; -1 when
- * there is no memory for them (the creation then fails). */
+ * there is no memory for them (the creation then fails); PRD__MAG_NEED_TYPES while the
+ * magazine caches are not all made: the front end makes them (the two calls below), then
+ * calls again. */
+#define PRD__MAG_NEED_TYPES 1
 int   prd__mag_cache_init(prd_cache_t *cp);
+/* A row of the magazine-size table without its cache: true and what to make (name, buffer
+ * size, alignment); false once every row has one. */
+bool  prd__mag_type_missing(size_t *row, char name[PRD_CACHE_NAME_MAX], size_t *size,
+                            size_t *align);
+/* Hands cp (made internal, without magazines, not yet on the list) to the row; false when
+ * another thread's cache got there first: the caller unmakes cp. */
+bool  prd__mag_type_publish(size_t row, prd_cache_t *cp);
 /* Before cp is torn down: every thread's and the depot's magazines back to the slabs. */
 void  prd__mag_cache_fini(prd_cache_t *cp);
 /* Magazines of cp hold at least `rounds` rounds (the next row of the table) from now on. */

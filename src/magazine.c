@@ -25,11 +25,14 @@
  *    - prd_depot_t per cache: a list of full and a list of empty magazines under dp_lock
  *      (seed 004 "depot"), each with its working set (section 7).
  *    - prd_magtype_t: the magazine-size table of libumem (section 8); each size has its own
- *      magazine cache, a slab cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...), made by
- *      the first cache creation that wants magazines and retried by the next when that one
- *      finds no memory (mag_types_make: a failure is never remembered).  The magazine caches
- *      are internal (PRD_CF_INTERNAL), as the slab layer's own caches are: the statistics
- *      leave them out with PRD_STATS_NOINTERNAL, the leak report skips them.
+ *      magazine cache, an object cache with PRD_CACHE_NOMAGAZINE ("prd_mag_15" ...).  Object
+ *      caches are the front end's (cache.c), above this layer, so this layer does not make
+ *      them: prd__mag_cache_init answers PRD__MAG_NEED_TYPES while a row has none, and the
+ *      front end asks which row (prd__mag_type_missing), makes its cache and hands it over
+ *      (prd__mag_type_publish).  The first creation that wants magazines does it, retried by
+ *      the next when that one finds no memory: a failure is never remembered.  The magazine
+ *      caches are internal (PRD_CF_INTERNAL), as the slab layer's own caches are: the
+ *      statistics leave them out with PRD_STATS_NOINTERNAL, the leak report skips them.
  *
  * 3. Allocation tiers (seed 004; prd__mag_alloc in magazine.h, prd__mag_alloc_miss here):
  *      tier 1  pop a round from cc_loaded                                   (fast path)
@@ -299,7 +302,6 @@ int prd__mag_membarrier;
 int prd__mag_annot;
 int prd__mag_plain;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
-static _Thread_local prd_magtype_t *mag_making;   /* the row whose cache it makes (section 8) */
 
 /* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}. */
 static prd_magtype_t mag_types[] = {
@@ -338,7 +340,7 @@ static uint32_t mag_nids = 1;              /* ids in use are below this; 0 is ne
 static const struct prd__mag_hooks *_Atomic mag_hooks_p;   /* section 14 */
 
 static void mag_init_once(void);
-static bool mag_types_make(void);
+static _Atomic bool mag_types_ready;   /* every row has its cache (section 2) */
 
 /* ---- the hooks of the layer above (section 14) ------------------------------------------- */
 void prd__mag_set_hooks(const struct prd__mag_hooks *h)
@@ -1388,19 +1390,11 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 int prd__mag_cache_init(prd_cache_t *cp)
 {
   cp->cache_magid = 0;
-  if (prd_unlikely(mag_making != NULL)) {   /* a magazine cache, not yet visible (section 8) */
-    prd_cache_t *none = NULL;
-    if (__atomic_compare_exchange_n(&mag_making->mt_cache, &none, cp, false, __ATOMIC_RELEASE,
-                                    __ATOMIC_ACQUIRE))
-      cp->cache_flags |= PRD_CF_INTERNAL;
-    mag_making = NULL;
-    return 0;
-  }
   if ((cp->cache_flags & (PRD_CACHE_NOMAGAZINE | PRD_CF_INTERNAL)) || !prd__opt(magazines))
     return 0;
   pthread_once(&mag_once, mag_init_once);
-  if (!mag_types_make())
-    return -1;
+  if (!atomic_load_explicit(&mag_types_ready, memory_order_acquire))
+    return PRD__MAG_NEED_TYPES;   /* section 2: the front end makes the magazine caches */
   prd_depot_t *dp = &cp->cache_depot;
   memset(dp, 0, sizeof(*dp));
   pthread_mutex_init(&dp->dp_lock, NULL);
@@ -1602,31 +1596,23 @@ void prd__mag_fork_child(void)
 }
 
 /* ---- initialization ------------------------------------------------------------------------- */
-/* The magazine caches, one per row of mag_types, made by the first cache creation that wants
- * magazines.  Making one maps memory and may fail: then that creation fails (ENOMEM) and the
- * next one tries again from the rows still missing, so a failure is never remembered (a
- * pthread_once would remember it, or leave a row NULL for good).  No lock: two threads may
- * race to make a row; the first compare-and-swap publishes its cache and the other destroys
- * its own.  The compare-and-swap runs in prd__mag_cache_init, which prd_cache_create calls
- * with the cache complete but before it is on the list of caches: the winner flags its cache
- * PRD_CF_INTERNAL there, while no other thread can see it (cache_flags is never written once
- * a cache is visible), and the loser's stays a plain cache that prd_cache_destroy takes.
- * Memory ordering: each row's compare-and-swap (release) and the store of
- * mag_types_ready (release) pair with the acquire loads here; a cache that has magazines
- * was made after its creator saw every row, and reaches other threads only through their
- * own synchronization with that creator, so the plain loads of mt_cache elsewhere see it. */
-static _Atomic bool mag_types_ready;
-
-static bool mag_types_make(void)
+/* The magazine caches, one per row of mag_types (section 2): the front end makes them for the
+ * first cache creation that wants magazines, and when that fails (no memory) the next creation
+ * tries again from the rows still missing, so a failure is never remembered (a pthread_once
+ * would remember it, or leave a row NULL for good).  No lock: two threads may race to make a
+ * row; the first compare-and-swap publishes its cache and the other's is unmade, before either
+ * is on the list of caches.  Memory ordering: each row's compare-and-swap (release) and the
+ * store of mag_types_ready (release) pair with the acquire loads here and in
+ * prd__mag_cache_init; a cache that has magazines was made after its creator saw every row,
+ * and reaches other threads only through their own synchronization with that creator, so the
+ * plain loads of mt_cache elsewhere see it. */
+bool prd__mag_type_missing(size_t *row, char name[PRD_CACHE_NAME_MAX], size_t *size,
+                           size_t *align)
 {
-  if (prd_likely(atomic_load_explicit(&mag_types_ready, memory_order_acquire)))
-    return true;
   for (size_t i = 0; i < MAG_NTYPES; i++) {
-    char name[PRD_CACHE_NAME_MAX];
     prd_magtype_t *mt = &mag_types[i];
     if (__atomic_load_n(&mt->mt_cache, __ATOMIC_ACQUIRE) != NULL)
       continue;
-    size_t bytes = sizeof(prd_mag_t) + (size_t)mt->mt_magsize * sizeof(void *);
     int n = 0;
     const char *pfx = "prd_mag_";
     for (; pfx[n] != '\0'; n++)
@@ -1638,17 +1624,20 @@ static bool mag_types_make(void)
     while (nd > 0)
       name[n++] = digits[--nd];
     name[n] = '\0';
-    mag_making = mt;   /* prd__mag_cache_init publishes the cache and flags it internal */
-    prd_cache_t *cp = prd_cache_create(name, bytes, mt->mt_align, NULL, NULL, NULL, NULL, NULL,
-                                       PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
-    mag_making = NULL;
-    if (cp == NULL)
-      return false;
-    if (!(cp->cache_flags & PRD_CF_INTERNAL))
-      prd_cache_destroy(cp);   /* another thread made this row first */
+    *row = i;
+    *size = sizeof(prd_mag_t) + (size_t)mt->mt_magsize * sizeof(void *);
+    *align = mt->mt_align;
+    return true;
   }
   atomic_store_explicit(&mag_types_ready, true, memory_order_release);
-  return true;
+  return false;
+}
+
+bool prd__mag_type_publish(size_t row, prd_cache_t *cp)
+{
+  prd_cache_t *none = NULL;
+  return __atomic_compare_exchange_n(&mag_types[row].mt_cache, &none, cp, false,
+                                     __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);
 }
 
 static void mag_init_once(void)

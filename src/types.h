@@ -182,7 +182,7 @@ struct prd_slab {
 #define PRD_CF_DEBUG    0x00020000u  /* buffer debugging: the one flag the fast path tests */
 #define PRD_CF_SLABCTOR 0x00040000u  /* the slab layer constructs (ctor, no patterns or pagebuf) */
 #define PRD_CF_BUFTAG   0x00080000u  /* a debug tag follows each buffer (redzone, bufctl) */
-#define PRD_CF_INTERNAL 0x00100000u  /* one of the slab layer's own caches: not on the list */
+#define PRD_CF_INTERNAL 0x00100000u  /* the library's own cache (slab, front end, magazines) */
 #define PRD_CF_DEFERHEAD 0x00200000u /* a prd_defer_head_t follows each buffer (call_rcu path) */
 #define PRD_CF_BUF_DEBUG (PRD_CACHE_PATTERNS | PRD_CACHE_REDZONE | PRD_CACHE_VERIFY |       \
                           PRD_CACHE_AUDIT | PRD_CACHE_PAGEBUF)
