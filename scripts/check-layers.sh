@@ -3,10 +3,13 @@
 # except the edges declared here (and justified in docs/design.md §1).
 #
 # It reads the object files of a configured build (default build/, any flavour) with nm: a file
-# calls another when it has an undefined function symbol (a prd name) that the other defines.  Calls inside
-# one file and inline functions of headers (they compile into their caller) are not edges.  Data
-# that every floor reads (the option values, the grace-period counter) is listed apart by -v,
-# and is not a call.  Exit status 1 names each call that runs up or sideways.
+# calls another when it has an undefined function symbol (a prd name) that the other defines.
+# Calls inside one file and inline functions of headers (they compile into their caller) are
+# not edges, nor are calls through a function pointer that an upper layer registered (the
+# hooks each lower file's theory statement names).  Data that floors read (the option values,
+# the grace-period counter, the link anchors of fork.c and stats.c) is listed apart by -v, and
+# is not a call.  Exit status 1 names each call that runs up or sideways; ctest runs it
+# (tests/tools/layers.sh).
 #
 # FLOORS lists the files bottom up, one floor a line; files on one floor do not call each other.
 set -eu
