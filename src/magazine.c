@@ -261,7 +261,7 @@
  *    CPU for on a loaded machine) and visits the depot again if it ended, rather than grow the
  *    cache from the slabs while the free side spills into the latent slabs; when it has not
  *    ended the miss goes on to tier 4 and the cache grows.  It never waits the grace period
- *    out (defer.c section 9, rcu.c §10): the caller may hold a lock that a reader waits for
+ *    out (defer.c section 9, rcu.c §9): the caller may hold a lock that a reader waits for
  *    inside its section, or be an online QSBR thread whose references the grace period
  *    protects.  PRD_NOSLEEP and a caller inside a read-side section never poll
  *    (tier 4 at once); latent_cap_waits counts the polls.
