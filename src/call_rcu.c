@@ -70,11 +70,12 @@
  *    a callback runs, while the worker waits for a grace period, or across a call into
  *    rcu.c.  The worker is created (thread.c) under wrk_lock; thread.c's poke takes it alone.
  *
- * 9. Waiting.  prd_call_rcu never waits: it enqueues, and on a thread's first call (or while
- *    no worker runs) registers the queue and starts the worker.  Allocations may call it
- *    (defer.c's oblivious and debugging caches, malloc.c's big blocks), and rcu.c §9's rule
- *    holds for them.  prd_rcu_barrier exists to wait: it blocks, with a QSBR caller offline
- *    meanwhile (rcu.c §9 names the calls that do).
+ * 9. Waiting.  prd_call_rcu never waits for readers: it enqueues, and on a thread's first
+ *    call (or while no worker runs) registers the queue and starts the worker.  The allocator
+ *    calls it (the deferred frees of defer.c's oblivious and debugging caches and of
+ *    malloc.c's big blocks), and nothing of the allocator may wait for readers (rcu.c §9).
+ *    prd_rcu_barrier exists to wait: it blocks, with a QSBR caller offline meanwhile (rcu.c §9
+ *    names the calls that do).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -319,7 +320,7 @@ void prd_call_rcu(struct prd_rcu_head *head, void (*func)(struct prd_rcu_head *)
   }
   struct cb_thread *t = &cb_self;
   if (prd_unlikely(!t->ct_registered || !atomic_load_explicit(&wrk_alive,
-                                                                  memory_order_relaxed)))
+                                                              memory_order_relaxed)))
     call_rcu_slow(t);
   head->func = func;
   __atomic_store_n(&head->next, NULL, __ATOMIC_RELAXED);
