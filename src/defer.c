@@ -172,7 +172,7 @@
  *    with the release store ending the grace period (rcu.c §4), so a merge that sees a
  *    generation safe is ordered after every reader that could have seen its objects.
  *
- * 9. No allocation waits for readers, and none changes the caller's RCU state (rcu.c §10).
+ * 9. No allocation waits for readers, and none changes the caller's RCU state (rcu.c §9).
  *    Algorithm 1 waits in two places (the kernel's line 32, and §3.4's bound on memory): in
  *    user space the allocating thread may hold a lock that readers take inside their
  *    read-side sections, so a grace period awaited there would wait for a reader that waits

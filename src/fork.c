@@ -6,11 +6,11 @@
  * 1. What.  A fork copies one thread into the child, with every lock as it was: a lock held
  *    by another thread stays held for good.  So prepare takes every lock of the process in
  *    one order before fork, and parent and child release them after; each layer owns its
- *    locks and exports the functions that take and release them (rcu.c §8, vmem.c §15,
- *    slab.c, cache.c §7, debug.c, maint.c §5, magazine.c §11, thread.c §5), and only this file
- *    knows the order in which they are called, malloc.c's start-up lock (the first of the
- *    allocator's) included.  One registration: two handlers taking one mutex would deadlock
- *    the forking thread, so no other file registers its own.
+ *    locks and exports the functions that take and release them (rcu.c §7, call_rcu.c §7,
+ *    vmem.c §15, slab.c, cache.c §7, debug.c, maint.c §5, magazine.c §11, thread.c §5), and
+ *    only this file knows the order in which they are called, malloc.c's start-up lock (the
+ *    first of the allocator's) included.  One registration: two handlers taking one mutex
+ *    would deadlock the forking thread, so no other file registers its own.
  *    The registration is a constructor, so a fork before any cache exists finds every lock
  *    consistent too.  No file calls into this one, so each file with fork functions names
  *    prd__fork_anchor (PRD__FORK_LINK, internal.h): a static link that takes the file takes
@@ -18,14 +18,16 @@
  *
  * 2. The whole-process lock order, as prepare takes it:
  *        rcu gp_lock -> rcu reg_lock -> the C library's stream-list lock
- *          -> rcu drv_lock -> src_lock -> wrk_lock -> cbq_lock
+ *          -> rcu drv_lock -> src_lock -> call_rcu wrk_lock -> cbq_lock
  *          -> malloc_init_lock (malloc.c §6)
  *          -> vmem heap_lock -> vmem_qcache_lock -> magazine.c §12's order
  *             (maint_lock -> mag_reap_lock -> cache_reap_lock -> cache_list_lock
  *              -> mag_registry_lock -> every tc_lock -> every cache_lock -> mag_id_lock
  *              -> every dp_lock)
  *          -> debug dbg_qlock -> vmem_list_lock -> every arena's vm_lock
- *    Each layer's own order is part of this one (rcu.c §9, magazine.c §12, vmem.c §15).
+ *    Each layer's own order is part of this one (rcu.c §8, call_rcu.c §8, magazine.c §12,
+ *    vmem.c §15).  call_rcu.c's locks come after all of rcu.c's: it never holds one across a
+ *    call into rcu.c, and rcu.c never calls it.
  *    The stream-list lock (glibc's _IO_list_lock, which fflush(NULL), fopen and fclose hold,
  *    fflush(NULL) while it takes each stream's lock) is glibc's, which its fork takes itself,
  *    after the prepare handlers and before its own malloc locks.  The C library calls the
@@ -34,7 +36,7 @@
  *    fflush(NULL) (holding the list lock, waiting for a stream) and one in getline (holding
  *    the stream, waiting in realloc for the lock prepare held) would close a cycle.  prepare
  *    therefore takes the list lock before every lock an allocation may take, rcu's driver and
- *    queue locks included (a miss may request a grace period; starting a library thread
+ *    call_rcu's locks included (a miss may request a grace period; starting a library thread
  *    allocates), as glibc takes it before its malloc locks.  gp_lock and reg_lock come
  *    before it: a grace period holds them while it waits for readers, and a reader may use
  *    stdio inside its read-side section; this needs that no allocation takes gp_lock (runs a
@@ -47,8 +49,9 @@
  *    takes only the locks of this library.
  *
  * 3. Parent and child.  Both release in the reverse order.  The child then lets each layer
- *    forget the threads that did not survive the fork: rcu.c reinitializes its locks and
- *    orphans the other threads' callbacks, the magazine layer takes over their CPU caches
+ *    forget the threads that did not survive the fork: rcu.c and call_rcu.c reinitialize
+ *    their locks and call_rcu.c orphans the other threads' callbacks (call_rcu.c first, the
+ *    reverse of prepare, as in the parent), the magazine layer takes over their CPU caches
  *    (flushed as at thread exit) and keeps the forking thread's, so that thread's caches stay
  *    usable, maint.c marks the maintenance thread as not running (it restarts when the child
  *    needs it), and thread.c forgets the library threads' ids.  thread.c's part takes no lock
@@ -124,6 +127,7 @@ static void fork_prepare(void)
   if (fork_io)
     _IO_list_lock();
   prd__rcu_fork_prepare();
+  prd__call_rcu_fork_prepare();
   prd__malloc_fork_prepare();
   prd__vmem_fork_prepare_early();
   prd__maint_fork_prepare();
@@ -136,8 +140,8 @@ static void fork_prepare(void)
   prd__vmem_fork_prepare();
 }
 
-/* The allocator's locks, malloc's start-up lock last, in the reverse of their order (vmem's
- * and rcu's are released by their parent and child functions, which differ). */
+/* The allocator's locks, malloc's start-up lock last, in the reverse of their order (vmem's,
+ * rcu's and call_rcu's are released by their parent and child functions, which differ). */
 static void fork_release(void)
 {
   prd__debug_fork_release();
@@ -157,6 +161,7 @@ static void fork_parent(void)
   }
   prd__vmem_fork_parent();
   fork_release();
+  prd__call_rcu_fork_parent();
   prd__rcu_fork_parent();
   if (fork_io)
     _IO_list_unlock();   /* glibc has dropped its own hold of it already */
@@ -176,6 +181,7 @@ static void fork_child(void)
   }
   prd__vmem_fork_child();
   fork_release();
+  prd__call_rcu_fork_child();
   prd__rcu_fork_child();
   /* the stream-list lock: glibc has reset it before the child handlers (it takes and
    * resets it exactly when the process had a second thread, as this prepare does) */

@@ -437,7 +437,7 @@ static inline bool prd__defer_safe(prd_gp_t s)
 {
   return prd__rcu_poll(s) || prd_unlikely(prd__defer_broken);
 }
-/* The allocator's bounded wait (rcu.c §10): state s within ns nanoseconds at most, the
+/* The allocator's bounded wait (rcu.c §9): state s within ns nanoseconds at most, the
  * built-in grace period's steps run on the calling thread while gp_lock is free (each wait for
  * readers stopping at the deadline, the rest left to the driver), else requested expedited and
  * polled; true when it was reached.  Never changes the caller's RCU state (no offline, no
@@ -445,15 +445,30 @@ static inline bool prd__defer_safe(prd_gp_t s)
 bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns);
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
-/* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
-uint64_t prd__rcu_callbacks_invoked(void);
-/* Fork (§8; called by fork.c's atfork handlers, in the order of its section 2):
- * prepare_gp takes gp_lock and reg_lock, prepare the other four; parent releases all six;
- * child re-initializes them and forgets the threads that did not survive the fork. */
+/* Blocks until state s, through the driver (or running grace periods on the calling thread
+ * when no driver can be started), with no misuse checks and no rs_block_begin/end: the
+ * call_rcu worker's wait (call_rcu.c §3), on a thread that is no reader of any source. */
+void prd__rcu_wait_raw(prd_gp_t s);
+/* A blocking call made inside a read-side section (the built-in one, or the source's
+ * rs_read_ongoing): reported as `what` "called inside a read-side critical section", true. */
+bool prd__rcu_in_read_section(const struct prd_rcu_source *src, const char *what);
+/* Fork (§7; called by fork.c's atfork handlers, in the order of its section 2):
+ * prepare_gp takes gp_lock and reg_lock, prepare drv_lock and src_lock; parent releases all
+ * four; child re-initializes them and forgets the threads that did not survive the fork. */
 void prd__rcu_fork_prepare_gp(void);
 void prd__rcu_fork_prepare(void);
 void prd__rcu_fork_parent(void);
 void prd__rcu_fork_child(void);
+
+/* ---- call_rcu.c: callbacks after a grace period (prd_call_rcu, prd_rcu_barrier) -------- */
+/* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
+uint64_t prd__call_rcu_invoked(void);
+/* Fork (call_rcu.c §7; called by fork.c's atfork handlers, after rcu.c's prepare functions):
+ * prepare takes wrk_lock and cbq_lock, parent releases them; child re-initializes them,
+ * orphans the callbacks of the threads that did not survive the fork and forgets the worker. */
+void prd__call_rcu_fork_prepare(void);
+void prd__call_rcu_fork_parent(void);
+void prd__call_rcu_fork_child(void);
 
 /* ---- malloc.c: the malloc family, size classes, the page map ------------------------- */
 /* The class cache that serves `size` (NULL above the largest class). */

@@ -1,5 +1,5 @@
 /*
- * rcu.c: grace periods, their state, call_rcu, and the grace-period sources.
+ * rcu.c: grace periods, their state, the driver thread, and the grace-period sources.
  *
  * 1. What.  Synchronization by procrastination (seed 001 §2.1): readers run wait-free inside
  *    read-side critical sections; a writer that unlinks an object waits for a grace period,
@@ -10,6 +10,12 @@
  *    get_state_synchronize_rcu()/poll_state_synchronize_rcu()), and keeps computing the grace
  *    periods themselves in a *source*: the built-in RCU (§2-§3) or liburcu's memb and qsbr
  *    flavours (src/urcu_memb.c, src/urcu_qsbr.c, a separate library).
+ *    call_rcu is a user of this state, not a part of it: call_rcu.c, on the floor above, takes
+ *    a state for each batch of callbacks and waits for it (prd__rcu_wait_raw), as liburcu
+ *    keeps call_rcu (urcu-call-rcu-impl.h) beside its grace-period code.  This file never
+ *    calls it and has no hook of it.  Its hooks are the source's functions (§6: set by
+ *    prd_rcu_set_source, or registered by libprudence-urcu or a program) and the driver's
+ *    lt_wake (driver_poke), which it sets in thread.c.
  *
  * 2. The built-in read side (include/prudence_rcu.h).  The two-phase scheme of user-level RCU
  *    (Desnoyers, McKenney, Stern, Dagenais, Walpole, IEEE TPDS 2012, §3, the "memb" flavour):
@@ -71,10 +77,10 @@
  *    requested (or over), else it raises gp_req under drv_lock and wakes the driver, starting
  *    it on first use (through thread.c: signals blocked).  drv_running and drv_alive are set
  *    only once the thread exists: a failed pthread_create leaves them clear, so the next
- *    request tries again, and a thread blocked in a wait (prd_rcu_wait_state, the worker) runs
- *    the grace periods itself (gp_run_until) instead of waiting for a driver that is not
- *    there.  The driver sleeps on drv_cond while gp_req is reached; idle with no waiter and
- *    no application thread left (thread.c section 3), it clears both flags under drv_lock
+ *    request tries again, and a thread blocked in a wait (prd_rcu_wait_state, call_rcu.c's
+ *    worker) runs the grace periods itself (gp_run_until) instead of waiting for a driver that
+ *    is not there.  The driver sleeps on drv_cond while gp_req is reached; idle with no waiter
+ *    and no application thread left (thread.c section 3), it clears both flags under drv_lock
  *    and returns, and the next request starts a new one.  A request whose fast path sees
  *    gp_req >= s reads drv_alive after an acquire load of gp_req, pairing with the release
  *    store of gp_req under drv_lock: the raiser saw (or made) a running driver, and a driver
@@ -92,34 +98,14 @@
  *    magazines, one per 64 deferrals or so) runs them back to back, taking a core on a small
  *    machine.  Measured on 2 cores (prd-bench deferred, interval 0 vs 1000): 8-512 B pairs/s
  *    1.3-1.8x higher with the same peak RSS.  Nothing that must wait is slowed: blocked
- *    waiters and expedited requests (the allocator's bounded polls, §10, among them) are not
+ *    waiters and expedited requests (the allocator's bounded polls, §9, among them) are not
  *    paced.  A plain request does not wake a pacing driver, only an idle
  *    one (drv_idle): the driver reads gp_req again before its next grace period.
  *    prd_synchronize_rcu runs the grace period itself under gp_lock, and returns at once if a
  *    grace period that started after its call ended while it waited for the lock (so concurrent
  *    callers share grace periods, as liburcu's do).
  *
- * 6. call_rcu.  Per-thread wait-free queues (the wfcqueue of liburcu, one producer: the owner):
- *    enqueue = one exchange on a thread-local tail plus a store; liburcu's call_rcu exchanges on
- *    a tail shared by all threads and adds a full fence.  One worker thread (prd-rcu-cb)
- *    splices every queue (and the orphans of exited threads), takes the state after the splice,
- *    waits for it through the driver, and invokes the batch; it sleeps when every queue is
- *    empty.  Wake-up without a fence on the producer: the producer's exchange and its load of
- *    cb_sleeping are seq_cst, as are the worker's store of cb_sleeping and its loads of the
- *    tails: one of them sees the other.  prd_rcu_barrier bumps cb_barrier_req; a worker pass
- *    that read the new value before its splice saw every callback queued before the call, and
- *    publishes cb_barrier_done when that batch has been invoked.
- *    A worker that cannot be started (thread.c) leaves wrk_running and wrk_alive clear: the
- *    next call_rcu (its fast path sees wrk_alive clear), rcu_barrier or thread exit tries
- *    again.  A barrier with no worker, and none to start, takes the worker's place (sets
- *    wrk_running, so no worker starts and splices under it) and runs worker passes itself
- *    until one finds nothing; its callbacks run with rt_is_worker set, as on the worker.  The
- *    worker ends like a sleep: with nothing queued, no barrier pending and no application
- *    thread left it clears wrk_running and wrk_alive under wrk_lock and returns with
- *    cb_sleeping still set, so the §6 wake-up of a later producer (worker_wake) takes
- *    wrk_lock and starts a new one, as do call_rcu's slow path and rcu_barrier.
- *
- * 7. Sources (struct prd_rcu_source, include/prudence.h): chosen once per process, by
+ * 6. Sources (struct prd_rcu_source, include/prudence.h): chosen once per process, by
  *    prd_rcu_set_source() before first use or by the option rcu=NAME among the registered
  *    sources; fixed at first use.  gp_run brackets the source's rs_synchronize with the
  *    sequence updates and (W1), so every source gets the same state semantics.  An option
@@ -130,28 +116,29 @@
  *    constructors, before main; the library stays linked under --as-needed through
  *    prudence_urcu.h, prudence-urcu.pc and CMake's prudence::urcu.
  *
- * 8. Fork.  The library's pthread_atfork handlers (fork.c, which states the whole process's
+ * 7. Fork.  The library's pthread_atfork handlers (fork.c, which states the whole process's
  *    lock order in its section 2) take every lock of this file before fork, through
- *    prd__rcu_fork_prepare_gp (gp_lock, reg_lock) and prd__rcu_fork_prepare (the other four:
- *    the C library's stream-list lock comes between the two), and release them after
+ *    prd__rcu_fork_prepare_gp (gp_lock, reg_lock) and prd__rcu_fork_prepare (drv_lock,
+ *    src_lock: the C library's stream-list lock comes between the two), and release them after
  *    (prd__rcu_fork_parent).  In the child prd__rcu_fork_child reinitializes them, forgets
- *    the other threads' reader records, moves their pending callbacks to the orphan list,
- *    re-registers membarrier (a new mm starts unregistered) and marks the driver and worker
- *    as not running: they start again on the next request, call_rcu or rcu_barrier (thread.c
- *    forgets their ids).  A fork
- *    that takes no lock (fork.c section 4: from a signal handler, or single-threaded) calls
- *    none of them.  A thread that forks inside a read-side
- *    section while another runs a grace period deadlocks (as with liburcu): not allowed.
+ *    the other threads' reader records and marks the driver as not running: it starts again
+ *    on the next request (thread.c forgets its id).  It also runs membarrier_setup again, as
+ *    init does; the kernel needs no new registration, as it keeps the registration with the
+ *    address space, which fork copies (only exec clears it), so the call finds the child
+ *    registered and sets the same mode (use_membarrier, prd__rcu_reader_fences) that the
+ *    parent had.  call_rcu.c's fork functions (its §7) do the same for its queues and worker.
+ *    A fork that takes no lock (fork.c section 4: from a signal handler, or single-threaded)
+ *    calls none of them.  A thread that forks inside a read-side section while another runs a
+ *    grace period deadlocks (as with liburcu): not allowed.
  *
- * 9. Lock order: gp_lock -> reg_lock (a grace period scans the registry); wrk_lock -> cbq_lock
- *    (the worker's last look before it sleeps).  drv_lock and src_lock are leaves: never held
- *    while another lock of this file is taken.  The fork handlers take all six in the order
- *    gp, reg, drv, src, wrk, cbq, which respects both chains.  No lock is held while a callback
- *    runs; a grace period holds gp_lock throughout, and the built-in source holds reg_lock for
- *    each scan of the readers, never across a sleep.  Threads are created (thread.c) under
- *    drv_lock or wrk_lock; thread.c's pokes take either alone.
+ * 8. Lock order: gp_lock -> reg_lock (a grace period scans the registry).  drv_lock and
+ *    src_lock are leaves: never held while another lock of this file is taken.  The fork
+ *    handlers take all four in the order gp, reg, drv, src, which respects the chain.  A grace
+ *    period holds gp_lock throughout (a source's rs_synchronize runs under it), and the
+ *    built-in source holds reg_lock for each scan of the readers, never across a sleep.  The
+ *    driver is created (thread.c) under drv_lock; thread.c's poke takes it alone.
  *
- * 10. The allocator never waits for readers and never changes the caller's RCU state.  An
+ * 9. The allocator never waits for readers and never changes the caller's RCU state.  An
  *    allocation may be made by a writer that holds a lock which readers take inside their
  *    read-side sections (in user space readers may block; the kernel's rcu_read_lock sections
  *    may not), or by an online QSBR thread that still holds references: a grace period run or
@@ -170,10 +157,10 @@
  *    (W2)) are run by the thread that made the last one.  (W1), a membarrier, acted on every
  *    thread when the grace period began; in fence mode, a local fence, the thread that goes
  *    on runs it again before its first scan.  The
- *    calls that exist to wait (prd_synchronize_rcu, prd_rcu_wait_state, prd_rcu_barrier, cache
- *    destroy) still block, with a QSBR caller offline meanwhile: they are not allocations, and
- *    their callers know they wait (as liburcu documents which of its calls may wait for a
- *    grace period).
+ *    calls that exist to wait (prd_synchronize_rcu, prd_rcu_wait_state, call_rcu.c's
+ *    prd_rcu_barrier, cache destroy) still block, with a QSBR caller offline meanwhile: they
+ *    are not allocations, and their callers know they wait (as liburcu documents which of its
+ *    calls may wait for a grace period).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -201,13 +188,7 @@ struct rcu_thread {
   bool rt_registered;                  /* in the reader registry */
   bool rt_offline;                     /* prd_rcu_thread_offline() called (built-in source) */
   bool rt_key_set;                     /* the exit destructor is armed */
-  bool rt_is_worker;                   /* the call_rcu worker (rcu_barrier from a callback) */
   bool rt_warned_source;               /* prd_rcu_read_lock with another source: reported */
-  /* §6 the call_rcu queue: a dummy head and an atomic tail (wfcqueue with one producer) */
-  struct prd_rcu_head rt_cbq_head;
-  struct prd_rcu_head *_Atomic rt_cbq_tail;
-  struct rcu_thread *rt_cbq_next, *rt_cbq_prev; /* queue registry (cbq_lock) */
-  bool rt_cbq_registered;
 };
 
 static __thread struct rcu_thread rcu_self __attribute__((tls_model("initial-exec")));
@@ -239,24 +220,7 @@ static void driver_poke(void);
 static struct prd__lthread drv_lt = { .lt_name = "prd-rcu-gp", .lt_main = driver_main,
                                       .lt_wake = driver_poke };
 
-/* ---- §6 call_rcu ----------------------------------------------------------------------- */
-static pthread_mutex_t cbq_lock = PTHREAD_MUTEX_INITIALIZER; /* queue registry, orphans */
-static struct rcu_thread *cbq_head;
-static struct prd_rcu_head *cb_orphan_first, *cb_orphan_last;
-static pthread_mutex_t wrk_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wrk_cond = PTHREAD_COND_INITIALIZER;  /* the worker sleeps here */
-static pthread_cond_t wrk_done_cond = PTHREAD_COND_INITIALIZER; /* rcu_barrier waits here */
-static _Atomic bool cb_sleeping;
-static _Atomic bool wrk_alive;
-static bool wrk_running;              /* wrk_lock */
-static _Atomic uint64_t cb_barrier_req, cb_barrier_done;
-static _Atomic uint64_t cb_invoked;
-static void *worker_main(void *arg);
-static void worker_poke(void);
-static struct prd__lthread wrk_lt = { .lt_name = "prd-rcu-cb", .lt_main = worker_main,
-                                      .lt_wake = worker_poke };
-
-/* ---- §7 sources ------------------------------------------------------------------------ */
+/* ---- §6 sources ------------------------------------------------------------------------ */
 static pthread_mutex_t src_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct prd_rcu_source *_Atomic rcu_src;
 #define RCU_MAX_SOURCES 8 /* builtin, two liburcu flavours, room for a test's or a user's */
@@ -454,7 +418,7 @@ static bool readers_old(void)
 }
 
 /* Waits until no reader is ACTIVE_OLD; false when monotonic time `deadline` (ns) passed first
- * (a bounded runner, §10: the same backoff, its sleeps cut at the deadline). */
+ * (a bounded runner, §9: the same backoff, its sleeps cut at the deadline). */
 static bool wait_for_readers_until(uint64_t deadline)
 {
   for (unsigned n = 0; readers_old(); n++) {
@@ -476,7 +440,7 @@ static bool wait_for_readers_until(uint64_t deadline)
 
 /* The built-in grace period in its two stages (gp_lock held, (W1) executed): 1 waits for the
  * readers of the previous phase and flips, 2 waits for the readers that began before the flip
- * and runs (W2).  gp_stage keeps where a bounded runner (§10) stopped, so that the next
+ * and runs (W2).  gp_stage keeps where a bounded runner (§9) stopped, so that the next
  * holder of gp_lock goes on from there: a scan is a scan whichever thread makes it, and the
  * fences below are run by the thread that makes the last scan before them. */
 static int gp_stage; /* gp_lock: 0 none in progress, 1 (W1) done, 2 phase flipped */
@@ -564,7 +528,7 @@ const struct prd_rcu_source prd_rcu_builtin = {
   .rs_block_end = NULL,
 };
 
-/* ---- §7 sources ------------------------------------------------------------------------ */
+/* ---- §6 sources ------------------------------------------------------------------------ */
 static bool source_valid(const struct prd_rcu_source *src)
 {
   return src != NULL && src->rs_name != NULL && src->rs_name[0] != '\0' &&
@@ -707,7 +671,7 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
   } else {
     PRD_ASSERT((s & 1) == 1);
     s += 1;
-    /* going on with a grace period another thread began (§10): a membarrier (W1) acted on
+    /* going on with a grace period another thread began (§9): a membarrier (W1) acted on
      * this thread too; fence mode's (W1) is a local fence, so run it here before the scans */
     if (!use_membarrier)
       smp_mb_master();
@@ -876,7 +840,7 @@ void prd__rcu_request_expedited(prd_gp_t s)
   pthread_mutex_unlock(&drv_lock);
 }
 
-/* Wakes the threads blocked in wait_state_raw after a grace period that was not the
+/* Wakes the threads blocked in prd__rcu_wait_raw after a grace period that was not the
  * driver's ended (no lock held): they look at the state again. */
 static void drv_done_wake(void)
 {
@@ -903,8 +867,8 @@ static void gp_run_until(prd_gp_t s)
 }
 
 /* Blocks until poll(s), through the driver, or on this thread when no driver can be started;
- * no checks (the worker uses it too). */
-static void wait_state_raw(prd_gp_t s)
+ * no checks (call_rcu.c's worker uses it too). */
+void prd__rcu_wait_raw(prd_gp_t s)
 {
   rcu_init();
   pthread_mutex_lock(&drv_lock);
@@ -919,7 +883,7 @@ static void wait_state_raw(prd_gp_t s)
 }
 
 /* Reports a blocking grace-period wait inside a read-side section; true if it was one. */
-static bool in_read_section(const struct prd_rcu_source *src, const char *what)
+bool prd__rcu_in_read_section(const struct prd_rcu_source *src, const char *what)
 {
   if (reader_nesting() != 0 || (src->rs_read_ongoing != NULL && src->rs_read_ongoing())) {
     prd__error("rcu: %s called inside a read-side critical section (it would deadlock; "
@@ -934,10 +898,10 @@ void prd_rcu_wait_state(prd_gp_t s)
   if (prd_rcu_poll_state(s))
     return;
   const struct prd_rcu_source *src = rcu_source();
-  if (in_read_section(src, "prd_rcu_wait_state"))
+  if (prd__rcu_in_read_section(src, "prd_rcu_wait_state"))
     return;
   int token = src->rs_block_begin ? src->rs_block_begin() : 0;
-  wait_state_raw(s);
+  prd__rcu_wait_raw(s);
   if (src->rs_block_end)
     src->rs_block_end(token);
 }
@@ -953,7 +917,7 @@ static void sync_until(prd_gp_t s, const char *what)
   if (prd_rcu_poll_state(s))
     return;
   const struct prd_rcu_source *src = rcu_source();
-  if (in_read_section(src, what))
+  if (prd__rcu_in_read_section(src, what))
     return;
   int token = src->rs_block_begin ? src->rs_block_begin() : 0;
   /* Another thread running a grace period holds gp_lock for its length (tens of us): poll
@@ -984,7 +948,7 @@ void prd_synchronize_rcu(void)
   sync_until(prd_rcu_get_state(), "prd_synchronize_rcu");
 }
 
-/* The allocator's only way to wait for a grace period (§10), for at most `ns` nanoseconds.
+/* The allocator's only way to wait for a grace period (§9), for at most `ns` nanoseconds.
  * With the built-in source, and gp_lock free, the caller runs the grace period's steps itself
  * (no hand-off to the driver, whose wake-up waits for a CPU on a loaded machine), each wait
  * for readers stopping at the deadline; a grace period it cannot finish stays in progress
@@ -1093,320 +1057,7 @@ void prd_rcu_thread_online(void)
     src->rs_thread_online();
 }
 
-/* ---- §6 call_rcu ----------------------------------------------------------------------- */
-static struct prd_rcu_head *next_load(struct prd_rcu_head *n)
-{
-  return __atomic_load_n(&n->next, __ATOMIC_ACQUIRE);
-}
-
-/* The successor of a node that is not the last: its producer may be between its exchange and
- * its link store (a few instructions), so wait for the link. */
-static struct prd_rcu_head *next_wait(struct prd_rcu_head *n)
-{
-  struct prd_rcu_head *next;
-  for (unsigned i = 0; (next = next_load(n)) == NULL; i++) {
-    if (i < 64)
-      cpu_relax();
-    else
-      sched_yield();
-  }
-  return next;
-}
-
-static void cbq_init(struct rcu_thread *t)
-{
-  __atomic_store_n(&t->rt_cbq_head.next, NULL, __ATOMIC_RELAXED);
-  atomic_store_explicit(&t->rt_cbq_tail, &t->rt_cbq_head, memory_order_relaxed);
-}
-
-/* seq_cst: the tail load is the worker's half of the §6 wake-up handshake. */
-static bool cbq_empty(struct rcu_thread *t)
-{
-  return atomic_load(&t->rt_cbq_tail) == &t->rt_cbq_head;
-}
-
-/* Takes every node of t's queue (consumer side, cbq_lock held).  Returns the first node and
- * sets *last, or NULL.  last->next stays NULL: later enqueues link to the dummy head. */
-static struct prd_rcu_head *cbq_splice(struct rcu_thread *t, struct prd_rcu_head **last)
-{
-  if (cbq_empty(t))
-    return NULL;
-  struct prd_rcu_head *first = next_wait(&t->rt_cbq_head);
-  __atomic_store_n(&t->rt_cbq_head.next, NULL, __ATOMIC_RELAXED);
-  *last = atomic_exchange(&t->rt_cbq_tail, &t->rt_cbq_head);
-  return first;
-}
-
-static void cb_append(struct prd_rcu_head **first, struct prd_rcu_head **last,
-                      struct prd_rcu_head *f, struct prd_rcu_head *l)
-{
-  if (*first == NULL)
-    *first = f;
-  else
-    __atomic_store_n(&(*last)->next, f, __ATOMIC_RELAXED);
-  *last = l;
-}
-
-static void cbq_register(struct rcu_thread *t)
-{
-  rcu_init();
-  cbq_init(t);
-  pthread_mutex_lock(&cbq_lock);
-  t->rt_cbq_prev = NULL;
-  t->rt_cbq_next = cbq_head;
-  if (cbq_head != NULL)
-    cbq_head->rt_cbq_prev = t;
-  cbq_head = t;
-  t->rt_cbq_registered = true;
-  pthread_mutex_unlock(&cbq_lock);
-  arm_exit_destructor(t);
-}
-
-/* cbq_lock held: moves t's pending callbacks to the orphans and drops its queue.  `dead`: t's
- * thread no longer exists (fork child) and may have died between its exchange and its link,
- * so the chain is followed only as far as it is linked. */
-static void cbq_orphan_locked(struct rcu_thread *t, bool dead)
-{
-  struct prd_rcu_head *first, *last;
-  if (dead) {
-    first = next_load(&t->rt_cbq_head);
-    for (last = first; last != NULL && next_load(last) != NULL; last = next_load(last))
-      ;
-  } else {
-    first = cbq_splice(t, &last);
-  }
-  if (first != NULL)
-    cb_append(&cb_orphan_first, &cb_orphan_last, first, last);
-  if (t->rt_cbq_prev != NULL)
-    t->rt_cbq_prev->rt_cbq_next = t->rt_cbq_next;
-  else
-    cbq_head = t->rt_cbq_next;
-  if (t->rt_cbq_next != NULL)
-    t->rt_cbq_next->rt_cbq_prev = t->rt_cbq_prev;
-  t->rt_cbq_registered = false;
-}
-
-/* wrk_lock held: starts the worker unless it runs; false when it could not be started (the
- * flags stay clear: the next call_rcu, rcu_barrier or thread exit tries again). */
-static bool worker_start_locked(void)
-{
-  if (!wrk_running) {
-    if (prd__lthread_start(&wrk_lt) != 0)
-      return false;
-    wrk_running = true;
-    atomic_store_explicit(&wrk_alive, true, memory_order_release);
-  }
-  return true;
-}
-
-static PRD_NOINLINE void worker_start(void)
-{
-  rcu_init();
-  pthread_mutex_lock(&wrk_lock);
-  (void)worker_start_locked();
-  pthread_mutex_unlock(&wrk_lock);
-}
-
-/* wrk_lock held: a sleeping worker wakes; an exited one (or one never started) starts. */
-static void worker_kick_locked(void)
-{
-  if (worker_start_locked())
-    pthread_cond_signal(&wrk_cond);
-}
-
-static void worker_wake(void)
-{
-  /* seq_cst load after the producer's seq_cst exchange: §6 */
-  if (atomic_load(&cb_sleeping) && atomic_exchange(&cb_sleeping, false)) {
-    pthread_mutex_lock(&wrk_lock);
-    worker_kick_locked();
-    pthread_mutex_unlock(&wrk_lock);
-  }
-}
-
-/* thread.c's poke (no lock held): the worker looks for application threads at once. */
-static void worker_poke(void)
-{
-  pthread_mutex_lock(&wrk_lock);
-  pthread_cond_signal(&wrk_cond);
-  pthread_mutex_unlock(&wrk_lock);
-}
-
-static PRD_NOINLINE void call_rcu_slow(struct rcu_thread *t)
-{
-  if (!t->rt_cbq_registered)
-    cbq_register(t);
-  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire))
-    worker_start();
-}
-
-void prd_call_rcu(struct prd_rcu_head *head, void (*func)(struct prd_rcu_head *))
-{
-  if (prd_unlikely(head == NULL || func == NULL)) {
-    prd__error("prd_call_rcu: NULL %s (ignored)", head == NULL ? "head" : "func");
-    return;
-  }
-  struct rcu_thread *t = &rcu_self;
-  if (prd_unlikely(!t->rt_cbq_registered || !atomic_load_explicit(&wrk_alive,
-                                                                  memory_order_relaxed)))
-    call_rcu_slow(t);
-  head->func = func;
-  __atomic_store_n(&head->next, NULL, __ATOMIC_RELAXED);
-  /* seq_cst exchange: publishes the node to the worker's splice and orders it before the
-   * cb_sleeping load in worker_wake (§6) */
-  struct prd_rcu_head *prev = atomic_exchange(&t->rt_cbq_tail, head);
-  __atomic_store_n(&prev->next, head, __ATOMIC_RELEASE); /* pairs with next_load's acquire */
-  worker_wake();
-}
-
-/* Every pending callback (all queues and the orphans) into one list. */
-static struct prd_rcu_head *cb_gather(struct prd_rcu_head **last)
-{
-  struct prd_rcu_head *first = NULL, *f, *l;
-  *last = NULL;
-  pthread_mutex_lock(&cbq_lock);
-  if (cb_orphan_first != NULL) {
-    cb_append(&first, last, cb_orphan_first, cb_orphan_last);
-    cb_orphan_first = cb_orphan_last = NULL;
-  }
-  for (struct rcu_thread *t = cbq_head; t != NULL; t = t->rt_cbq_next)
-    if ((f = cbq_splice(t, &l)) != NULL)
-      cb_append(&first, last, f, l);
-  pthread_mutex_unlock(&cbq_lock);
-  return first;
-}
-
-static bool cb_pending(void)
-{
-  bool any = false;
-  pthread_mutex_lock(&cbq_lock);
-  any = cb_orphan_first != NULL;
-  for (struct rcu_thread *t = cbq_head; t != NULL && !any; t = t->rt_cbq_next)
-    any = !cbq_empty(t);
-  pthread_mutex_unlock(&cbq_lock);
-  return any;
-}
-
-static uint64_t cb_invoke(struct prd_rcu_head *first, struct prd_rcu_head *last)
-{
-  uint64_t n = 0;
-  for (struct prd_rcu_head *h = first; h != NULL;) {
-    /* read the link before the callback frees the node */
-    struct prd_rcu_head *next = h == last ? NULL : next_wait(h);
-    h->func(h);
-    n++;
-    h = next;
-  }
-  return n;
-}
-
-static void barrier_publish(uint64_t req)
-{
-  pthread_mutex_lock(&wrk_lock);
-  if (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < req)
-    atomic_store_explicit(&cb_barrier_done, req, memory_order_relaxed);
-  pthread_cond_broadcast(&wrk_done_cond);
-  pthread_mutex_unlock(&wrk_lock);
-}
-
-/* One pass of the worker: every pending callback, after a grace period that began after the
- * splice; then the barrier request read before the splice is published.  True when it
- * invoked any.  Run by the worker, or by a barrier whose worker could not be started. */
-static bool worker_pass(void)
-{
-  /* acquire: a barrier request read here happens before the splice below (§6) */
-  uint64_t req = atomic_load_explicit(&cb_barrier_req, memory_order_acquire);
-  struct prd_rcu_head *last;
-  struct prd_rcu_head *first = cb_gather(&last);
-  if (first != NULL) {
-    wait_state_raw(prd_rcu_get_state());
-    atomic_fetch_add_explicit(&cb_invoked, cb_invoke(first, last), memory_order_relaxed);
-  }
-  if (req > atomic_load_explicit(&cb_barrier_done, memory_order_relaxed))
-    barrier_publish(req);
-  return first != NULL;
-}
-
-static void *worker_main(void *arg)
-{
-  (void)arg;
-  rcu_self.rt_is_worker = true;
-  for (;;) {
-    if (worker_pass())
-      continue;
-    /* sleep: announce it (seq_cst), then look once more (§6) */
-    pthread_mutex_lock(&wrk_lock);
-    atomic_store(&cb_sleeping, true);
-    while (!cb_pending() && atomic_load(&cb_barrier_req) ==
-                                atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) &&
-           atomic_load(&cb_sleeping)) {
-      /* Nothing queued and no application thread left: exit with cb_sleeping still set, so a
-       * producer's worker_wake (or its call_rcu, seeing wrk_alive clear) starts a new worker:
-       * the exit is a sleep from which the wake-up of §6 restarts. */
-      if (prd__lthread_idle_exit(&wrk_lt)) {
-        wrk_running = false;
-        atomic_store_explicit(&wrk_alive, false, memory_order_release);
-        pthread_mutex_unlock(&wrk_lock);
-        return NULL;
-      }
-      lt_cond_wait(&wrk_cond, &wrk_lock, CLOCK_REALTIME, &wrk_lt);
-    }
-    atomic_store(&cb_sleeping, false);
-    pthread_mutex_unlock(&wrk_lock);
-  }
-  return NULL;
-}
-
-void prd_rcu_barrier(void)
-{
-  const struct prd_rcu_source *src = rcu_source();
-  if (rcu_self.rt_is_worker) {
-    prd__error("rcu: prd_rcu_barrier called from an RCU callback (it would deadlock; ignored)");
-    return;
-  }
-  if (in_read_section(src, "prd_rcu_barrier"))
-    return;
-  rcu_init();
-  int token = src->rs_block_begin ? src->rs_block_begin() : 0;
-  /* release: every callback queued before this call, to the worker pass that reads it */
-  uint64_t target = atomic_fetch_add_explicit(&cb_barrier_req, 1, memory_order_release) + 1;
-  atomic_store(&cb_sleeping, false);
-  bool stood_in = false;
-  pthread_mutex_lock(&wrk_lock);
-  while (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < target) {
-    if (worker_start_locked()) {   /* (re)started if it had exited: §6 */
-      pthread_cond_signal(&wrk_cond);
-      pthread_cond_wait(&wrk_done_cond, &wrk_lock);
-      continue;
-    }
-    /* No worker, and none can be started now: this thread takes the worker's place for a
-     * pass (wrk_running keeps another from starting meanwhile, whose splice could take
-     * callbacks queued before this call and leave them uninvoked past our publish). */
-    wrk_running = true;
-    pthread_mutex_unlock(&wrk_lock);
-    rcu_self.rt_is_worker = true;   /* a callback's rcu_barrier is reported, as on the worker */
-    while (worker_pass())
-      ;
-    rcu_self.rt_is_worker = false;
-    pthread_mutex_lock(&wrk_lock);
-    wrk_running = false;
-    stood_in = true;
-    pthread_cond_broadcast(&wrk_done_cond);   /* other barriers: look again, without us */
-  }
-  /* callbacks queued while we stood in found no worker to start: one more try for them */
-  if (stood_in && cb_pending())
-    worker_kick_locked();
-  pthread_mutex_unlock(&wrk_lock);
-  if (src->rs_block_end)
-    src->rs_block_end(token);
-}
-
-uint64_t prd__rcu_callbacks_invoked(void)
-{
-  return atomic_load_explicit(&cb_invoked, memory_order_relaxed);
-}
-
-/* ---- thread exit ----------------------------------------------------------------------- */
+/* ---- §2 thread exit -------------------------------------------------------------------- */
 static void rcu_thread_exit(void *arg)
 {
   struct rcu_thread *t = arg;
@@ -1420,23 +1071,10 @@ static void rcu_thread_exit(void *arg)
     }
     reader_unregister(t);
   }
-  if (t->rt_cbq_registered) {
-    pthread_mutex_lock(&cbq_lock);
-    cbq_orphan_locked(t, false);
-    pthread_mutex_unlock(&cbq_lock);
-    /* the worker may be asleep (or gone) with these callbacks now orphaned */
-    atomic_store(&cb_sleeping, false);
-    pthread_mutex_lock(&wrk_lock);
-    if (wrk_running)
-      pthread_cond_signal(&wrk_cond);
-    else if (cb_pending())
-      (void)worker_start_locked();
-    pthread_mutex_unlock(&wrk_lock);
-  }
   prd__lthread_app_leave();
 }
 
-/* ---- §8 fork --------------------------------------------------------------------------- */
+/* ---- §7 fork --------------------------------------------------------------------------- */
 PRD__FORK_LINK();
 void prd__rcu_fork_prepare_gp(void)
 {
@@ -1448,14 +1086,10 @@ void prd__rcu_fork_prepare(void)
 {
   pthread_mutex_lock(&drv_lock);
   pthread_mutex_lock(&src_lock);
-  pthread_mutex_lock(&wrk_lock);
-  pthread_mutex_lock(&cbq_lock);
 }
 
 void prd__rcu_fork_parent(void)
 {
-  pthread_mutex_unlock(&cbq_lock);
-  pthread_mutex_unlock(&wrk_lock);
   pthread_mutex_unlock(&src_lock);
   pthread_mutex_unlock(&drv_lock);
   pthread_mutex_unlock(&reg_lock);
@@ -1467,8 +1101,8 @@ void prd__rcu_fork_child(void)
   pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;
   struct rcu_thread *self = &rcu_self;
-  gp_lock = reg_lock = drv_lock = src_lock = cbq_lock = wrk_lock = init;
-  drv_cond = drv_done_cond = wrk_cond = wrk_done_cond = cinit;
+  gp_lock = reg_lock = drv_lock = src_lock = init;
+  drv_cond = drv_done_cond = cinit;
   drv_cond_setup();
   membarrier_setup();
   /* only this thread exists now */
@@ -1477,20 +1111,10 @@ void prd__rcu_fork_child(void)
     self->rt_next = self->rt_prev = NULL;
     reg_head = self;
   }
-  for (struct rcu_thread *t = cbq_head, *next; t != NULL; t = next) {
-    next = t->rt_cbq_next;
-    if (t != self)
-      cbq_orphan_locked(t, true);
-  }
   drv_running = false;
   drv_idle = false;
   atomic_store(&drv_alive, false);
   drv_waiters = 0;
   /* requests of the parent's threads die with them; this thread's next request restarts */
   atomic_store(&gp_req, atomic_load(&prd__rcu_gp.gs_seq));
-  wrk_running = false;
-  atomic_store(&wrk_alive, false);
-  atomic_store(&cb_sleeping, false);
-  atomic_store(&cb_barrier_done, atomic_load(&cb_barrier_req));
-  self->rt_is_worker = false;
 }

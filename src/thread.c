@@ -1,6 +1,6 @@
 /*
  * thread.c: the library's own threads (the maintenance thread of magazine.c, the grace-period
- * driver and the call_rcu worker of rcu.c): how they start, and when they end.
+ * driver of rcu.c and the call_rcu worker of call_rcu.c): how they start, and when they end.
  *
  * 1. What.  A library never surprises its host: its threads take none of the application's
  *    signals, a failure to create one is retried rather than remembered, and they never keep
@@ -19,8 +19,9 @@
  *    backoff): a persistent failure costs one failing pthread_create per need, and a need that
  *    is not retried could leave work behind (a call_rcu callback waits for the next call_rcu,
  *    rcu_barrier or thread exit to retry the worker).  No caller blocks on a thread it could
- *    not start: rcu.c's waiters run the grace period on their own thread, its barrier invokes
- *    the callbacks itself, and magazine.c runs the maintenance work inline (its section 9).
+ *    not start: rcu.c's waiters run the grace period on their own thread, call_rcu.c's
+ *    barrier invokes the callbacks itself, and magazine.c runs the maintenance work inline
+ *    (its section 9).
  *
  * 3. Ending.  glibc ends the process when its last thread exits (pthread_exit in main, exit(0)
  *    from the last thread), so a library thread that stays would keep a process whose application

@@ -10,7 +10,7 @@
  * 3. A constructor registers the source by name (option rcu=urcu-memb).  A program that picks
  *    it by that option alone refers to nothing here, so the ways to link the library keep it
  *    linked under --as-needed (include/prudence_urcu.h, cmake/prudence-urcu.pc.in,
- *    prudence::urcu); without it the option ends the process (src/rcu.c §7).  One file per
+ *    prudence::urcu); without it the option ends the process (src/rcu.c §6).  One file per
  *    flavour keeps each flavour's headers (and their name-mapping macros) to themselves.
  */
 #include <urcu/urcu-memb.h>

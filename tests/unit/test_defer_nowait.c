@@ -1,4 +1,4 @@
-/* test_defer_nowait: no allocation waits for readers (src/rcu.c section 10, src/defer.c
+/* test_defer_nowait: no allocation waits for readers (src/rcu.c section 9, src/defer.c
  * section 9).  The defect this guards: a PRD_SLEEP allocation from a cache that has seen
  * deferrals, and plain prd_malloc, ran a grace period on the calling thread (the depot's
  * latent wait and its 4/5 rule, the latent-cap wait, the own-generation wait, the OOM wait).

@@ -204,7 +204,7 @@ static void test_call_rcu_order(void)
 {
   atomic_store(&cb_count, 0);
   atomic_store(&cb_early, 0);
-  uint64_t before = prd__rcu_callbacks_invoked();
+  uint64_t before = prd__call_rcu_invoked();
   for (int i = 0; i < NCB; i++) {
     cb_items[i].ci_index = i;
     cb_items[i].ci_state = prd_rcu_get_state();
@@ -213,7 +213,7 @@ static void test_call_rcu_order(void)
   prd_rcu_barrier();
   CHECK_EQ(atomic_load(&cb_count), NCB);
   CHECK_EQ(atomic_load(&cb_early), 0);
-  CHECK_EQ(prd__rcu_callbacks_invoked() - before, NCB);
+  CHECK_EQ(prd__call_rcu_invoked() - before, NCB);
   int in_order = 1;
   for (int i = 0; i < NCB; i++)
     if (cb_order[i] != i)
@@ -246,7 +246,7 @@ static void test_rcu_barrier_empty(void)
 {
   prd_rcu_barrier();
   prd_rcu_barrier();
-  CHECK(1 == 1 && prd__rcu_callbacks_invoked() >= NCB);
+  CHECK(1 == 1 && prd__call_rcu_invoked() >= NCB);
 }
 
 /* Callbacks queued by a thread that exits before they run: the orphans still run. */

@@ -1,0 +1,536 @@
+/*
+ * call_rcu.c: callbacks after a grace period (prd_call_rcu, prd_rcu_barrier), over the
+ * grace-period state of rcu.c.
+ *
+ * 1. What.  prd_call_rcu(head, func) runs func(head) once a grace period has passed after the
+ *    call (seed 001 §2.2: how a writer frees what it unlinked without waiting), and
+ *    prd_rcu_barrier waits until every callback queued before it has run.  The grace periods
+ *    are rcu.c's: this file gathers a batch of callbacks, takes the state that must end before
+ *    they may run (prd_rcu_get_state) and blocks until it is reached (prd__rcu_wait_raw).  So
+ *    it is one user of the grace-period state, as defer.c is another, on the floor above
+ *    rcu.c (liburcu keeps call_rcu apart in the same way: urcu-call-rcu-impl.h beside
+ *    urcu.c), and it calls only down: rcu.c, thread.c (the worker thread), options.c
+ *    (prd__init) and report.c.  rcu.c does not call this file and holds no hook of it: the
+ *    worker asks for the state it needs and waits for it, so the grace-period side never
+ *    wakes the worker or hands it anything.  Hooks this file sets: the worker's lt_wake
+ *    (worker_poke) in thread.c, and the exit destructor of its own pthread key (§6).  Around
+ *    prd_rcu_barrier's wait it calls the grace-period source's rs_block_begin/rs_block_end
+ *    (a QSBR caller goes offline, rcu.c §6).
+ *
+ * 2. The queues.  Per-thread wait-free queues (the wfcqueue of liburcu, one producer: the
+ *    owner): enqueue = one exchange on a thread-local tail plus a store; liburcu's call_rcu
+ *    exchanges on a tail shared by all threads and adds a full fence.  A queue is a dummy head
+ *    and an atomic tail in the thread's struct cb_thread.  The producer exchanges the tail,
+ *    then links the old tail to its node with a release store that pairs with the consumer's
+ *    acquire load of the link (next_load); a consumer that finds a link not stored yet waits
+ *    the few instructions until it is (next_wait).  A thread's queue is in the registry
+ *    (cbq_lock) from its first call_rcu to its exit, when what is left goes to the orphans
+ *    (§6).  Callbacks of one thread run in the order they were queued.
+ *
+ * 3. The worker (prd-rcu-cb) splices every queue (and the orphans of exited threads), takes
+ *    the state after the splice, waits for it through rcu.c's driver, and invokes the batch;
+ *    it sleeps when every queue is empty.  Wake-up without a fence on the producer: the
+ *    producer's exchange and its load of cb_sleeping are seq_cst, as are the worker's store
+ *    of cb_sleeping and its loads of the tails: one of them sees the other.
+ *
+ * 4. Starting and ending the worker (thread.c).  A worker that cannot be started leaves
+ *    wrk_running and wrk_alive clear: the next call_rcu (its fast path sees wrk_alive clear),
+ *    rcu_barrier or thread exit tries again.  The worker ends like a sleep: with nothing
+ *    queued, no barrier pending and no application thread left (thread.c section 3) it
+ *    clears wrk_running and wrk_alive under wrk_lock and returns with cb_sleeping still set,
+ *    so the §3 wake-up of a later producer (worker_wake) takes wrk_lock and starts a new one,
+ *    as do call_rcu's slow path and rcu_barrier.
+ *
+ * 5. prd_rcu_barrier bumps cb_barrier_req; a worker pass that read the new value before its
+ *    splice saw every callback queued before the call, and publishes cb_barrier_done when
+ *    that batch has been invoked.  A barrier with no worker, and none to start, takes the
+ *    worker's place (sets wrk_running, so no worker starts and splices under it) and runs
+ *    worker passes itself until one finds nothing; its callbacks run with ct_is_worker set,
+ *    as on the worker.  A barrier called from a callback would wait for itself, and one
+ *    inside a read-side section for a grace period its caller holds up: both are reported
+ *    and ignored.
+ *
+ * 6. Thread exit.  This file's pthread key, armed at a thread's first call_rcu (which also
+ *    counts the thread as an application thread, thread.c section 3), moves the thread's
+ *    pending callbacks to the orphans and wakes the worker, or starts it when it has ended.
+ *    rcu.c's own key unregisters the thread's reader record; the two destructors run in
+ *    either order and touch nothing of each other's.
+ *
+ * 7. Fork.  fork.c's handlers take wrk_lock and cbq_lock after rcu.c's locks
+ *    (prd__call_rcu_fork_prepare; fork.c section 2 states the whole order) and release them
+ *    first (prd__call_rcu_fork_parent).  In the child prd__call_rcu_fork_child reinitializes
+ *    them, moves the other threads' pending callbacks to the orphans (those threads are gone,
+ *    maybe between an exchange and its link, so each chain is followed only as far as it is
+ *    linked) and marks the worker as not running: it starts again at the next call_rcu,
+ *    rcu_barrier or thread exit (thread.c forgets its id).  A barrier pending in the parent is
+ *    done in the child, where no thread waits for it.
+ *
+ * 8. Lock order: wrk_lock -> cbq_lock (the worker's last look before it sleeps, a barrier's
+ *    and an exiting thread's look for pending callbacks).  No lock of this file is held while
+ *    a callback runs, while the worker waits for a grace period, or across a call into
+ *    rcu.c.  The worker is created (thread.c) under wrk_lock; thread.c's poke takes it alone.
+ *
+ * 9. Waiting.  prd_call_rcu never waits for readers: it enqueues, and on a thread's first
+ *    call (or while no worker runs) registers the queue and starts the worker.  The allocator
+ *    calls it (the deferred frees of defer.c's oblivious and debugging caches and of
+ *    malloc.c's big blocks), and nothing of the allocator may wait for readers (rcu.c §9).
+ *    prd_rcu_barrier exists to wait: it blocks, with a QSBR caller offline meanwhile (rcu.c §9
+ *    names the calls that do).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* A thread's call_rcu state. */
+struct cb_thread {
+  /* §2 the queue: a dummy head and an atomic tail (wfcqueue with one producer) */
+  struct prd_rcu_head ct_head;
+  struct prd_rcu_head *_Atomic ct_tail;
+  struct cb_thread *ct_next, *ct_prev; /* queue registry (cbq_lock) */
+  bool ct_registered;                  /* in the queue registry */
+  bool ct_key_set;                     /* the exit destructor is armed (§6) */
+  bool ct_is_worker;                   /* the worker, or a barrier in its place (§5) */
+};
+
+static __thread struct cb_thread cb_self __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t cbq_lock = PTHREAD_MUTEX_INITIALIZER; /* queue registry, orphans */
+static struct cb_thread *cbq_head;
+static struct prd_rcu_head *cb_orphan_first, *cb_orphan_last;
+static pthread_mutex_t wrk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wrk_cond = PTHREAD_COND_INITIALIZER;  /* the worker sleeps here */
+static pthread_cond_t wrk_done_cond = PTHREAD_COND_INITIALIZER; /* rcu_barrier waits here */
+static _Atomic bool cb_sleeping;
+static _Atomic bool wrk_alive;
+static bool wrk_running;              /* wrk_lock */
+static _Atomic uint64_t cb_barrier_req, cb_barrier_done;
+static _Atomic uint64_t cb_invoked;
+static void *worker_main(void *arg);
+static void worker_poke(void);
+static struct prd__lthread wrk_lt = { .lt_name = "prd-rcu-cb", .lt_main = worker_main,
+                                      .lt_wake = worker_poke };
+static pthread_key_t cb_key;
+static pthread_once_t cb_once = PTHREAD_ONCE_INIT;
+
+static void cb_thread_exit(void *arg);
+
+static void cb_init_once(void)
+{
+  prd__init();
+  if (pthread_key_create(&cb_key, cb_thread_exit) != 0)
+    prd__error("rcu: pthread_key_create failed: call_rcu queues will not be orphaned at "
+               "thread exit");
+}
+
+static void cb_init(void)
+{
+  pthread_once(&cb_once, cb_init_once);
+}
+
+static void cb_arm_exit(struct cb_thread *t)
+{
+  if (!t->ct_key_set) {
+    t->ct_key_set = true;
+    (void)pthread_setspecific(cb_key, t);
+    prd__lthread_app_arrive();   /* its exit may leave the worker alone (§4) */
+  }
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* The worker's idle wait on wrk_cond (wrk_lock held, its prd__lthread_idle_exit just said
+ * stay): for good while counted application threads live (the last to leave pokes it), else
+ * for thread.c's idle-check period. */
+static void lt_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
+                         const struct prd__lthread *lt)
+{
+  long ms = prd__lthread_idle_ms(lt);
+  if (ms < 0) {
+    pthread_cond_wait(cond, mutex);
+    return;
+  }
+  struct timespec ts;
+  prd__lthread_deadline(&ts, clock, ms);
+  pthread_cond_timedwait(cond, mutex, &ts);
+}
+
+/* ---- §2 the queues --------------------------------------------------------------------- */
+static struct prd_rcu_head *next_load(struct prd_rcu_head *n)
+{
+  return __atomic_load_n(&n->next, __ATOMIC_ACQUIRE);
+}
+
+/* The successor of a node that is not the last: its producer may be between its exchange and
+ * its link store (a few instructions), so wait for the link. */
+static struct prd_rcu_head *next_wait(struct prd_rcu_head *n)
+{
+  struct prd_rcu_head *next;
+  for (unsigned i = 0; (next = next_load(n)) == NULL; i++) {
+    if (i < 64)
+      cpu_relax();
+    else
+      sched_yield();
+  }
+  return next;
+}
+
+static void cbq_init(struct cb_thread *t)
+{
+  __atomic_store_n(&t->ct_head.next, NULL, __ATOMIC_RELAXED);
+  atomic_store_explicit(&t->ct_tail, &t->ct_head, memory_order_relaxed);
+}
+
+/* seq_cst: the tail load is the worker's half of the §3 wake-up handshake. */
+static bool cbq_empty(struct cb_thread *t)
+{
+  return atomic_load(&t->ct_tail) == &t->ct_head;
+}
+
+/* Takes every node of t's queue (consumer side, cbq_lock held).  Returns the first node and
+ * sets *last, or NULL.  last->next stays NULL: later enqueues link to the dummy head. */
+static struct prd_rcu_head *cbq_splice(struct cb_thread *t, struct prd_rcu_head **last)
+{
+  if (cbq_empty(t))
+    return NULL;
+  struct prd_rcu_head *first = next_wait(&t->ct_head);
+  __atomic_store_n(&t->ct_head.next, NULL, __ATOMIC_RELAXED);
+  *last = atomic_exchange(&t->ct_tail, &t->ct_head);
+  return first;
+}
+
+static void cb_append(struct prd_rcu_head **first, struct prd_rcu_head **last,
+                      struct prd_rcu_head *f, struct prd_rcu_head *l)
+{
+  if (*first == NULL)
+    *first = f;
+  else
+    __atomic_store_n(&(*last)->next, f, __ATOMIC_RELAXED);
+  *last = l;
+}
+
+static void cbq_register(struct cb_thread *t)
+{
+  cb_init();
+  cbq_init(t);
+  pthread_mutex_lock(&cbq_lock);
+  t->ct_prev = NULL;
+  t->ct_next = cbq_head;
+  if (cbq_head != NULL)
+    cbq_head->ct_prev = t;
+  cbq_head = t;
+  t->ct_registered = true;
+  pthread_mutex_unlock(&cbq_lock);
+  cb_arm_exit(t);
+}
+
+/* cbq_lock held: moves t's pending callbacks to the orphans and drops its queue.  `dead`: t's
+ * thread no longer exists (fork child) and may have died between its exchange and its link,
+ * so the chain is followed only as far as it is linked. */
+static void cbq_orphan_locked(struct cb_thread *t, bool dead)
+{
+  struct prd_rcu_head *first, *last;
+  if (dead) {
+    first = next_load(&t->ct_head);
+    for (last = first; last != NULL && next_load(last) != NULL; last = next_load(last))
+      ;
+  } else {
+    first = cbq_splice(t, &last);
+  }
+  if (first != NULL)
+    cb_append(&cb_orphan_first, &cb_orphan_last, first, last);
+  if (t->ct_prev != NULL)
+    t->ct_prev->ct_next = t->ct_next;
+  else
+    cbq_head = t->ct_next;
+  if (t->ct_next != NULL)
+    t->ct_next->ct_prev = t->ct_prev;
+  t->ct_registered = false;
+}
+
+/* ---- §4 starting the worker, §3 waking it ---------------------------------------------- */
+/* wrk_lock held: starts the worker unless it runs; false when it could not be started (the
+ * flags stay clear: the next call_rcu, rcu_barrier or thread exit tries again). */
+static bool worker_start_locked(void)
+{
+  if (!wrk_running) {
+    if (prd__lthread_start(&wrk_lt) != 0)
+      return false;
+    wrk_running = true;
+    atomic_store_explicit(&wrk_alive, true, memory_order_release);
+  }
+  return true;
+}
+
+static PRD_NOINLINE void worker_start(void)
+{
+  cb_init();
+  pthread_mutex_lock(&wrk_lock);
+  (void)worker_start_locked();
+  pthread_mutex_unlock(&wrk_lock);
+}
+
+/* wrk_lock held: a sleeping worker wakes; an exited one (or one never started) starts. */
+static void worker_kick_locked(void)
+{
+  if (worker_start_locked())
+    pthread_cond_signal(&wrk_cond);
+}
+
+static void worker_wake(void)
+{
+  /* seq_cst load after the producer's seq_cst exchange: §3 */
+  if (atomic_load(&cb_sleeping) && atomic_exchange(&cb_sleeping, false)) {
+    pthread_mutex_lock(&wrk_lock);
+    worker_kick_locked();
+    pthread_mutex_unlock(&wrk_lock);
+  }
+}
+
+/* thread.c's poke (no lock held): the worker looks for application threads at once. */
+static void worker_poke(void)
+{
+  pthread_mutex_lock(&wrk_lock);
+  pthread_cond_signal(&wrk_cond);
+  pthread_mutex_unlock(&wrk_lock);
+}
+
+/* ---- prd_call_rcu ---------------------------------------------------------------------- */
+static PRD_NOINLINE void call_rcu_slow(struct cb_thread *t)
+{
+  if (!t->ct_registered)
+    cbq_register(t);
+  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire))
+    worker_start();
+}
+
+void prd_call_rcu(struct prd_rcu_head *head, void (*func)(struct prd_rcu_head *))
+{
+  if (prd_unlikely(head == NULL || func == NULL)) {
+    prd__error("prd_call_rcu: NULL %s (ignored)", head == NULL ? "head" : "func");
+    return;
+  }
+  struct cb_thread *t = &cb_self;
+  if (prd_unlikely(!t->ct_registered || !atomic_load_explicit(&wrk_alive,
+                                                              memory_order_relaxed)))
+    call_rcu_slow(t);
+  head->func = func;
+  __atomic_store_n(&head->next, NULL, __ATOMIC_RELAXED);
+  /* seq_cst exchange: publishes the node to the worker's splice and orders it before the
+   * cb_sleeping load in worker_wake (§3) */
+  struct prd_rcu_head *prev = atomic_exchange(&t->ct_tail, head);
+  __atomic_store_n(&prev->next, head, __ATOMIC_RELEASE); /* pairs with next_load's acquire */
+  worker_wake();
+}
+
+/* ---- §3 the worker --------------------------------------------------------------------- */
+/* Every pending callback (all queues and the orphans) into one list. */
+static struct prd_rcu_head *cb_gather(struct prd_rcu_head **last)
+{
+  struct prd_rcu_head *first = NULL, *f, *l;
+  *last = NULL;
+  pthread_mutex_lock(&cbq_lock);
+  if (cb_orphan_first != NULL) {
+    cb_append(&first, last, cb_orphan_first, cb_orphan_last);
+    cb_orphan_first = cb_orphan_last = NULL;
+  }
+  for (struct cb_thread *t = cbq_head; t != NULL; t = t->ct_next)
+    if ((f = cbq_splice(t, &l)) != NULL)
+      cb_append(&first, last, f, l);
+  pthread_mutex_unlock(&cbq_lock);
+  return first;
+}
+
+static bool cb_pending(void)
+{
+  bool any = false;
+  pthread_mutex_lock(&cbq_lock);
+  any = cb_orphan_first != NULL;
+  for (struct cb_thread *t = cbq_head; t != NULL && !any; t = t->ct_next)
+    any = !cbq_empty(t);
+  pthread_mutex_unlock(&cbq_lock);
+  return any;
+}
+
+static uint64_t cb_invoke(struct prd_rcu_head *first, struct prd_rcu_head *last)
+{
+  uint64_t n = 0;
+  for (struct prd_rcu_head *h = first; h != NULL;) {
+    /* read the link before the callback frees the node */
+    struct prd_rcu_head *next = h == last ? NULL : next_wait(h);
+    h->func(h);
+    n++;
+    h = next;
+  }
+  return n;
+}
+
+static void barrier_publish(uint64_t req)
+{
+  pthread_mutex_lock(&wrk_lock);
+  if (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < req)
+    atomic_store_explicit(&cb_barrier_done, req, memory_order_relaxed);
+  pthread_cond_broadcast(&wrk_done_cond);
+  pthread_mutex_unlock(&wrk_lock);
+}
+
+/* One pass of the worker: every pending callback, after a grace period that began after the
+ * splice; then the barrier request read before the splice is published.  True when it
+ * invoked any.  Run by the worker, or by a barrier whose worker could not be started. */
+static bool worker_pass(void)
+{
+  /* acquire: a barrier request read here happens before the splice below (§5) */
+  uint64_t req = atomic_load_explicit(&cb_barrier_req, memory_order_acquire);
+  struct prd_rcu_head *last;
+  struct prd_rcu_head *first = cb_gather(&last);
+  if (first != NULL) {
+    prd__rcu_wait_raw(prd_rcu_get_state());
+    atomic_fetch_add_explicit(&cb_invoked, cb_invoke(first, last), memory_order_relaxed);
+  }
+  if (req > atomic_load_explicit(&cb_barrier_done, memory_order_relaxed))
+    barrier_publish(req);
+  return first != NULL;
+}
+
+static void *worker_main(void *arg)
+{
+  (void)arg;
+  cb_self.ct_is_worker = true;
+  for (;;) {
+    if (worker_pass())
+      continue;
+    /* sleep: announce it (seq_cst), then look once more (§3) */
+    pthread_mutex_lock(&wrk_lock);
+    atomic_store(&cb_sleeping, true);
+    while (!cb_pending() && atomic_load(&cb_barrier_req) ==
+                                atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) &&
+           atomic_load(&cb_sleeping)) {
+      /* Nothing queued and no application thread left: exit with cb_sleeping still set, so a
+       * producer's worker_wake (or its call_rcu, seeing wrk_alive clear) starts a new worker:
+       * the exit is a sleep from which the wake-up of §3 restarts. */
+      if (prd__lthread_idle_exit(&wrk_lt)) {
+        wrk_running = false;
+        atomic_store_explicit(&wrk_alive, false, memory_order_release);
+        pthread_mutex_unlock(&wrk_lock);
+        return NULL;
+      }
+      lt_cond_wait(&wrk_cond, &wrk_lock, CLOCK_REALTIME, &wrk_lt);
+    }
+    atomic_store(&cb_sleeping, false);
+    pthread_mutex_unlock(&wrk_lock);
+  }
+  return NULL;
+}
+
+/* ---- §5 rcu_barrier -------------------------------------------------------------------- */
+void prd_rcu_barrier(void)
+{
+  const struct prd_rcu_source *src = prd_rcu_get_source();
+  if (cb_self.ct_is_worker) {
+    prd__error("rcu: prd_rcu_barrier called from an RCU callback (it would deadlock; ignored)");
+    return;
+  }
+  if (prd__rcu_in_read_section(src, "prd_rcu_barrier"))
+    return;
+  cb_init();
+  int token = src->rs_block_begin ? src->rs_block_begin() : 0;
+  /* release: every callback queued before this call, to the worker pass that reads it */
+  uint64_t target = atomic_fetch_add_explicit(&cb_barrier_req, 1, memory_order_release) + 1;
+  atomic_store(&cb_sleeping, false);
+  bool stood_in = false;
+  pthread_mutex_lock(&wrk_lock);
+  while (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < target) {
+    if (worker_start_locked()) {   /* (re)started if it had exited: §4 */
+      pthread_cond_signal(&wrk_cond);
+      pthread_cond_wait(&wrk_done_cond, &wrk_lock);
+      continue;
+    }
+    /* No worker, and none can be started now: this thread takes the worker's place for a
+     * pass (wrk_running keeps another from starting meanwhile, whose splice could take
+     * callbacks queued before this call and leave them uninvoked past our publish). */
+    wrk_running = true;
+    pthread_mutex_unlock(&wrk_lock);
+    cb_self.ct_is_worker = true;   /* a callback's rcu_barrier is reported, as on the worker */
+    while (worker_pass())
+      ;
+    cb_self.ct_is_worker = false;
+    pthread_mutex_lock(&wrk_lock);
+    wrk_running = false;
+    stood_in = true;
+    pthread_cond_broadcast(&wrk_done_cond);   /* other barriers: look again, without us */
+  }
+  /* callbacks queued while we stood in found no worker to start: one more try for them */
+  if (stood_in && cb_pending())
+    worker_kick_locked();
+  pthread_mutex_unlock(&wrk_lock);
+  if (src->rs_block_end)
+    src->rs_block_end(token);
+}
+
+uint64_t prd__call_rcu_invoked(void)
+{
+  return atomic_load_explicit(&cb_invoked, memory_order_relaxed);
+}
+
+/* ---- §6 thread exit -------------------------------------------------------------------- */
+static void cb_thread_exit(void *arg)
+{
+  struct cb_thread *t = arg;
+  t->ct_key_set = false;
+  if (t->ct_registered) {
+    pthread_mutex_lock(&cbq_lock);
+    cbq_orphan_locked(t, false);
+    pthread_mutex_unlock(&cbq_lock);
+    /* the worker may be asleep (or gone) with these callbacks now orphaned */
+    atomic_store(&cb_sleeping, false);
+    pthread_mutex_lock(&wrk_lock);
+    if (wrk_running)
+      pthread_cond_signal(&wrk_cond);
+    else if (cb_pending())
+      (void)worker_start_locked();
+    pthread_mutex_unlock(&wrk_lock);
+  }
+  prd__lthread_app_leave();
+}
+
+/* ---- §7 fork --------------------------------------------------------------------------- */
+PRD__FORK_LINK();
+void prd__call_rcu_fork_prepare(void)
+{
+  pthread_mutex_lock(&wrk_lock);
+  pthread_mutex_lock(&cbq_lock);
+}
+
+void prd__call_rcu_fork_parent(void)
+{
+  pthread_mutex_unlock(&cbq_lock);
+  pthread_mutex_unlock(&wrk_lock);
+}
+
+void prd__call_rcu_fork_child(void)
+{
+  pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;
+  struct cb_thread *self = &cb_self;
+  cbq_lock = wrk_lock = init;
+  wrk_cond = wrk_done_cond = cinit;
+  /* only this thread exists now */
+  for (struct cb_thread *t = cbq_head, *next; t != NULL; t = next) {
+    next = t->ct_next;
+    if (t != self)
+      cbq_orphan_locked(t, true);
+  }
+  wrk_running = false;
+  atomic_store(&wrk_alive, false);
+  atomic_store(&cb_sleeping, false);
+  atomic_store(&cb_barrier_done, atomic_load(&cb_barrier_req));
+  self->ct_is_worker = false;
+}
