@@ -138,31 +138,6 @@ static void cb_arm_exit(struct cb_thread *t)
   }
 }
 
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  atomic_signal_fence(memory_order_seq_cst);
-#endif
-}
-
-/* The worker's idle wait on wrk_cond (wrk_lock held, its prd__lthread_idle_exit just said
- * stay): for good while counted application threads live (the last to leave pokes it), else
- * for thread.c's idle-check period. */
-static void lt_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
-                         const struct prd__lthread *lt)
-{
-  long ms = prd__lthread_idle_ms(lt);
-  if (ms < 0) {
-    pthread_cond_wait(cond, mutex);
-    return;
-  }
-  struct timespec ts;
-  prd__lthread_deadline(&ts, clock, ms);
-  pthread_cond_timedwait(cond, mutex, &ts);
-}
-
 /* ---- §2 the queues --------------------------------------------------------------------- */
 static struct prd_rcu_head *next_load(struct prd_rcu_head *n)
 {
@@ -176,7 +151,7 @@ static struct prd_rcu_head *next_wait(struct prd_rcu_head *n)
   struct prd_rcu_head *next;
   for (unsigned i = 0; (next = next_load(n)) == NULL; i++) {
     if (i < 64)
-      cpu_relax();
+      prd__cpu_relax();
     else
       sched_yield();
   }
@@ -422,7 +397,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&wrk_lock);
         return NULL;
       }
-      lt_cond_wait(&wrk_cond, &wrk_lock, CLOCK_REALTIME, &wrk_lt);
+      prd__lthread_idle_wait(&wrk_cond, &wrk_lock, CLOCK_REALTIME, &wrk_lt);
     }
     atomic_store(&cb_sleeping, false);
     pthread_mutex_unlock(&wrk_lock);

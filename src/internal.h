@@ -29,6 +29,16 @@
 #define PRD_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PRD_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* A spin-wait's pause: the CPU's hint where it has one, else a compiler barrier. */
+static inline void prd__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
 /* ---- report.c: reporting errors and internal assertions (a leaf: libc only) --------- */
 /* Prints "prudence: <message>" on stderr without allocating (safe inside the allocator)
  * and counts it.  Callers that print several lines call prd__report_done() once after. */
@@ -330,6 +340,11 @@ bool  prd__lthread_poked(struct prd__lthread *lt);
 long  prd__lthread_idle_ms(const struct prd__lthread *lt);
 /* *ts = now + ms on `clock`, the absolute deadline of a library thread's timed wait. */
 void  prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms);
+/* An idle library thread's wait on cond (mutex held, its prd__lthread_idle_exit just said
+ * stay): for good while counted application threads live (the last to leave pokes it), else
+ * for the idle-check period; cond runs on `clock`. */
+void  prd__lthread_idle_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
+                             const struct prd__lthread *lt);
 
 /* ---- maint.c: the maintenance thread and its jobs (knows nothing of caches) ----------- */
 /* A job: run with no lock held at each wake-up of the thread (about a second) and at once on

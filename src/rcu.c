@@ -373,15 +373,6 @@ void prd__rcu_read_unlock_slow(void)
 }
 
 /* ---- §3 the built-in grace period ------------------------------------------------------ */
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  atomic_signal_fence(memory_order_seq_cst);
-#endif
-}
-
 static bool expedited_now(void);
 
 /* Waits after the nth unsuccessful scan: spin, then yield, then sleep 1 us .. 1 ms. */
@@ -389,7 +380,7 @@ static void reader_backoff(unsigned n)
 {
   if (n < 16) {
     for (int i = 0; i < 64; i++)
-      cpu_relax();
+      prd__cpu_relax();
   } else if (n < 64 || expedited_now()) {
     sched_yield();
   } else {
@@ -722,22 +713,6 @@ static void drv_pace_locked(uint64_t until)
   }
 }
 
-/* An idle library thread's wait on cond (mutex held, its prd__lthread_idle_exit just said
- * stay): for good while counted application threads live (the last to leave pokes it), else
- * for thread.c's idle-check period. */
-static void lt_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
-                         const struct prd__lthread *lt)
-{
-  long ms = prd__lthread_idle_ms(lt);
-  if (ms < 0) {
-    pthread_cond_wait(cond, mutex);
-    return;
-  }
-  struct timespec ts;
-  prd__lthread_deadline(&ts, clock, ms);
-  pthread_cond_timedwait(cond, mutex, &ts);
-}
-
 /* thread.c's poke (no lock held): the driver looks for application threads at once. */
 static void driver_poke(void)
 {
@@ -762,7 +737,7 @@ static void *driver_main(void *arg)
         return NULL;
       }
       drv_idle = true;
-      lt_cond_wait(&drv_cond, &drv_lock, CLOCK_MONOTONIC, &drv_lt);
+      prd__lthread_idle_wait(&drv_cond, &drv_lock, CLOCK_MONOTONIC, &drv_lt);
       drv_idle = false;
       slept = true;
     }
@@ -930,7 +905,7 @@ static void sync_until(prd_gp_t s, const char *what)
       break;
     }
     for (int i = 0; i < 64; i++)
-      cpu_relax();
+      prd__cpu_relax();
   }
   if (!locked && !prd_rcu_poll_state(s)) {
     pthread_mutex_lock(&gp_lock);
@@ -1000,7 +975,7 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
       break;
     if (t < POLL_SPIN_NS) {
       for (int i = 0; i < 64; i++)
-        cpu_relax();
+        prd__cpu_relax();
     } else if (t < POLL_SLEEP_NS) {
       sched_yield();
     } else {

@@ -205,6 +205,19 @@ void prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms)
   }
 }
 
+void prd__lthread_idle_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
+                            const struct prd__lthread *lt)
+{
+  long ms = prd__lthread_idle_ms(lt);
+  if (ms < 0) {
+    pthread_cond_wait(cond, mutex);
+    return;
+  }
+  struct timespec ts;
+  prd__lthread_deadline(&ts, clock, ms);
+  pthread_cond_timedwait(cond, mutex, &ts);
+}
+
 static bool lt_is_library(pid_t tid)
 {
   for (int i = 0; i < LT_MAX; i++) {

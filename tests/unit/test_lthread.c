@@ -200,9 +200,16 @@ static void test_start_fails_always(void)
 }
 
 /* ---- signals ----------------------------------------------------------------------------- */
+static pthread_barrier_t both_counted;
+
+/* The two threads overlap: each has used the allocator (and is counted) before either goes
+ * on, so the process has two application threads at once and the maintenance thread starts
+ * whatever the scheduler does (run one after the other, it would not). */
 static void *alloc_thread(void *arg)
 {
   prd_cache_t *c = arg;
+  prd_cache_free(c, prd_cache_alloc(c, PRD_SLEEP));
+  pthread_barrier_wait(&both_counted);
   for (int r = 0; r < 100; r++) {
     void *p[64];
     for (int i = 0; i < 64; i++)
@@ -219,10 +226,12 @@ static void start_all(void)
 {
   prd_cache_t *c = prd_cache_create("tlthread2", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
   pthread_t t[2];
+  pthread_barrier_init(&both_counted, NULL, 2);
   for (int i = 0; i < 2; i++)
     pthread_create(&t[i], NULL, alloc_thread, c);
   for (int i = 0; i < 2; i++)
     pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&both_counted);
   struct prd_rcu_head h;
   prd_call_rcu(&h, cb);
   prd_rcu_barrier();
