@@ -259,7 +259,7 @@ typedef struct prd_cache_stats_s {
 PRD_API int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 
 /* ------------------------------------------------------------------------------------------
- * RCU: grace periods and their state (src/rcu.c; seed 001 §2.1-2.2 and §4, docs/design.md)
+ * RCU: grace periods and their state (src/rcu.c, call_rcu: src/call_rcu.c; seed 001 §2.1-2.2, §4)
  * ------------------------------------------------------------------------------------------ */
 /* readers: the built-in RCU's read side is inline (prudence_rcu.h).  Threads register on first
  * use and unregister at exit; with a liburcu source, read sections are the flavour's own
@@ -328,7 +328,7 @@ PRD_API const struct prd_rcu_source *prd_rcu_get_source(void);
 #define PRD_STATS_VERBOSE   0x1  /* every field of every cache and arena, with its meaning */
 #define PRD_STATS_NOCACHES  0x2  /* leave out the caches */
 #define PRD_STATS_NOARENAS  0x4  /* leave out the arenas */
-#define PRD_STATS_NOINTERNAL 0x8 /* leave out the slab layer's own caches (prd_slab, ...) */
+#define PRD_STATS_NOINTERNAL 0x8 /* leave out the library's own caches (prd_slab, prd_mag_15, ...) */
 #define PRD_STATS_SCHEMA_VERSION 1   /* "version" of the JSON document (docs/api.md) */
 /* Prints a table of every cache (one row each, like /proc/slabinfo) and every arena on fp.
  * The statistics are copied first; nothing is printed while an allocator lock is held.

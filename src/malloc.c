@@ -148,14 +148,12 @@
  *    takes the miss functions (malloc_small_miss, which starts the allocator if needed;
  *    malloc_class_alloc / malloc_class_free, out of line), which mark the thread and go
  *    through prd_cache_alloc / prd_cache_free.
- *    Counted (objdump -d build/lib/libprudence-malloc.so, Release, gcc 12.2 -O2, x86-64): a
- *    hit of prd_malloc of a size up to 1 KiB is 27 instructions from entry to ret (the size
- *    test 2, the hit id 4, the thread's bound, array and set 6, the CPU layer's pop with its
- *    handshake 15); a hit of prd_free is 54 when the magazine holds a round (51 when it is
- *    empty: the top-round compare is 3): NULL and range 3, the page map 10, the class and
- *    start test 13 (section 3), the hit id 2, the CPU layer's push with its handshake 26.
- *    Before this form (commit 766f05f) they were 60 and 77.  The wrappers of override.c add
- *    a jmp each.
+ *    What a hit of prd_malloc (a size up to 1 KiB) does: the size test, the hit id, the
+ *    thread's bound, array and set, the CPU layer's pop with its handshake; a hit of prd_free:
+ *    NULL and range, the page map, the class and start test (section 3), the hit id, the CPU
+ *    layer's push with its handshake and top-round compare.  No lock, no atomic
+ *    read-modify-write, no call; docs/benchmarks.md ("The hit paths, counted") gives the
+ *    instruction counts and the command.  The wrappers of override.c add a jmp each.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -48,8 +48,7 @@
  *    next section (a later store), every load of the old section has its value already, and
  *    nothing the writer's side does afterwards (the end of the grace period, a reuse) can
  *    change it.  liburcu keeps (W2) on x86 too; dropping it halves the IPIs of a grace period
- *    (`prd-bench deferred --sizes 4096`: 2 membarriers per grace period to 1, and 4096 B
- *    pairs/s up by a fifth, measured interleaved).  Weakly ordered machines (ARM, POWER) may
+ *    (2 membarriers to 1; docs/benchmarks.md, Design choices).  Weakly ordered machines (ARM, POWER) may
  *    let a later store overtake an earlier load, so there (W2) stays a membarrier.
  *    Barriers: with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) (registered at init) (W1) and
  *    (W2) (off TSO) are membarrier calls and (R1)/(R2) compiler barriers; when the kernel
