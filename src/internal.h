@@ -340,6 +340,9 @@ bool  prd__lthread_poked(struct prd__lthread *lt);
 long  prd__lthread_idle_ms(const struct prd__lthread *lt);
 /* *ts = now + ms on `clock`, the absolute deadline of a library thread's timed wait. */
 void  prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms);
+/* A library thread's condition variable, whose timed waits run on CLOCK_MONOTONIC (immune to
+ * the wall clock being set). */
+void  prd__lthread_cond_init(pthread_cond_t *cond);
 /* An idle library thread's wait on cond (mutex held, its prd__lthread_idle_exit just said
  * stay): for good while counted application threads live (the last to leave pokes it), else
  * for the idle-check period; cond runs on `clock`. */

@@ -82,27 +82,15 @@ static void maint_lt_wake(void);
 static struct prd__lthread maint_lt = { .lt_name = "prd-maint", .lt_main = maint_main,
                                         .lt_wake = maint_lt_wake };
 
-/* CLOCK_MONOTONIC nanoseconds: the interval's clock. */
-static uint64_t maint_now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void maint_cv_init(void)
 {
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&maint_cv, &ca);
-  pthread_condattr_destroy(&ca);
+  prd__lthread_cond_init(&maint_cv);
 }
 
 static void maint_init_once(void)
 {
   maint_cv_init();
-  atomic_store_explicit(&maint_last_ns, maint_now_ns(), memory_order_relaxed);
+  atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
 }
 
 /* ---- registration (section 1) -------------------------------------------------------------- */
@@ -138,7 +126,7 @@ static void maint_tick(bool trylock)
   prd__maint_tick_fn *fn = maint_tick_fn;
   pthread_mutex_unlock(&maint_lock);
   if (fn != NULL && fn(trylock))
-    atomic_store_explicit(&maint_last_ns, maint_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
 }
 
 /* The jobs registered so far: the acquire pairs with the release of prd__maint_register, so
@@ -197,7 +185,7 @@ static void *maint_main(void *arg)
     if (!prd__opt(maint_thread))
       continue;
     uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
-    if (maint_now_ns() - last >= (uint64_t)prd__opt(maint_interval) * 1000000ull)
+    if (prd__now_ns() - last >= (uint64_t)prd__opt(maint_interval) * 1000000ull)
       maint_tick(false);
     maint_jobs();
   }
@@ -241,7 +229,7 @@ void prd__maint_poke(void)
     }
     /* no thread (not needed yet, starting, or it could not be started): the work inline */
   }
-  uint64_t now = maint_now_ns();
+  uint64_t now = prd__now_ns();
   uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
   if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
     return;

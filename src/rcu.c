@@ -275,11 +275,7 @@ static void rcu_thread_exit(void *arg);
 /* drv_cond waits with timeouts on CLOCK_MONOTONIC (pacing); set up before any use. */
 static void drv_cond_setup(void)
 {
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&drv_cond, &attr);
-  pthread_condattr_destroy(&attr);
+  prd__lthread_cond_init(&drv_cond);
 }
 
 static void rcu_init_once(void)

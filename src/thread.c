@@ -205,6 +205,15 @@ void prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms)
   }
 }
 
+void prd__lthread_cond_init(pthread_cond_t *cond)
+{
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
 void prd__lthread_idle_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
                             const struct prd__lthread *lt)
 {
