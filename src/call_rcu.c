@@ -33,9 +33,12 @@
  *    producer's exchange and its load of cb_sleeping are seq_cst, as are the worker's store
  *    of cb_sleeping and its loads of the tails: one of them sees the other.
  *
- * 4. Starting and ending the worker (thread.c).  A worker that cannot be started leaves
- *    wrk_running and wrk_alive clear: the next call_rcu (its fast path sees wrk_alive clear),
- *    rcu_barrier or thread exit tries again.  The worker ends like a sleep: with nothing
+ * 4. Starting and ending the worker (thread.c).  The start is claimed under wrk_lock
+ *    (wrk_running, wrk_alive) and pthread_create runs with wrk_lock dropped: it allocates
+ *    (the new thread's DTV), through this library's malloc when it is preloaded, and that
+ *    allocation may queue a callback (a big block's deferred free) or come back to wrk_lock
+ *    another way.  A worker that cannot be started clears the claim: the next call_rcu (its
+ *    fast path sees wrk_alive clear), rcu_barrier or thread exit tries again.  The worker ends like a sleep: with nothing
  *    queued, no barrier pending and no application thread left (thread.c section 3) it
  *    clears wrk_running and wrk_alive under wrk_lock and returns with cb_sleeping still set,
  *    so the §3 wake-up of a later producer (worker_wake) takes wrk_lock and starts a new one,
@@ -232,17 +235,25 @@ static void cbq_orphan_locked(struct cb_thread *t, bool dead)
 }
 
 /* ---- §4 starting the worker, §3 waking it ---------------------------------------------- */
-/* wrk_lock held: starts the worker unless it runs; false when it could not be started (the
- * flags stay clear: the next call_rcu, rcu_barrier or thread exit tries again). */
+/* wrk_lock held: true when the worker runs (or a barrier stands in for it, §5) or this thread
+ * started it; false when it could not be started (the flags clear again: the next call_rcu,
+ * rcu_barrier or thread exit tries again).  wrk_lock is dropped around pthread_create (§4),
+ * so callers look at their conditions again after it. */
 static bool worker_start_locked(void)
 {
-  if (!wrk_running) {
-    if (prd__lthread_start(&wrk_lt) != 0)
-      return false;
-    wrk_running = true;
-    atomic_store_explicit(&wrk_alive, true, memory_order_release);
-  }
-  return true;
+  if (wrk_running)
+    return true;
+  wrk_running = true;   /* claimed: no second start, and no barrier stands in, meanwhile */
+  atomic_store_explicit(&wrk_alive, true, memory_order_release);
+  pthread_mutex_unlock(&wrk_lock);
+  int rc = prd__lthread_start(&wrk_lt);
+  pthread_mutex_lock(&wrk_lock);
+  if (rc == 0)
+    return true;
+  wrk_running = false;
+  atomic_store_explicit(&wrk_alive, false, memory_order_release);
+  pthread_cond_broadcast(&wrk_done_cond);   /* barriers that counted on it: look again */
+  return false;
 }
 
 static PRD_NOINLINE void worker_start(void)

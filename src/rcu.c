@@ -74,11 +74,13 @@
  * 5. The driver thread (prd-rcu-gp) advances grace periods only while someone waits: gp_req
  *    holds the largest requested state; prd_rcu_request_gp(s) is one load when s is already
  *    requested (or over), else it raises gp_req under drv_lock and wakes the driver, starting
- *    it on first use (through thread.c: signals blocked).  drv_running and drv_alive are set
- *    only once the thread exists: a failed pthread_create leaves them clear, so the next
- *    request tries again, and a thread blocked in a wait (prd_rcu_wait_state, call_rcu.c's
- *    worker) runs the grace periods itself (gp_run_until) instead of waiting for a driver that
- *    is not there.  The driver sleeps on drv_cond while gp_req is reached; idle with no waiter
+ *    it on first use (through thread.c: signals blocked).  The start is claimed under
+ *    drv_lock (drv_running, drv_alive) and pthread_create runs with drv_lock dropped: it
+ *    allocates (the new thread's DTV), through this library's malloc when it is preloaded,
+ *    and that allocation may ask for a grace period.  A failed pthread_create clears the claim,
+ *    so the next request tries again, and a thread blocked in a wait (prd_rcu_wait_state,
+ *    call_rcu.c's worker) runs the grace periods itself (gp_run_until) instead of waiting for
+ *    a driver that is not there.  The driver sleeps on drv_cond while gp_req is reached; idle with no waiter
  *    and no application thread left (thread.c section 3), it clears both flags under drv_lock
  *    and returns, and the next request starts a new one.  A request whose fast path sees
  *    gp_req >= s reads drv_alive after an acquire load of gp_req, pairing with the release
@@ -759,7 +761,31 @@ static void *driver_main(void *arg)
   return NULL;
 }
 
-/* With drv_lock held: raise gp_req to s, start the driver, or wake it if it sleeps idle;
+/* drv_lock held: true when the driver runs or this thread started it.  drv_lock is dropped
+ * around pthread_create (§5): it allocates (the new thread's DTV), through this library's
+ * malloc when it is preloaded, and that allocation may ask for a grace period and come back
+ * to drv_lock.  So the start is claimed first (drv_running, drv_alive), and a request or a
+ * waiter that comes meanwhile counts on it; a start that failed clears the claim, and wakes
+ * the waiters, which then run the grace period themselves (prd__rcu_wait_raw). */
+static bool drv_start_locked(void)
+{
+  if (drv_running)
+    return true;
+  drv_running = true;
+  atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
+  pthread_mutex_unlock(&drv_lock);
+  int rc = prd__lthread_start(&drv_lt);
+  pthread_mutex_lock(&drv_lock);
+  if (rc == 0)
+    return true;
+  drv_running = false;   /* the next request tries again (thread.c section 2) */
+  atomic_store_explicit(&drv_alive, false, memory_order_relaxed);
+  pthread_cond_broadcast(&drv_done_cond);
+  return false;
+}
+
+/* With drv_lock held (dropped and taken again when it starts the driver): raise gp_req to s,
+ * start the driver, or wake it if it sleeps idle;
  * `hurry` wakes it from a pacing wait too (a blocked waiter, an expedited request).  A plain
  * request needs no wake-up while the driver paces or runs: it reads gp_req again before its
  * next grace period (waking it at every request made it sleep and wake again for nothing:
@@ -770,14 +796,8 @@ static bool request_locked(prd_gp_t s, bool hurry)
    * new as the drv_alive this request saw) */
   if (atomic_load_explicit(&gp_req, memory_order_relaxed) < s)
     atomic_store_explicit(&gp_req, s, memory_order_release);
-  if (!drv_running) {
-    /* started, or not (a failed pthread_create): the flags say which, so the next request
-     * tries again (thread.c section 2) and a waiter runs the grace period itself */
-    if (prd__lthread_start(&drv_lt) != 0)
-      return false;
-    drv_running = true;
-    atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
-  }
+  if (!drv_start_locked())
+    return false;
   if (drv_idle || hurry)
     pthread_cond_signal(&drv_cond);
   return true;
@@ -843,12 +863,14 @@ void prd__rcu_wait_raw(prd_gp_t s)
   rcu_init();
   pthread_mutex_lock(&drv_lock);
   drv_waiters++;
-  bool served = request_locked(s, true);
-  while (served && !prd_rcu_poll_state(s))
+  (void)request_locked(s, true);
+  /* drv_running read again after each wake-up: a start that another thread claimed may
+   * have failed meanwhile (drv_start_locked) */
+  while (drv_running && !prd_rcu_poll_state(s))
     pthread_cond_wait(&drv_done_cond, &drv_lock);
   drv_waiters--;
   pthread_mutex_unlock(&drv_lock);
-  if (!served)
+  if (!prd_rcu_poll_state(s))
     gp_run_until(s);
 }
 

@@ -23,6 +23,7 @@
 
 static _Atomic int fail_next;   /* creates to fail with EAGAIN; -1: every one */
 static _Atomic int failed;      /* creates failed so far */
+static void (*_Atomic reenter)(void);   /* called inside each create, before it forwards */
 
 int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
@@ -36,6 +37,9 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
       return EAGAIN;
     }
   }
+  void (*r)(void) = atomic_load(&reenter);
+  if (r != NULL)
+    r();
   return real(th, attr, fn, arg);
 }
 
@@ -199,6 +203,53 @@ static void test_start_fails_always(void)
   in_child(never_body);
 }
 
+/* ---- a start that comes back into the library ------------------------------------------- */
+/* Guards: the grace-period driver, the call_rcu worker and the maintenance thread were
+ * started with their lock held (drv_lock, wrk_lock, maint_lock) across pthread_create, which
+ * allocates (glibc's calloc of the new thread's DTV: prudence's own malloc when it is
+ * preloaded), and that allocation may ask for a grace period, queue a callback or poke the
+ * maintenance thread: the starting thread then waited on the lock it held.  Here the
+ * interposed pthread_create does those three things itself, as such an allocation would. */
+static void start_all(void);
+static struct prd_rcu_head reenter_heads[64];
+static _Atomic int reenter_n;
+static void reenter_all(void)
+{
+  int i = atomic_fetch_add(&reenter_n, 1);
+  prd_rcu_request_gp(prd_rcu_get_state());
+  prd__rcu_request_expedited(prd_rcu_get_state());
+  if (i < 64)
+    prd_call_rcu(&reenter_heads[i], cb);
+  prd__maint_wake();
+}
+
+static void reenter_body(void)
+{
+  atomic_store(&reenter, reenter_all);
+  /* the driver: a request starts it */
+  prd_gp_t s = prd_rcu_get_state();
+  prd_rcu_request_gp(s);
+  prd_rcu_wait_state(s);
+  CHECK(prd_rcu_poll_state(s));
+  /* the worker: a callback starts it */
+  struct prd_rcu_head h;
+  prd_call_rcu(&h, cb);
+  prd_rcu_barrier();
+  /* the maintenance thread: two threads that use the allocator at once start it */
+  start_all();
+  int unblocked;
+  CHECK(lib_threads(SIGTERM, &unblocked) >= 3);
+  atomic_store(&reenter, NULL);
+  prd_rcu_barrier();
+  CHECK(atomic_load(&reenter_n) >= 3);
+  CHECK_EQ(atomic_load(&cb_count), 1 + PRD_MIN(atomic_load(&reenter_n), 64) + 1);
+}
+
+static void test_start_reenters(void)
+{
+  in_child(reenter_body);
+}
+
 /* ---- signals ----------------------------------------------------------------------------- */
 static pthread_barrier_t both_counted;
 
@@ -321,6 +372,7 @@ int main(void)
 {
   RUN(test_start_fails_once);
   RUN(test_start_fails_always);
+  RUN(test_start_reenters);
   RUN(test_signals_blocked);
   RUN(test_pthread_exit_ends_process);
   RUN(test_uncounted_thread);
