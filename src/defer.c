@@ -902,15 +902,11 @@ void prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->oc_hits = st->mag_allocs > st->oc_misses ? st->mag_allocs - st->oc_misses : 0;
   st->oc_hit_pct = st->oc_hits + st->oc_misses == 0 ? 0.0
                    : 100.0 * (double)st->oc_hits / (double)(st->oc_hits + st->oc_misses);
-  st->oc_refills = c[PRD_PC_REFILLS];
-  st->oc_flushes = c[PRD_PC_FLUSHES];
+#define DEFER_PC_COPY(counter, field) st->field = c[PRD_PC_##counter];
+  PRD_PC_FIELDS(DEFER_PC_COPY)
+#undef DEFER_PC_COPY
   st->oc_churns = PRD_MIN(c[PRD_PC_REFILLS], c[PRD_PC_FLUSHES]);
-  st->oc_resizes = c[PRD_PC_RESIZES];
   st->latent_merges += c[PRD_PC_MERGES];
-  st->partial_refills = c[PRD_PC_PARTIAL];
-  st->preflush_moves = c[PRD_PC_PREFLUSH];
-  st->latent_depot_moves = c[PRD_PC_TODEPOT];
-  st->latent_cap_waits = c[PRD_PC_CAPWAITS];
   st->oom_gp_waits = c[PRD_PC_OOMWAITS] +
                     atomic_load_explicit(&cp->cache_oom_waits, memory_order_relaxed);
 }

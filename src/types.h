@@ -226,12 +226,19 @@ typedef struct prd_maglist {
 
 /* Counters of Prudence in one CPU cache, by index (folded into the depot's dp_dead_pcnt when
  * the thread goes away).  Written by the owner (PRD__MAG_COUNT) or under tc_lock by a thief
- * while the owner is out of its operations; read relaxed. */
-enum {
-  PRD_PC_DEFERRED, PRD_PC_MERGES, PRD_PC_REFILLS, PRD_PC_FLUSHES, PRD_PC_PARTIAL,
-  PRD_PC_PREFLUSH, PRD_PC_OOMWAITS, PRD_PC_CAPWAITS, PRD_PC_RESIZES, PRD_PC_TODEPOT,
-  PRD_PC_NCOUNTERS
-};
+ * while the owner is out of its operations; read relaxed.  Two lists: the counters that are a
+ * field of prd_cache_stats_t by themselves, X(counter, field), copied by one macro in defer.c,
+ * and those that a field sums with other counts, X(counter). */
+#define PRD_PC_FIELDS(X)                                                                     \
+  X(REFILLS, oc_refills) X(FLUSHES, oc_flushes) X(RESIZES, oc_resizes)                      \
+  X(PARTIAL, partial_refills) X(PREFLUSH, preflush_moves) X(TODEPOT, latent_depot_moves)    \
+  X(CAPWAITS, latent_cap_waits)
+#define PRD_PC_SUMMED(X) X(DEFERRED) X(MERGES) X(OOMWAITS)
+#define PRD__PC_ENUM2(c, f) PRD_PC_##c,
+#define PRD__PC_ENUM1(c) PRD_PC_##c,
+enum { PRD_PC_FIELDS(PRD__PC_ENUM2) PRD_PC_SUMMED(PRD__PC_ENUM1) PRD_PC_NCOUNTERS };
+#undef PRD__PC_ENUM2
+#undef PRD__PC_ENUM1
 
 /* The depot of one cache: everything under dp_lock. */
 typedef struct prd_depot {
