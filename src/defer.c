@@ -205,7 +205,6 @@
 
 #define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer: its stack array (8 KiB) */
 
-bool prd__defer_broken;
 static pthread_once_t defer_once = PTHREAD_ONCE_INIT;
 static _Atomic int pf_pending;   /* a CPU cache asked for a pre-flush since the job last ran */
 /* The latest state this thread must ask the driver for once it holds no lock of the magazine

@@ -262,10 +262,6 @@ bool  prd__stats_periodic_on(void);
 int prd__option_choice(const char *name, char *buf, size_t len);
 
 /* ---- defer.c: Prudence (seed 001 §4) ------------------------------------------------------ */
-/* Test hook (rcu_torture --retire prudence --broken): latent objects merge without their
- * grace-period check, which the torture test must catch.  Set before any deferral. */
-extern bool prd__defer_broken;
-
 /* Out of memory with deferred objects waiting (Algorithm 1 lines 31-32), cache_lock not held:
  * moves the threads' latent generations to latent slabs (try-locks), polls for their grace
  * period for defer_oom_wait_ms at most (defer.c section 9: never a wait for readers) unless
@@ -279,6 +275,10 @@ void  prd__defer_cache_destroy(prd_cache_t *cp);
 void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 
 /* ---- latent.c: Prudence's latent slabs (seed 001 §4.1) ----------------------------------- */
+/* Test hook (rcu_torture --retire prudence --broken): latent objects merge without their
+ * grace-period check (prd__defer_safe, for latent.c and defer.c alike), which the torture test
+ * must catch.  Set before any deferral.  Defined on latent.c's floor, the lower of the two. */
+extern bool prd__defer_broken;
 /* For defer.c: n deferred buffers with state gp into their slabs' latent generations
  * (returns how many were safe already and freed); merge every safe generation (returns
  * buffers merged); whether any wait, and the latest state among them. */
@@ -450,7 +450,8 @@ static inline prd_gp_t prd__rcu_get_state(void)
   return (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) + 3) &
          ~(uint64_t)1;
 }
-/* defer.c: has the grace period of state s ended?  Every latent merge asks this. */
+/* Prudence (latent.c, defer.c): has the grace period of state s ended?  Every latent merge
+ * asks this. */
 static inline bool prd__defer_safe(prd_gp_t s)
 {
   return prd__rcu_poll(s) || prd_unlikely(prd__defer_broken);

@@ -54,6 +54,7 @@
 #include "internal.h"
 #include "slab.h"
 
+bool prd__defer_broken;   /* internal.h: the torture's broken mode */
 static void lat_hook(void);
 
 /* A buffer of a small-layout slab -> its index in the slab (for the latent bitmap). */
