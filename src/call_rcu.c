@@ -435,6 +435,10 @@ void prd_rcu_barrier(void)
   pthread_mutex_lock(&wrk_lock);
   while (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) < target) {
     if (worker_start_locked()) {   /* (re)started if it had exited: §4 */
+      /* a start drops wrk_lock (§4): the new worker's pass may have published our target
+       * meanwhile, and its broadcast would then be lost to a wait that begins after it */
+      if (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) >= target)
+        break;
       pthread_cond_signal(&wrk_cond);
       pthread_cond_wait(&wrk_done_cond, &wrk_lock);
       continue;
