@@ -351,21 +351,26 @@ static void *thr_short(void *arg)
   return NULL;
 }
 
+/* The resident thread sleeps until the run ends (it takes no CPU from the churn). */
+static pthread_mutex_t thr_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t thr_cv = PTHREAD_COND_INITIALIZER;
+static bool thr_stop;   /* thr_lock */
+
 static void *thr_resident(void *arg)
 {
-  _Atomic bool *stop = arg;
-  /* acquire: pairs with the release store that ends the run */
-  while (!atomic_load_explicit(stop, memory_order_acquire))
-    sched_yield();
+  (void)arg;
+  pthread_mutex_lock(&thr_lock);
+  while (!thr_stop)
+    pthread_cond_wait(&thr_cv, &thr_lock);
+  pthread_mutex_unlock(&thr_lock);
   return NULL;
 }
 
 static double w_threads(const alloc_t *a)
 {
-  static _Atomic bool stop;
-  atomic_store_explicit(&stop, false, memory_order_relaxed);
+  thr_stop = false;
   pthread_t res;
-  pthread_create(&res, NULL, thr_resident, (void *)&stop);
+  pthread_create(&res, NULL, thr_resident, NULL);
   long waves = scaled(20000) / THR_WAVE;
   uint64_t t0 = bench_now_ns();
   for (long w = 0; w < waves; w++) {
@@ -380,7 +385,10 @@ static double w_threads(const alloc_t *a)
       pthread_join(t[i], NULL);
   }
   double s = (double)(bench_now_ns() - t0) / 1e9;
-  atomic_store_explicit(&stop, true, memory_order_release);
+  pthread_mutex_lock(&thr_lock);
+  thr_stop = true;
+  pthread_cond_signal(&thr_cv);
+  pthread_mutex_unlock(&thr_lock);
   pthread_join(res, NULL);
   return s;
 }
