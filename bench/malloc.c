@@ -1,4 +1,4 @@
-/* prd-bench malloc: the malloc family (src/malloc.c) under five workloads.
+/* prd-bench malloc: the malloc family (src/malloc.c) under six workloads.
  *
  *   random    one thread, random sizes 8 B - 1 KiB: a window of live blocks, each step frees
  *             a random one and allocates a new one in its place (and writes it)
@@ -12,6 +12,9 @@
  *   deferred  threads replace blocks (64 B - 4 KiB) of a table; half the frees are deferred
  *             past a grace period: prd_call_rcu(free) (what users of any allocator do today),
  *             or prd_free_deferred when the allocator is libprudence's
+ *   threads   thread churn: waves of short-lived threads, each allocating and freeing a few
+ *             small blocks (16 - 512 B) and exiting; a thread that lives for the whole run
+ *             keeps the process multi-threaded, as in a server that starts a thread per task
  *
  * Two ways to run it:
  *   prd-bench malloc [--json] [--smoke] [--rounds N]
@@ -324,6 +327,72 @@ static double w_deferred(const alloc_t *a)
   return (double)(bench_now_ns() - t0) / 1e9;
 }
 
+/* ---- thread churn ---------------------------------------------------------------------------- */
+#define THR_WAVE   4    /* threads alive at once */
+#define THR_BLOCKS 8    /* blocks each allocates and frees */
+struct thr_arg {
+  const alloc_t *ta_alloc;
+  unsigned ta_id;
+};
+
+static void *thr_short(void *arg)
+{
+  struct thr_arg *ta = arg;
+  brng_t r = { 0x9e3779b97f4a7c15ull * (ta->ta_id + 1) };
+  char *p[THR_BLOCKS];
+  for (int i = 0; i < THR_BLOCKS; i++) {
+    p[i] = ta->ta_alloc->a_malloc(16 + brng(&r) % 497);
+    p[i][0] = (char)i;
+  }
+  for (int i = 0; i < THR_BLOCKS; i++) {
+    bench_sink += (uintptr_t)p[i][0];
+    ta->ta_alloc->a_free(p[i]);
+  }
+  return NULL;
+}
+
+/* The resident thread sleeps until the run ends (it takes no CPU from the churn). */
+static pthread_mutex_t thr_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t thr_cv = PTHREAD_COND_INITIALIZER;
+static bool thr_stop;   /* thr_lock */
+
+static void *thr_resident(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&thr_lock);
+  while (!thr_stop)
+    pthread_cond_wait(&thr_cv, &thr_lock);
+  pthread_mutex_unlock(&thr_lock);
+  return NULL;
+}
+
+static double w_threads(const alloc_t *a)
+{
+  thr_stop = false;
+  pthread_t res;
+  pthread_create(&res, NULL, thr_resident, NULL);
+  long waves = scaled(20000) / THR_WAVE;
+  uint64_t t0 = bench_now_ns();
+  for (long w = 0; w < waves; w++) {
+    pthread_t t[THR_WAVE];
+    struct thr_arg args[THR_WAVE];
+    for (unsigned i = 0; i < THR_WAVE; i++) {
+      args[i].ta_alloc = a;
+      args[i].ta_id = (unsigned)(w * THR_WAVE) + i;
+      pthread_create(&t[i], NULL, thr_short, &args[i]);
+    }
+    for (unsigned i = 0; i < THR_WAVE; i++)
+      pthread_join(t[i], NULL);
+  }
+  double s = (double)(bench_now_ns() - t0) / 1e9;
+  pthread_mutex_lock(&thr_lock);
+  thr_stop = true;
+  pthread_cond_signal(&thr_cv);
+  pthread_mutex_unlock(&thr_lock);
+  pthread_join(res, NULL);
+  return s;
+}
+
 /* ---- driver ---------------------------------------------------------------------------------- */
 static const struct workload {
   const char *wl_name;
@@ -334,6 +403,7 @@ static const struct workload {
   { "prodcons", w_prodcons },
   { "realloc", w_realloc },
   { "deferred", w_deferred },
+  { "threads", w_threads },
 };
 
 static const struct workload *find_workload(const char *name)
@@ -432,5 +502,5 @@ static int bench_malloc_main(int argc, char **argv)
   return 0;
 }
 
-PRD_BENCH("malloc", "malloc family: random, larson, prodcons, realloc, deferred workloads",
+PRD_BENCH("malloc", "malloc family: random, larson, prodcons, realloc, deferred, threads workloads",
           bench_malloc_main)

@@ -16,7 +16,8 @@
  *      of prd_cpu_cache_t indexed by the cache's cache_magid (a small integer given at cache
  *      creation and recycled at destroy; index 0 is never used).  The array comes from os.c
  *      pages and grows (doubling) on demand, never from malloc: malloc.c sits on this
- *      layer.
+ *      layer.  An exited thread's record and its array wait on a spare list for the next
+ *      thread (section 10).
  *    - prd_cpu_cache_t: cc_loaded (cc_rounds of cc_magsize held) and cc_previous (always full
  *      or empty: cc_prounds), as kmem's cpu cache; hit counters; one cache line for the hit
  *      path.  Its second line holds Prudence's latent cache (defer.c section 2): two latent
@@ -189,13 +190,35 @@
  *    reap holds it.  A thread's first miss counts it as an application thread (thread.c),
  *    which is what starts the maintenance thread once there are two.
  *
- * 10. Threads.  A thread's first miss maps its prd_tcache_t and registers it; a TLS destructor
+ * 10. Threads.  A thread's first miss takes a prd_tcache_t and registers it; a TLS destructor
  *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
  *    they are; the rounds of a partly filled one to the slab layer, its magazine to the empty
  *    list) and folds its counters into the depot's, so no object is lost and none leaked;
  *    prd_thread_flush does the same on demand.  Latent generations (Prudence) leave through
  *    mh_cc_drain (section 14), on this path and every other one that empties a CPU cache.
  *    After its destructor a thread's misses go straight to the slab layer.
+ *    Records are reused, not mapped per thread: the destructor (and the fork child's
+ *    take-over, section 11) takes the flushed record off the registry and puts it, with its
+ *    CPU-cache array, on a spare list (mag_spares, at most MAG_SPARES_MAX, the rest unmapped),
+ *    and the next thread's first miss takes it from there; only a thread that finds the list
+ *    empty maps one.  So a program whose threads start, allocate a little and exit makes no
+ *    mmap or munmap per thread (each munmap of a multi-threaded process is a TLB shootdown on
+ *    every core that runs it), and its records keep the array size their caches needed.
+ *    Why a reused record cannot be corrupted by a visitor of its old owner: every visitor
+ *    (the reapers and Prudence's visitors of section 6, statistics, fork) reaches a record
+ *    only by walking the registry under mag_registry_lock and holds no pointer to it after
+ *    dropping that lock, and the record leaves the registry, is zeroed and enters the spare
+ *    list in one hold of that lock, taken after the exiting thread released its tc_lock; a
+ *    visitor's tc_steal store is undone in the same hold of the registry lock that made it,
+ *    so a spare's tc_steal is 0 (stored again to say so).  The old owner lets go of it before
+ *    the flush: its TLS copies (mt_tc, mt_cc, mt_lim) point at the shared empty set, and its
+ *    later misses find mag_exiting set.  The new owner takes it under the registry lock, so
+ *    the zeroing and every change made before it happen before the new owner's first access
+ *    (lock release and acquire).  The zeroing leaves every CPU cache as a fresh mapping
+ *    reads: empty, no busy mark, no counters (the flush folded them into the depots), and
+ *    no stale entry for an id whose cache was being destroyed while the thread exited (the
+ *    flush skips such an id, and the id may be given to a new cache).  tc_lock stays
+ *    initialized and unlocked across reuse.
  *
  * 11. fork.  fork.c holds the library's one pthread_atfork registration and states the whole
  *    process's lock order; this layer exports the functions it calls in that order: its
@@ -332,6 +355,10 @@ static pthread_mutex_t mag_reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mag_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mag_id_lock = PTHREAD_MUTEX_INITIALIZER;
 static prd_tcache_t *mag_threads;          /* the registry */
+static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
+static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
+#define MAG_SPARES_MAX 64   /* a burst of up to this many threads starts with no mapping; the
+                               records kept for it stay below 64 x (a page + a CPU-cache array) */
 static prd_cache_t **mag_caches;           /* by id; MAG_DYING while a destroy empties it */
 static size_t mag_caches_cap;              /* entries mapped */
 static uint32_t mag_nids = 1;              /* ids in use are below this; 0 is never given */
@@ -836,11 +863,21 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     if (mag_exiting)
       return NULL;
     pthread_once(&mag_once, mag_init_once);
-    tc = prd__os_map(PRD_P2ROUNDUP(sizeof(*tc), prd__os_page_size()));
-    if (tc == NULL)
-      return NULL;
-    pthread_mutex_init(&tc->tc_lock, NULL);
+    /* an exited thread's record, its CPU caches empty and zeroed (section 10), else a new
+     * one; a failed mapping is not remembered: the next miss tries again */
     pthread_mutex_lock(&mag_registry_lock);
+    tc = mag_spares;
+    if (tc != NULL) {
+      mag_spares = tc->tc_next;
+      mag_nspares--;
+    } else {
+      pthread_mutex_unlock(&mag_registry_lock);
+      tc = prd__os_map(PRD_P2ROUNDUP(sizeof(*tc), prd__os_page_size()));
+      if (tc == NULL)
+        return NULL;
+      pthread_mutex_init(&tc->tc_lock, NULL);
+      pthread_mutex_lock(&mag_registry_lock);
+    }
     tc->tc_prev = NULL;
     tc->tc_next = mag_threads;
     if (mag_threads != NULL)
@@ -888,6 +925,9 @@ static void tc_flush(prd_tcache_t *tc, bool fold)
   }
 }
 
+/* Takes a flushed record off the registry (mag_registry_lock held, its tc_lock not held) and
+ * keeps it, with its CPU-cache array, for the next thread (section 10), or unmaps both when
+ * MAG_SPARES_MAX are kept already. */
 static void tc_unregister_free(prd_tcache_t *tc)
 {
   if (tc->tc_prev != NULL)
@@ -896,6 +936,18 @@ static void tc_unregister_free(prd_tcache_t *tc)
     mag_threads = tc->tc_next;
   if (tc->tc_next != NULL)
     tc->tc_next->tc_prev = tc->tc_prev;
+  if (mag_nspares < MAG_SPARES_MAX) {
+    /* as a fresh mapping reads: every CPU cache empty, no counter, no busy mark (the flush
+     * left the live caches' entries so; a cache destroyed meanwhile may have left its own) */
+    if (tc->tc_cc != NULL)
+      memset(tc->tc_cc, 0, (size_t)tc->tc_ncc * sizeof(prd_cpu_cache_t));
+    atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
+    tc->tc_prev = NULL;
+    tc->tc_next = mag_spares;
+    mag_spares = tc;
+    mag_nspares++;
+    return;
+  }
   if (tc->tc_cc != NULL)
     prd__os_unmap(tc->tc_cc, tc->tc_cc_bytes);
   pthread_mutex_destroy(&tc->tc_lock);

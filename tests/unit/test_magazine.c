@@ -2,9 +2,10 @@
  * test_magazine.c: the CPU layer (src/magazine.c): every tier transition, the depot, thread
  * exit and prd_thread_flush, the reap handshake with a blocked thread, magazine growth under
  * forced contention, working-set reaping driven by explicit intervals, NOMAGAZINE, debugging
- * with magazines, quantum caches, and a randomized model across threads' caches, depot and
- * slabs.  The maintenance thread is off (maint_thread=0) and the interval long, so every
- * interval is driven by prd__maint_tick(): no sleeping as synchronization.
+ * with magazines, quantum caches, a randomized model across threads' caches, depot and slabs,
+ * and thread churn without mappings.  The maintenance thread is off (maint_thread=0) and the
+ * interval long, so every interval is driven by prd__maint_tick(): no sleeping as
+ * synchronization.
  */
 // prd-test-timeout: 300
 #include <pthread.h>
@@ -33,6 +34,15 @@ static prd_cpu_cache_t *my_cc(prd_cache_t *cp)
 {
   prd_tcache_t *tc = prd__mag_here();
   return cp->cache_magid < tc->tc_ncc ? &tc->tc_cc[cp->cache_magid] : NULL;
+}
+
+/* The thread's CPU cache of cp holds rounds (its frees went to its magazines). */
+static bool cp_has_rounds(prd_tcache_t *tc, prd_cache_t *cp)
+{
+  if (cp->cache_magid >= tc->tc_ncc)
+    return false;
+  prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
+  return cc->cc_rounds + cc->cc_prounds > 0;
 }
 
 /* ---- tiers ------------------------------------------------------------------------------- */
@@ -222,6 +232,64 @@ static void test_thread_flush(void)
   CHECK_EQ(st.depot_rounds, M);
   CHECK_EQ(st.depot_empty_mags, 1);   /* the partial one: rounds to slabs, magazine kept */
   CHECK_EQ(st.bufs_inuse, M);
+  check_conservation(cp, 0);
+  prd_cache_destroy(cp);
+}
+
+/* ---- thread churn: records reused, not mapped (section 10) ---------------------------------- */
+#define CHURN_WAVE 4
+struct churn {
+  prd_cache_t *ch_cp;
+  bool ch_hit;   /* this thread's CPU cache served it (a record was had) */
+};
+
+static void *churn_thread(void *arg)
+{
+  struct churn *ch = arg;
+  void *objs[8];
+  for (int i = 0; i < 8; i++)
+    objs[i] = prd_cache_alloc(ch->ch_cp, 0);
+  for (int i = 0; i < 8; i++)
+    prd_cache_free(ch->ch_cp, objs[i]);
+  prd_tcache_t *tc = prd__mag_here();
+  ch->ch_hit = cp_has_rounds(tc, ch->ch_cp);
+  return NULL;
+}
+
+static void churn_wave(prd_cache_t *cp, int *hits)
+{
+  pthread_t t[CHURN_WAVE];
+  struct churn ch[CHURN_WAVE];
+  for (int i = 0; i < CHURN_WAVE; i++) {
+    ch[i] = (struct churn){ cp, false };
+    pthread_create(&t[i], NULL, churn_thread, &ch[i]);
+  }
+  for (int i = 0; i < CHURN_WAVE; i++) {
+    pthread_join(t[i], NULL);
+    *hits += ch[i].ch_hit;
+  }
+}
+
+/* Waves of threads that allocate a little and exit make O(1) mappings, not one or two per
+ * thread: after a first wave, every mapping is made to fail (fault_mmap=1), and the os.c
+ * failure counter, which counts each attempt then, must not grow with the number of threads;
+ * each thread still gets its CPU cache (its frees land in its magazine). */
+static void test_thread_churn(void)
+{
+  prd_cache_t *cp = prd_cache_create("churn", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  int hits = 0;
+  churn_wave(cp, &hits);   /* the first wave maps its records; they are kept at exit */
+  CHECK_EQ(hits, CHURN_WAVE);
+  enum { WAVES = 64 };
+  uint64_t f0 = prd__os_map_failures();
+  prd__os_fault_every(1);
+  hits = 0;
+  for (int w = 0; w < WAVES; w++)
+    churn_wave(cp, &hits);
+  prd__os_fault_every(0);
+  uint64_t attempts = prd__os_map_failures() - f0;
+  CHECK(attempts <= 4);   /* old magazines or slabs may need a page; threads need none */
+  CHECK_EQ(hits, WAVES * CHURN_WAVE);
   check_conservation(cp, 0);
   prd_cache_destroy(cp);
 }
@@ -501,6 +569,7 @@ int main(void)
   RUN(test_tiers);
   RUN(test_alternating_boundary);
   RUN(test_thread_flush);
+  RUN(test_thread_churn);
   RUN(test_reap_blocked_thread);
   RUN(test_working_set_reap);
   RUN(test_growth_under_contention);
