@@ -1,4 +1,4 @@
-/* prd-bench malloc: the malloc family (src/malloc.c) under five workloads.
+/* prd-bench malloc: the malloc family (src/malloc.c) under six workloads.
  *
  *   random    one thread, random sizes 8 B - 1 KiB: a window of live blocks, each step frees
  *             a random one and allocates a new one in its place (and writes it)
@@ -12,6 +12,9 @@
  *   deferred  threads replace blocks (64 B - 4 KiB) of a table; half the frees are deferred
  *             past a grace period: prd_call_rcu(free) (what users of any allocator do today),
  *             or prd_free_deferred when the allocator is libprudence's
+ *   bigloop   one thread, blocks of 5 - 25 MiB: a window of four live blocks, each step frees
+ *             a random one and allocates a new one in its place, writing 64 bytes of each of
+ *             its pages (a buffer filled, then dropped: big blocks reused, or mapped anew)
  *
  * Two ways to run it:
  *   prd-bench malloc [--json] [--smoke] [--rounds N]
@@ -324,6 +327,32 @@ static double w_deferred(const alloc_t *a)
   return (double)(bench_now_ns() - t0) / 1e9;
 }
 
+/* ---- big blocks ------------------------------------------------------------------------------ */
+static double w_bigloop(const alloc_t *a)
+{
+  enum { WINDOW = 4, PAGE = 4096 };
+  static char *slot[WINDOW];
+  brng_t r = { 0x9e3779b97f4a7c15ull };
+  long ops = scaled(3000);
+  uint64_t t0 = bench_now_ns();
+  for (long i = 0; i < ops; i++) {
+    uint64_t x = brng(&r);
+    int k = (int)(x % WINDOW);
+    a->a_free(slot[k]);
+    size_t sz = ((size_t)5 << 20) + (size_t)((x >> 8) % ((size_t)20 << 20));
+    char *p = a->a_malloc(sz);
+    for (size_t off = 0; off < sz; off += PAGE)
+      memset(p + off, (int)i, sz - off < 64 ? sz - off : 64);
+    slot[k] = p;
+  }
+  for (int k = 0; k < WINDOW; k++) {
+    bench_sink += (uintptr_t)(slot[k] != NULL ? slot[k][0] : 0);
+    a->a_free(slot[k]);
+    slot[k] = NULL;
+  }
+  return (double)(bench_now_ns() - t0) / 1e9;
+}
+
 /* ---- driver ---------------------------------------------------------------------------------- */
 static const struct workload {
   const char *wl_name;
@@ -334,6 +363,7 @@ static const struct workload {
   { "prodcons", w_prodcons },
   { "realloc", w_realloc },
   { "deferred", w_deferred },
+  { "bigloop", w_bigloop },
 };
 
 static const struct workload *find_workload(const char *name)
@@ -432,5 +462,5 @@ static int bench_malloc_main(int argc, char **argv)
   return 0;
 }
 
-PRD_BENCH("malloc", "malloc family: random, larson, prodcons, realloc, deferred workloads",
+PRD_BENCH("malloc", "malloc family: random, larson, prodcons, realloc, deferred, bigloop workloads",
           bench_malloc_main)
