@@ -1007,8 +1007,10 @@ static PRD_NOINLINE void free_slow(void *ptr)
   uintptr_t e = malloc_owner("free", ptr);
   if (e != 0) {
     free_entry("free", ptr, e);
-    if ((e & PM_KIND_MASK) == PM_HUGE)
-      prd__maint_poke();   /* a kept block wants the job that gives it back (section 1b) */
+    /* a kept block wants the job that gives it back (section 1b); not from a re-entrant
+     * free, whose thread is inside the layers the tick would enter (section 5) */
+    if ((e & PM_KIND_MASK) == PM_HUGE && malloc_depth == 0)
+      prd__maint_poke();
   }
   errno = saved;
 }
