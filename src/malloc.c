@@ -38,7 +38,11 @@
  *    start-up with maint.c; it asks for the thread while blocks are kept, so an idle program
  *    gives them back), and all at once when a mapping fails, before it is retried: kept
  *    memory never makes an allocation fail.  calloc zeroes a kept block (a fresh mapping is
- *    zero already).  Unmaps happen outside hc_lock.
+ *    zero already).  Unmaps happen outside hc_lock.  Memory ordering: the cache itself is
+ *    read and written only under hc_lock; hc_nonempty, read without it by a take, the
+ *    release and the job's predicate, is a relaxed hint: a stale false only makes a request
+ *    map a fresh block (or the job wait a wake-up) while one is kept, a stale true only takes
+ *    the lock and finds nothing, so no ordering is needed beyond the mutex's.
  *
  * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
  *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
