@@ -62,14 +62,19 @@ size_t prd__os_page_size(void)
   return p;
 }
 
+/* True when this is the Nth call counted by `calls` (every > 0; section 4). */
+static bool os_fault_nth(long every, _Atomic uint64_t *calls)
+{
+  if (prd_likely(every <= 0))
+    return false;
+  uint64_t n = atomic_fetch_add_explicit(calls, 1, memory_order_relaxed) + 1;
+  return n % (uint64_t)every == 0;
+}
+
 /* True when this mapping must fail because of fault injection. */
 static bool os_fault_now(void)
 {
-  long every = prd__opt(fault_mmap);
-  if (prd_likely(every <= 0))
-    return false;
-  uint64_t n = atomic_fetch_add_explicit(&os_map_calls, 1, memory_order_relaxed) + 1;
-  if (n % (uint64_t)every != 0)
+  if (!os_fault_nth(prd__opt(fault_mmap), &os_map_calls))
     return false;
   atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
   return true;
@@ -186,11 +191,8 @@ int prd__os_move(void *from, size_t old_size, void *to, size_t new_size)
 /* True when this unmap must fail because of fault injection (section 4). */
 static bool os_unmap_fault_now(void)
 {
-  long every = atomic_load_explicit(&os_unmap_every, memory_order_relaxed);
-  if (prd_likely(every <= 0))
-    return false;
-  uint64_t n = atomic_fetch_add_explicit(&os_unmap_calls, 1, memory_order_relaxed) + 1;
-  if (n % (uint64_t)every != 0)
+  if (!os_fault_nth(atomic_load_explicit(&os_unmap_every, memory_order_relaxed),
+                    &os_unmap_calls))
     return false;
   errno = EINVAL;   /* what munmap says of a range it refuses */
   return true;
