@@ -15,6 +15,9 @@
  *   threads   thread churn: waves of short-lived threads, each allocating and freeing a few
  *             small blocks (16 - 512 B) and exiting; a thread that lives for the whole run
  *             keeps the process multi-threaded, as in a server that starts a thread per task
+ *   bigloop   one thread, blocks of 5 - 25 MiB: a window of four live blocks, each step frees
+ *             a random one and allocates a new one in its place, writing 64 bytes of each of
+ *             its pages (a buffer filled, then dropped: big blocks reused, or mapped anew)
  *
  * Two ways to run it:
  *   prd-bench malloc [--json] [--smoke] [--rounds N]
@@ -393,6 +396,32 @@ static double w_threads(const alloc_t *a)
   return s;
 }
 
+/* ---- big blocks ------------------------------------------------------------------------------ */
+static double w_bigloop(const alloc_t *a)
+{
+  enum { WINDOW = 4, PAGE = 4096 };
+  static char *slot[WINDOW];
+  brng_t r = { 0x9e3779b97f4a7c15ull };
+  long ops = scaled(3000);
+  uint64_t t0 = bench_now_ns();
+  for (long i = 0; i < ops; i++) {
+    uint64_t x = brng(&r);
+    int k = (int)(x % WINDOW);
+    a->a_free(slot[k]);
+    size_t sz = ((size_t)5 << 20) + (size_t)((x >> 8) % ((size_t)20 << 20));
+    char *p = a->a_malloc(sz);
+    for (size_t off = 0; off < sz; off += PAGE)
+      memset(p + off, (int)i, sz - off < 64 ? sz - off : 64);
+    slot[k] = p;
+  }
+  for (int k = 0; k < WINDOW; k++) {
+    bench_sink += (uintptr_t)(slot[k] != NULL ? slot[k][0] : 0);
+    a->a_free(slot[k]);
+    slot[k] = NULL;
+  }
+  return (double)(bench_now_ns() - t0) / 1e9;
+}
+
 /* ---- driver ---------------------------------------------------------------------------------- */
 static const struct workload {
   const char *wl_name;
@@ -404,6 +433,7 @@ static const struct workload {
   { "realloc", w_realloc },
   { "deferred", w_deferred },
   { "threads", w_threads },
+  { "bigloop", w_bigloop },
 };
 
 static const struct workload *find_workload(const char *name)
@@ -502,5 +532,6 @@ static int bench_malloc_main(int argc, char **argv)
   return 0;
 }
 
-PRD_BENCH("malloc", "malloc family: random, larson, prodcons, realloc, deferred, threads workloads",
+PRD_BENCH("malloc",
+          "malloc family: random, larson, prodcons, realloc, deferred, threads, bigloop workloads",
           bench_malloc_main)

@@ -402,6 +402,8 @@ int    prd__os_protect_none(void *addr, size_t size);
 int    prd__os_protect_rw(void *addr, size_t size);
 /* Fault injection: every nth mapping fails (0 = off).  Also option fault_mmap. */
 void   prd__os_fault_every(long n);
+/* Tests: every Nth prd__os_unmap fails as munmap does (EINVAL, nothing unmapped); 0 = off. */
+void   prd__os_fault_unmap_every(long n);
 /* Bytes currently mapped through os.c, and the number of failed mappings so far. */
 size_t prd__os_mapped_bytes(void);
 uint64_t prd__os_map_failures(void);
@@ -498,8 +500,13 @@ size_t prd__malloc_class_size(unsigned i);
 uintptr_t prd__malloc_pm_entry(const void *p);
 /* The class cache named by p's page-map entry (NULL: not a class slab's granule). */
 prd_cache_t *prd__malloc_pm_cache(const void *p);
+/* Bytes of freed huge blocks kept for reuse now (malloc.c section 1b). */
+size_t prd__malloc_huge_cached(void);
+/* Unmaps every kept huge block now; errno is kept. */
+void prd__malloc_huge_trim(void);
 /* Fork (fork.c's order: the first of the allocator's locks, after rcu's queue locks):
- * malloc_init_lock taken / released (in the parent and in the child). */
+ * malloc_init_lock and the huge-block cache's lock taken / released (in the parent and in
+ * the child). */
 void prd__malloc_fork_prepare(void);
 void prd__malloc_fork_release(void);
 

@@ -11,8 +11,9 @@
  *      - large blocks (16 KiB .. option malloc_mmap_threshold, 4 MiB): whole pages from the
  *        heap vmem arena, which coalesces freed neighbours by boundary tags (seed 003
  *        §3.3.4's coalesce-to-vmblk layer, with vmem in place of its page descriptors);
- *      - huge blocks (>= the threshold): mapped on their own by os.c and unmapped on free, so
- *        a process's largest buffers never pin an arena span.
+ *      - huge blocks (>= the threshold): mapped on their own by os.c, so a process's largest
+ *        buffers never pin an arena span; a freed one is kept for reuse, within bounds
+ *        (section 1b), and unmapped when it is not.
  *    realloc stays in place while the class does not change (a big block: while it shrinks
  *    by less than half); a big block that grows gets half as much again as it had, so that a
  *    buffer grown step by step is copied O(log n) times, not once per page (pages never
@@ -20,6 +21,28 @@
  *    its mapping with mremap, in place when the address space above it is free, else moved
  *    onto a placeholder mapping made first (so its page-map leaf exists before anything
  *    moves); the kernel moves page-table entries, and pages never touched stay untouched.
+ *
+ * 1b. Huge blocks kept for reuse.  Mapping a block and unmapping it on every call costs a
+ *    page fault per page touched (the kernel zeroes each one) and, in a threaded process, a
+ *    TLB shootdown per unmap; a program that allocates and frees big buffers in a loop pays
+ *    them every time.  So a freed huge block goes into a small cache (hc_block: address,
+ *    bytes, when freed; oldest first, under hc_lock) instead of back to the kernel, bounded
+ *    in bytes (option malloc_huge_cache, 128 MiB: docs/benchmarks.md) and in count
+ *    (HC_SLOTS 16, so that a search under the lock is a short scan).  A request takes the
+ *    smallest kept block of at least its size and at most twice it (the waste is bounded as
+ *    for a block that shrank in place, section 1); when none is that large, the largest
+ *    smaller one is grown by mremap (its pages move, resident, and only the growth is new
+ *    memory).  A block larger than the bound is unmapped at once; putting one in when the
+ *    bound is reached unmaps the oldest first.  Kept blocks go back to the kernel when
+ *    they sit unused for malloc_huge_decay_ms (the maintenance job hc_job, registered at
+ *    start-up with maint.c; it asks for the thread while blocks are kept, so an idle program
+ *    gives them back), and all at once when a mapping fails, before it is retried: kept
+ *    memory never makes an allocation fail.  calloc zeroes a kept block (a fresh mapping is
+ *    zero already).  Unmaps happen outside hc_lock.  Memory ordering: the cache itself is
+ *    read and written only under hc_lock; hc_nonempty, read without it by a take, the
+ *    release and the job's predicate, is a relaxed hint: a stale false only makes a request
+ *    map a fresh block (or the job wait a wake-up) while one is kept, a stale true only takes
+ *    the lock and finds nothing, so no ordering is needed beyond the mutex's.
  *
  * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
  *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
@@ -92,6 +115,12 @@
  *    that is not a power of two multiple of sizeof(void *) returns EINVAL; aligned_alloc with
  *    a non-power-of-two alignment fails with EINVAL; memalign rounds it up, as glibc does.
  *    malloc(0) returns a unique 8-byte block; realloc(p, 0) frees p and returns NULL (glibc).
+ *    A size no mapping can commit (os.c section 1b: beyond what the kernel's overcommit
+ *    policy allows a plain mmap) fails with ENOMEM, in realloc's mremap growth too.
+ *    errno: free and prd_free_deferred keep the caller's errno on every path (POSIX, glibc
+ *    2.33 and later): their out-of-line parts (free_slow, the class miss, the double-free
+ *    report) save it and put it back, so a failed unmap or a report's write does not leak
+ *    into it.  posix_memalign returns ENOMEM and sets errno to it as well, as glibc does.
  *
  * 4b. Deferred frees (seed 001 §5: "kfree_deferred() needs no cache").  prd_free_deferred(p)
  *    is call_rcu(free) for any block of this allocator: the page map names p's class cache
@@ -128,12 +157,14 @@
  *    its own (two handlers taking one mutex would deadlock the forking thread).  It marks this
  *    thread's fork section (prd__fork_section_enter/leave) around
  *    everything that may take a lock of the order: start-up, the calls into the class caches
- *    (malloc_enter) and the heap arena's big blocks (malloc_big, big_free).  A fork from a
+ *    (malloc_enter) and the heap arena's big blocks (malloc_big, big_free).  hc_lock
+ *    (section 1b) is taken after malloc_init_lock and released before it.  A fork from a
  *    signal handler that interrupted one of them then takes no lock, instead of waiting for
  *    one its own thread holds; the hit paths take no lock and are not marked.
  *
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
- *    The page map has no lock.
+ *    hc_lock is a leaf: nothing is called under it (its unmaps and mremaps run after it is
+ *    dropped).  The page map has no lock.
  *
  * 8. The hit paths.  prd_malloc and prd_free run the CPU layer's tier 1 inline, in its plain
  *    form (magazine.h prd__mag_alloc_plain / prd__mag_free_plain: no membarrier-mode or tool
@@ -357,6 +388,8 @@ static _Atomic int malloc_state;          /* 0 not yet (or the last attempt fail
 static _Thread_local bool malloc_in_init; /* this thread is initializing */
 static size_t malloc_page;
 static prd_vmem_t *malloc_heap;
+static void hc_job(void *arg);   /* the huge-block cache's maintenance job (section 1b) */
+static bool hc_job_needs(void);
 
 static void *malloc_boot_alloc(size_t size, size_t align)
 {
@@ -422,6 +455,9 @@ static bool malloc_start(void)
   malloc_heap = prd_heap_arena();
   if (malloc_heap == NULL)
     return false;
+  static bool hc_job_registered;   /* under malloc_init_lock */
+  if (!hc_job_registered)
+    hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs) == 0;
   for (uint32_t i = 0; i < MC_NCLASSES; i++) {
     if (malloc_class[i].mc_cache != NULL)
       continue;
@@ -564,7 +600,7 @@ static PRD_NOINLINE void *malloc_class_alloc(uint32_t c)
   return buf;
 }
 
-static PRD_NOINLINE void malloc_class_free(uint32_t c, void *p)
+static void malloc_class_free_in(uint32_t c, void *p)
 {
   if (prd_unlikely(malloc_depth != 0)) {
     if (malloc_npending < MALLOC_PENDING)
@@ -577,6 +613,21 @@ static PRD_NOINLINE void malloc_class_free(uint32_t c, void *p)
   prd_cache_free(malloc_class[c].mc_cache, p);
   malloc_leave();
   class_maybe_enable(c);
+}
+
+static PRD_NOINLINE void malloc_class_free(uint32_t c, void *p)
+{
+  int saved = errno;   /* free keeps errno (section 4); set again on every return below */
+  malloc_class_free_in(c, p);
+  errno = saved;
+}
+
+/* The report of a double free seen by the hit path, keeping errno (section 4). */
+static PRD_NOINLINE PRD_COLD void malloc_double_free(const prd_mclass_t *mc, void *p)
+{
+  int saved = errno;
+  prd__mag_double_free(mc->mc_cache, p);
+  errno = saved;
 }
 
 /* The hit paths (section 8): the magazine layer's plain tier 1 inline on the class's hit id,
@@ -601,36 +652,192 @@ static inline void class_free(const prd_mclass_t *mc, void *p)
   if (prd_likely(r > 0))
     return;
   if (r < 0)
-    prd__mag_double_free(mc->mc_cache, p);   /* already the top round: reported */
+    malloc_double_free(mc, p);   /* already the top round: reported */
   else
     malloc_class_free((uint32_t)(mc - malloc_class), p);
 }
 
-/* A big block: pages from the heap arena, or its own mapping above the threshold. */
-static void *malloc_big_in(size_t size, size_t align);
+/* ---- the huge-block cache (section 1b) ------------------------------------------------------ */
+#define HC_SLOTS    16      /* blocks kept at most (section 1b) */
 
-static PRD_NOINLINE void *malloc_big(size_t size, size_t align)
+typedef struct prd_hblock {
+  void *hb_addr;
+  size_t hb_bytes;
+  uint64_t hb_freed_ns;   /* when it was put back (prd__now_ns) */
+} prd_hblock_t;
+
+static pthread_mutex_t hc_lock = PTHREAD_MUTEX_INITIALIZER;
+static prd_hblock_t hc_block[HC_SLOTS];   /* oldest first */
+static unsigned hc_n;
+static size_t hc_bytes;
+static _Atomic bool hc_nonempty;          /* hc_n != 0, for the job's predicate (no lock) */
+
+/* Removes block i (hc_lock held). */
+static void hc_remove(unsigned i)
+{
+  hc_bytes -= hc_block[i].hb_bytes;
+  hc_n--;
+  memmove(&hc_block[i], &hc_block[i + 1], (hc_n - i) * sizeof(hc_block[0]));
+  atomic_store_explicit(&hc_nonempty, hc_n != 0, memory_order_relaxed);
+}
+
+/* A kept block for a request of `bytes` aligned to `align`, taken out of the cache, its size
+ * in *got: the smallest of at least `bytes` and at most twice that; else (no alignment asked
+ * for) the largest smaller one, grown by mremap, which moves its pages rather than copying
+ * or faulting them again, so only the growth is new memory.  NULL when none serves. */
+static void *hc_take(size_t bytes, size_t align, size_t *got)
+{
+  if (!atomic_load_explicit(&hc_nonempty, memory_order_relaxed))
+    return NULL;
+  pthread_mutex_lock(&hc_lock);
+  unsigned best = HC_SLOTS, below = HC_SLOTS;
+  for (unsigned i = 0; i < hc_n; i++) {
+    size_t b = hc_block[i].hb_bytes;
+    if (b >= bytes && b / 2 <= bytes && ((uintptr_t)hc_block[i].hb_addr & (align - 1)) == 0 &&
+        (best == HC_SLOTS || b < hc_block[best].hb_bytes))
+      best = i;
+    if (b < bytes && (below == HC_SLOTS || b > hc_block[below].hb_bytes))
+      below = i;
+  }
+  if (best == HC_SLOTS && align <= malloc_page)
+    best = below;
+  void *p = NULL;
+  if (best != HC_SLOTS) {
+    p = hc_block[best].hb_addr;
+    *got = hc_block[best].hb_bytes;
+    hc_remove(best);
+  }
+  pthread_mutex_unlock(&hc_lock);
+  if (p != NULL && *got < bytes) {
+    void *g = prd__os_remap(p, *got, bytes, true);
+    if (g == NULL) {
+      prd__os_unmap(p, *got);   /* the kernel is short: the block goes back to it */
+      return NULL;
+    }
+    p = g;
+    *got = bytes;
+  }
+  return p;
+}
+
+/* Unmaps the blocks in v[0 .. n) (no lock held). */
+static void hc_unmap(const prd_hblock_t *v, unsigned n)
+{
+  for (unsigned i = 0; i < n; i++)
+    prd__os_unmap(v[i].hb_addr, v[i].hb_bytes);
+}
+
+/* Keeps a freed huge block for reuse, making room by unmapping the oldest ones; false when
+ * it is not kept (larger than the bound, or the bound is 0): the caller unmaps it. */
+static bool hc_put(void *p, size_t bytes)
+{
+  long lim = prd__opt(malloc_huge_cache);
+  if (lim <= 0 || bytes > (size_t)lim)
+    return false;
+  prd_hblock_t out[HC_SLOTS];
+  unsigned nout = 0;
+  uint64_t now = prd__now_ns();
+  pthread_mutex_lock(&hc_lock);
+  while (hc_n == HC_SLOTS || hc_bytes + bytes > (size_t)lim) {
+    out[nout++] = hc_block[0];
+    hc_remove(0);
+  }
+  hc_block[hc_n++] = (prd_hblock_t){ .hb_addr = p, .hb_bytes = bytes, .hb_freed_ns = now };
+  hc_bytes += bytes;
+  atomic_store_explicit(&hc_nonempty, true, memory_order_relaxed);
+  pthread_mutex_unlock(&hc_lock);
+  hc_unmap(out, nout);
+  return true;
+}
+
+/* Unmaps the kept blocks freed at or before `before` (UINT64_MAX: all); whether any was. */
+static bool hc_release(uint64_t before)
+{
+  if (!atomic_load_explicit(&hc_nonempty, memory_order_relaxed))
+    return false;
+  prd_hblock_t out[HC_SLOTS];
+  unsigned nout = 0;
+  pthread_mutex_lock(&hc_lock);
+  /* oldest first: the blocks old enough are a prefix */
+  while (hc_n > 0 && hc_block[0].hb_freed_ns <= before) {
+    out[nout++] = hc_block[0];
+    hc_remove(0);
+  }
+  pthread_mutex_unlock(&hc_lock);
+  hc_unmap(out, nout);
+  return nout > 0;
+}
+
+/* The maintenance job (maint.c): blocks unused for malloc_huge_decay_ms go back to the
+ * kernel.  It asks for the thread while the cache holds any, so that an idle program gives
+ * them back. */
+static void hc_job(void *arg)
+{
+  (void)arg;
+  int saved = errno;
+  uint64_t now = prd__now_ns();
+  uint64_t decay = (uint64_t)prd__opt(malloc_huge_decay_ms) * 1000000u;
+  if (now > decay)
+    (void)hc_release(now - decay);
+  errno = saved;
+}
+
+static bool hc_job_needs(void)
+{
+  return atomic_load_explicit(&hc_nonempty, memory_order_relaxed);
+}
+
+size_t prd__malloc_huge_cached(void)
+{
+  pthread_mutex_lock(&hc_lock);
+  size_t b = hc_bytes;
+  pthread_mutex_unlock(&hc_lock);
+  return b;
+}
+
+void prd__malloc_huge_trim(void)
+{
+  int saved = errno;
+  (void)hc_release(UINT64_MAX);
+  errno = saved;
+}
+
+/* A big block: pages from the heap arena, or its own mapping above the threshold; its bytes
+ * zeroed when `zero` (calloc) unless they are a fresh mapping's. */
+static void *malloc_big_in(size_t size, size_t align, bool zero);
+
+static PRD_NOINLINE void *malloc_big(size_t size, size_t align, bool zero)
 {
   prd__fork_section_enter();   /* the heap arena's locks (section 6) */
-  void *p = malloc_big_in(size, align);
+  void *p = malloc_big_in(size, align, zero);
   prd__fork_section_leave();
   return p;
 }
 
-static void *malloc_big_in(size_t size, size_t align)
+static void *malloc_big_in(size_t size, size_t align, bool zero)
 {
   if (size > (size_t)PTRDIFF_MAX - malloc_page) {
     errno = ENOMEM;
     return NULL;
   }
   size_t bytes = PRD_P2ROUNDUP(size, malloc_page);
-  size_t npages = bytes / malloc_page;
   uintptr_t kind;
   void *p;
+  bool fresh = false;
   long huge = prd__opt(malloc_mmap_threshold);
   if (huge > 0 && bytes >= (size_t)huge) {
     kind = PM_HUGE;
-    p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+    size_t got;
+    p = hc_take(bytes, align > malloc_page ? align : malloc_page, &got);
+    if (p != NULL) {
+      bytes = got;
+    } else {
+      fresh = true;
+      p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+      /* the kept blocks may be what the kernel is short of: give them back, try again */
+      if (p == NULL && hc_release(UINT64_MAX))
+        p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+    }
   } else if (align > malloc_page) {
     kind = PM_LARGEX;
     p = prd_vmem_xalloc(malloc_heap, bytes, align, 0, 0, NULL, NULL, PRD_VM_NOSLEEP);
@@ -653,6 +860,9 @@ static void *malloc_big_in(size_t size, size_t align)
     errno = ENOMEM;
     return NULL;
   }
+  if (zero && !fresh)
+    memset(p, 0, size);
+  size_t npages = bytes / malloc_page;
   atomic_store_explicit(slot, ((uintptr_t)npages << PM_BIG_SHIFT) | kind, memory_order_release);
   return p;
 }
@@ -683,7 +893,7 @@ static void *malloc_aligned(size_t size, size_t align)
   }
   if (need <= MC_MAX && align <= malloc_page)
     return class_alloc(malloc_class_index(need));
-  return malloc_big(need, align);
+  return malloc_big(need, align, false);
 }
 
 /* ---- free and lookups ----------------------------------------------------------------------- */
@@ -761,7 +971,8 @@ static void big_free_in(const char *fn, void *p, uintptr_t e)
   size_t bytes = big_bytes(e);
   switch (e & PM_KIND_MASK) {
   case PM_HUGE:
-    prd__os_unmap(p, bytes);
+    if (!hc_put(p, bytes))
+      prd__os_unmap(p, bytes);
     break;
   case PM_LARGEX:
     prd_vmem_xfree(malloc_heap, p, bytes);
@@ -796,9 +1007,16 @@ static size_t entry_usable(const void *p, uintptr_t e)
 /* free of anything but a class buffer, and of bad pointers (out of the hit path). */
 static PRD_NOINLINE void free_slow(void *ptr)
 {
+  int saved = errno;   /* free keeps errno (section 4): unmaps and reports may set it */
   uintptr_t e = malloc_owner("free", ptr);
-  if (e != 0)
+  if (e != 0) {
     free_entry("free", ptr, e);
+    /* a kept block wants the job that gives it back (section 1b); not from a re-entrant
+     * free, whose thread is inside the layers the tick would enter (section 5) */
+    if ((e & PM_KIND_MASK) == PM_HUGE && malloc_depth == 0)
+      prd__maint_poke();
+  }
+  errno = saved;
 }
 
 /* ---- the public family -------------------------------------------------------------------- */
@@ -857,12 +1075,13 @@ void *prd_calloc(size_t n, size_t size)
     errno = ENOMEM;
     return NULL;
   }
+  /* a big block is zeroed by malloc_big unless it is a fresh mapping, zero already */
+  if (total > MC_MAX && malloc_ready())
+    return malloc_big(total, 0, true);
   void *p = prd_malloc(total);
   if (p == NULL)
     return NULL;
-  uintptr_t e = pm_get(p);
-  if ((e & PM_KIND_MASK) != PM_HUGE)   /* a fresh mapping is zero already */
-    memset(p, 0, total);
+  memset(p, 0, total);
   return p;
 }
 
@@ -1004,12 +1223,10 @@ int prd_posix_memalign(void **memptr, size_t align, size_t size)
     return EINVAL;
   if (align < sizeof(void *) || !PRD_ISP2(align))
     return EINVAL;
-  int saved = errno;
   void *p = malloc_aligned(size, align);
   if (p == NULL) {
-    int err = errno == EINVAL ? EINVAL : ENOMEM;
-    errno = saved;
-    return err;
+    errno = ENOMEM;   /* returned and set, as glibc does */
+    return ENOMEM;
   }
   *memptr = p;
   return 0;
@@ -1070,7 +1287,16 @@ static void malloc_defer_cb(struct prd_rcu_head *h)
   prd_free(p);
 }
 
+static void free_deferred_in(void *ptr);
+
 void prd_free_deferred(void *ptr)
+{
+  int saved = errno;   /* as free (section 4) */
+  free_deferred_in(ptr);
+  errno = saved;
+}
+
+static void free_deferred_in(void *ptr)
 {
   if (ptr == NULL)
     return;
@@ -1132,10 +1358,12 @@ prd_cache_t *prd__malloc_pm_cache(const void *p)
 void prd__malloc_fork_prepare(void)
 {
   pthread_mutex_lock(&malloc_init_lock);   /* the first of the allocator's locks in fork.c */
+  pthread_mutex_lock(&hc_lock);            /* a leaf: nothing is taken under it */
 }
 
 void prd__malloc_fork_release(void)
 {
+  pthread_mutex_unlock(&hc_lock);
   pthread_mutex_unlock(&malloc_init_lock);
 }
 

@@ -35,6 +35,12 @@
   X(LONG, malloc_mmap_threshold, 4l << 20,                                                      \
     "malloc: blocks of at least this many bytes are mapped on their own and unmapped on free " \
     "(0: never; smaller big blocks come from the heap arena)")                                 \
+  X(LONG, malloc_huge_cache, 128l << 20,                                                        \
+    "malloc: bytes of freed blocks at or above malloc_mmap_threshold kept mapped for reuse "    \
+    "(at most 16; unmapped after malloc_huge_decay_ms unused, or at once when a mapping "      \
+    "fails; 0: unmap on free)")                                                                 \
+  X(MS, malloc_huge_decay_ms, 10000,                                                            \
+    "malloc: ms a kept huge block may stay unused before the maintenance thread unmaps it")     \
   X(BOOL, magazines, 1,                                                                         \
     "0: caches created afterwards have no CPU layer, arenas no quantum caches")                \
   X(BOOL, maint_thread, 1,                                                                      \

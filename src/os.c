@@ -7,6 +7,14 @@
  *    read-write and zero-filled.  Failure returns NULL (or -1) with errno ENOMEM, never aborts:
  *    running out of memory is a result the layers above handle (vmem sleeps or fails, the
  *    slab layer reaps and retries, Prudence waits for a grace period).
+ * 1b. Commit accounting.  Read-write mappings are made without MAP_NORESERVE, so the kernel's
+ *    overcommit policy judges each one as it judges any program's plain mmap: under the
+ *    default heuristic a single mapping larger than RAM and swap together is refused, under
+ *    strict accounting anything beyond the commit limit is, and malloc(1 TiB) fails with
+ *    ENOMEM instead of returning a block that no page can back.  A growth by mremap is
+ *    charged the same way.  Reservations (prd__os_reserve: PROT_NONE) keep MAP_NORESERVE:
+ *    they commit nothing, and the parts made usable later with mprotect stay uncharged, so an
+ *    arena may reserve far more address space than it will ever use.
  * 2. Aligned mappings (2 MiB / 4 MiB blocks for the heap arena) over-map by `align` and trim
  *    the ends with munmap, so no address space stays reserved that nobody owns.
  * 3. Returning memory: prd__os_decommit uses MADV_DONTNEED, which frees the pages at once and
@@ -15,6 +23,9 @@
  * 4. Fault injection: with the option fault_mmap=N (or PRUDENCE_FAULT_MMAP=N) every Nth call
  *    that would create a mapping fails as if the kernel had said ENOMEM, so the tests of every
  *    layer can prove that allocation failure is handled.  The counter is one relaxed atomic.
+ *    prd__os_fault_unmap_every(N) (tests only) makes every Nth unmap fail as munmap does,
+ *    EINVAL and the mapping left in place, so tests can prove that a free whose unmap fails
+ *    reports it and keeps the caller's errno.
  * 5. Accounting: bytes mapped now and failed mappings, for statistics and tests.
  * 6. Resizing a mapping (malloc's huge blocks, realloc): mremap, in place or moved, so the
  *    kernel moves page-table entries instead of the caller copying the bytes; a growth counts
@@ -34,6 +45,8 @@
 #include "internal.h"
 
 static size_t os_page;
+static _Atomic long os_unmap_every;      /* section 4: tests only */
+static _Atomic uint64_t os_unmap_calls;
 static _Atomic size_t os_mapped;
 static _Atomic uint64_t os_map_calls;
 static _Atomic uint64_t os_failures;
@@ -49,14 +62,19 @@ size_t prd__os_page_size(void)
   return p;
 }
 
+/* True when this is the Nth call counted by `calls` (every > 0; section 4). */
+static bool os_fault_nth(long every, _Atomic uint64_t *calls)
+{
+  if (prd_likely(every <= 0))
+    return false;
+  uint64_t n = atomic_fetch_add_explicit(calls, 1, memory_order_relaxed) + 1;
+  return n % (uint64_t)every == 0;
+}
+
 /* True when this mapping must fail because of fault injection. */
 static bool os_fault_now(void)
 {
-  long every = prd__opt(fault_mmap);
-  if (prd_likely(every <= 0))
-    return false;
-  uint64_t n = atomic_fetch_add_explicit(&os_map_calls, 1, memory_order_relaxed) + 1;
-  if (n % (uint64_t)every != 0)
+  if (!os_fault_nth(prd__opt(fault_mmap), &os_map_calls))
     return false;
   atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
   return true;
@@ -69,7 +87,9 @@ static void *os_mmap(size_t size, int prot)
     errno = ENOMEM;
     return NULL;
   }
-  void *p = mmap(NULL, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  /* only reservations skip the commit check (section 1b) */
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | (prot == PROT_NONE ? MAP_NORESERVE : 0);
+  void *p = mmap(NULL, size, prot, flags, -1, 0);
   if (p == MAP_FAILED) {
     atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
     errno = ENOMEM;
@@ -168,10 +188,20 @@ int prd__os_move(void *from, size_t old_size, void *to, size_t new_size)
   return 0;
 }
 
+/* True when this unmap must fail because of fault injection (section 4). */
+static bool os_unmap_fault_now(void)
+{
+  if (!os_fault_nth(atomic_load_explicit(&os_unmap_every, memory_order_relaxed),
+                    &os_unmap_calls))
+    return false;
+  errno = EINVAL;   /* what munmap says of a range it refuses */
+  return true;
+}
+
 void prd__os_unmap(void *addr, size_t size)
 {
   PRD_ASSERT(PRD_IS_P2ALIGNED(addr, prd__os_page_size()));
-  if (munmap(addr, size) == 0)
+  if (!os_unmap_fault_now() && munmap(addr, size) == 0)
     atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
   else
     prd__report("os: munmap(%p, %zu) failed (errno %d)", addr, size, errno);
@@ -195,6 +225,12 @@ void prd__os_fault_every(long n)
 {
   atomic_store_explicit(&os_map_calls, 0, memory_order_relaxed);
   atomic_store_explicit(&prd__options.fault_mmap, n, memory_order_relaxed);
+}
+
+void prd__os_fault_unmap_every(long n)
+{
+  atomic_store_explicit(&os_unmap_calls, 0, memory_order_relaxed);
+  atomic_store_explicit(&os_unmap_every, n, memory_order_relaxed);
 }
 
 size_t prd__os_mapped_bytes(void)

@@ -1,0 +1,292 @@
+/*
+ * test_malloc_huge.c: huge blocks (src/malloc.c sections 1b and 4, src/os.c section 1b).
+ *   - freed huge blocks are kept and reused: a steady loop of big malloc/free maps and unmaps
+ *     nothing (every mapping made to fail, every unmap too, and the loop still runs with the
+ *     mapped bytes unchanged); the bounds in bytes and count hold; the maintenance job gives
+ *     kept blocks back after malloc_huge_decay_ms; calloc of a kept block is zeroed;
+ *   - sizes no plain mmap could commit fail with ENOMEM (malloc, calloc, realloc,
+ *     aligned_alloc, posix_memalign, which also sets errno as glibc does);
+ *   - free and prd_free_deferred keep errno when an unmap fails or a report is written.
+ * Each case that frees a huge block runs in a child, so that options and fault injection stay
+ * local, and so that this process starts no library thread (the maintenance job's thread
+ * starts while blocks are kept) before it forks the next child.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* ---- reuse ------------------------------------------------------------------------------ */
+static void reuse_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_option_set("malloc_huge_decay_ms", "600000");   /* no decay during the test */
+  char *p = prd_malloc(8 * MIB);
+  CHECK(p != NULL);
+  memset(p, 0xab, 8 * MIB);
+  prd_free(p);
+  CHECK_EQ(prd__malloc_huge_cached(), 8 * MIB);
+  /* calloc takes the kept block (the only fit) and must zero it */
+  unsigned char *z = prd_calloc(1, 7 * MIB);
+  CHECK(z == (unsigned char *)p);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < 7 * MIB; i++)
+    nonzero += z[i] != 0;
+  CHECK_EQ(nonzero, 0);
+  CHECK(prd_malloc_usable_size(z) >= 7 * MIB);
+  prd_free(z);
+  /* warm the cache with blocks covering 5..25 MiB, then run the loop with every mapping and
+   * every unmap failing: it must be served from the kept blocks alone */
+  void *warm[4];
+  static const size_t wsz[4] = { 6, 10, 16, 25 };
+  for (int i = 0; i < 4; i++)
+    warm[i] = prd_malloc(wsz[i] * MIB);
+  for (int i = 0; i < 4; i++)
+    prd_free(warm[i]);
+  size_t mapped = prd__os_mapped_bytes();
+  prd__os_fault_every(1);
+  prd__os_fault_unmap_every(1);
+  uint64_t x = 88172645463325252ull;
+  int fails = 0;
+  for (int i = 0; i < 200; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    size_t sz = 5 * MIB + (size_t)(x % (20 * MIB));
+    char *b = prd_malloc(sz);
+    if (b == NULL) {
+      fails++;
+      continue;
+    }
+    b[0] = 1;
+    b[sz - 1] = 2;
+    prd_free(b);
+  }
+  prd__os_fault_every(0);
+  prd__os_fault_unmap_every(0);
+  CHECK_EQ(fails, 0);
+  CHECK_EQ(prd__os_mapped_bytes(), mapped);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_reuse(void)
+{
+  static char out[8192];
+  int st = prd_test_child(reuse_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- bounds and decay ------------------------------------------------------------------- */
+static void bounds_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("malloc_huge_decay_ms", "600000");
+  prd_option_set("malloc_huge_cache", "32m");
+  prd_free(prd_malloc(40 * MIB));                    /* larger than the bound: not kept */
+  CHECK_EQ(prd__malloc_huge_cached(), 0);
+  void *b[20];
+  for (int i = 0; i < 3; i++)
+    b[i] = prd_malloc(12 * MIB);
+  for (int i = 0; i < 3; i++)
+    prd_free(b[i]);
+  CHECK_EQ(prd__malloc_huge_cached(), 24 * MIB);   /* the oldest made room: 36 > 32 */
+  /* no kept block is large enough: the largest smaller one is grown (mremap), so only the
+   * growth is new mapping */
+  size_t before = prd__os_mapped_bytes();
+  char *g = prd_malloc(20 * MIB);
+  CHECK(g != NULL);
+  CHECK_EQ(prd__os_mapped_bytes() - before, 8 * MIB);
+  CHECK_EQ(prd__malloc_huge_cached(), 12 * MIB);
+  CHECK(prd_malloc_usable_size(g) >= 20 * MIB);
+  g[20 * MIB - 1] = 1;
+  prd_free(g);   /* 12 + 20 = 32: both kept */
+  CHECK_EQ(prd__malloc_huge_cached(), 32 * MIB);
+  prd__malloc_huge_trim();
+  CHECK_EQ(prd__malloc_huge_cached(), 0);
+  /* the count: at most 16 blocks whatever their bytes */
+  prd_option_set("malloc_huge_cache", "1g");
+  for (int i = 0; i < 20; i++)
+    b[i] = prd_malloc(4 * MIB);
+  size_t mapped = prd__os_mapped_bytes();
+  for (int i = 0; i < 20; i++)
+    prd_free(b[i]);
+  CHECK_EQ(prd__malloc_huge_cached(), 16 * 4 * MIB);
+  CHECK_EQ(mapped - prd__os_mapped_bytes(), 4 * 4 * MIB);   /* the four oldest unmapped */
+  /* decay: the job leaves young blocks, unmaps those unused for the delay */
+  prd__maint_tick();
+  CHECK_EQ(prd__malloc_huge_cached(), 16 * 4 * MIB);
+  prd_option_set("malloc_huge_decay_ms", "50");
+  usleep(100 * 1000);
+  prd__maint_tick();
+  CHECK_EQ(prd__malloc_huge_cached(), 0);
+  CHECK_EQ(mapped - prd__os_mapped_bytes(), 20 * 4 * MIB);
+  /* 0: nothing kept */
+  prd_option_set("malloc_huge_cache", "0");
+  prd_free(prd_malloc(8 * MIB));
+  CHECK_EQ(prd__malloc_huge_cached(), 0);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_bounds(void)
+{
+  static char out[8192];
+  int st = prd_test_child(bounds_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- absurd sizes: ENOMEM ------------------------------------------------------------------ */
+/* The kernel's overcommit mode: 1 ("always") lets any mapping through, so nothing can refuse
+ * the sizes below there. */
+static int overcommit_mode(void)
+{
+  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY);
+  if (fd < 0)
+    return -1;
+  char c = 0;
+  ssize_t n = read(fd, &c, 1);
+  close(fd);
+  return n == 1 ? c - '0' : -1;
+}
+
+static void absurd_child(void *arg)
+{
+  (void)arg;
+  static const size_t sizes[] = { (size_t)1 << 40, (size_t)64 << 40 };   /* 1 TiB, 64 TiB */
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    size_t sz = sizes[i];
+    errno = 0;
+    CHECK(prd_malloc(sz) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(prd_calloc(1, sz) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(prd_calloc(sz / 8, 8) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(prd_aligned_alloc(1 << 21, sz) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(prd_memalign(4096, sz) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    void *m = (void *)1;
+    errno = 0;
+    CHECK_EQ(prd_posix_memalign(&m, 64, sz), ENOMEM);
+    CHECK_EQ(errno, ENOMEM);   /* set too, as glibc */
+    CHECK(m == (void *)1);
+    /* realloc of a huge block (mremap growth) and of a small one: NULL, the block kept */
+    char *h = prd_malloc(8 * MIB);
+    char *s = prd_malloc(100);
+    CHECK(h != NULL && s != NULL);
+    h[0] = 'h';
+    s[0] = 's';
+    errno = 0;
+    CHECK(prd_realloc(h, sz) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(prd_realloc(s, sz) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    CHECK(h[0] == 'h' && s[0] == 's');
+    CHECK(prd_malloc_usable_size(h) >= 8 * MIB);
+    prd_free(h);
+    prd_free(s);
+  }
+  /* an ordinary huge block still works afterwards (no failure is remembered) */
+  char *p = prd_malloc(64 * MIB);
+  CHECK(p != NULL);
+  if (p != NULL)
+    p[64 * MIB - 1] = 1;
+  prd_free(p);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_absurd_sizes(void)
+{
+  if (overcommit_mode() == 1) {
+    printf("# overcommit_memory=1: the kernel commits any size; ENOMEM cases skipped\n");
+    return;
+  }
+  static char out[8192];
+  int st = prd_test_child(absurd_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* posix_memalign's failure sets errno too (the size overflows: no kernel involved) */
+static void test_posix_memalign_errno(void)
+{
+  void *m = NULL;
+  errno = 0;
+  CHECK_EQ(prd_posix_memalign(&m, 64, SIZE_MAX - 100), ENOMEM);
+  CHECK_EQ(errno, ENOMEM);
+}
+
+/* ---- free keeps errno ----------------------------------------------------------------------- */
+static void errno_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_option_set("malloc_huge_cache", "0");   /* every huge free unmaps */
+  /* a failing unmap of a huge block: reported, errno kept */
+  char *h = prd_malloc(8 * MIB);
+  CHECK(h != NULL);
+  prd__os_fault_unmap_every(1);
+  errno = 4242;
+  prd_free(h);
+  CHECK_EQ(errno, 4242);
+  /* the same through prd_free_deferred: its callback frees on the RCU thread; wait for it */
+  char *d = prd_malloc(8 * MIB);
+  errno = 4343;
+  prd_free_deferred(d);
+  CHECK_EQ(errno, 4343);
+  prd_synchronize_rcu();
+  prd_rcu_barrier();
+  prd__os_fault_unmap_every(0);
+  /* reports that cannot be written (stderr closed: write fails with EBADF) */
+  static char not_ours[64];
+  int saved_fd = dup(2);
+  close(2);
+  errno = 4444;
+  prd_free(not_ours);
+  CHECK_EQ(errno, 4444);
+  errno = 4545;
+  prd_free_deferred(not_ours);
+  CHECK_EQ(errno, 4545);
+  char *c = prd_malloc(40);
+  prd_free(c);
+  errno = 4646;
+  prd_free(c);   /* double free, seen at once (the top round) */
+  CHECK_EQ(errno, 4646);
+  char *l = prd_malloc(100000);   /* heap arena */
+  errno = 4747;
+  prd_free(l);
+  CHECK_EQ(errno, 4747);
+  errno = 4848;
+  prd_free(l);   /* double free of a big block */
+  CHECK_EQ(errno, 4848);
+  dup2(saved_fd, 2);
+  close(saved_fd);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_free_keeps_errno(void)
+{
+  static char out[8192];
+  int st = prd_test_child(errno_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "munmap");
+}
+
+int main(void)
+{
+  RUN(test_reuse);
+  RUN(test_bounds);
+  RUN(test_absurd_sizes);
+  RUN(test_posix_memalign_errno);
+  RUN(test_free_keeps_errno);
+  return prd_test_done();
+}
