@@ -84,7 +84,7 @@ function(prd_add_program src kind)
   endforeach()
 endfunction()
 
-foreach(dir unit stress torture)
+foreach(dir unit stress torture misuse)
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${dir}/*.c ${CMAKE_SOURCE_DIR}/tests/${dir}/*.cpp)
   foreach(src IN LISTS srcs)
     prd_add_program(${src} ${dir})

@@ -12,18 +12,13 @@
 #ifndef PRD_OPTIONS_H
 #define PRD_OPTIONS_H
 
-#ifdef PRD_DEBUG
-#define PRD__ABORT_DEFAULT 1
-#else
-#define PRD__ABORT_DEFAULT 0
-#endif
-
 /* RCU pacing (src/rcu.c §5): 0 lets the driver start a grace period as soon as one is asked
  * for; a positive interval batches the requests that arrive within it into one grace period
  * (fewer grace periods, longer waits).  Expedited requests and blocked waiters skip it. */
 #define PRD_OPTIONS(X)                                                                          \
-  X(BOOL, abort_on_error, PRD__ABORT_DEFAULT,                                                   \
-    "abort after reporting a bad free or corruption (default: 1 in Debug builds, else 0)")      \
+  X(BOOL, abort_on_error, 1,                                                                    \
+    "end the process (abort) after reporting a bad free or corruption, as glibc does; 0: "      \
+    "report and continue")                                                                      \
   X(BOOL, verbose, 0, "report option parsing and other notices on stderr")                     \
   X(LONG, fault_mmap, 0,                                                                        \
     "fault injection: make every Nth OS mapping fail (0 = off; also PRUDENCE_FAULT_MMAP=N)")    \

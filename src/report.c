@@ -5,8 +5,12 @@
  *    inside malloc, where stdio (which may allocate) is not safe.  Each line starts with
  *    "prudence: " and names the arena or cache, the buffer and what was wrong.
  * 2. After a report the caller decides, through prd__report_done(), whether to abort: it does
- *    when the option abort_on_error is set (default in Debug builds).  Tests set it to 0 and
- *    then check that the structure stayed consistent.
+ *    when the option abort_on_error is set, the default in every build.  A report means the
+ *    heap is not what the program believes it is (a double free, a buffer of another cache, a
+ *    write after free): going on would hand the same block out twice or corrupt another
+ *    object later, far from the cause, so the process ends at the report that names the cache
+ *    and the buffer, as glibc does.  abort_on_error=0 reports and continues (the bad free is
+ *    dropped); tests set it and then check that the structure stayed consistent.
  * 3. PRD_ASSERT checks internal invariants in Debug builds only; a failed assertion always
  *    aborts: it means our own state is wrong, not the caller's input.
  * 4. Place in the layers: every file that reports calls down into this one, and this one

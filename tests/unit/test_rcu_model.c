@@ -49,7 +49,7 @@ static void child_option_source(void *arg)
 
 /* A source named by the option but not linked.  The defect this guards: the library used to
  * report it and fall back to the built-in RCU, which does not see liburcu's readers, so
- * deferred objects were reused under them.  abort_on_error=0 (the Release default): the
+ * deferred objects were reused under them.  abort_on_error=0 (report and continue): the
  * process must end anyway, with a message that names the option and what to link. */
 static void child_option_missing(void *arg)
 {
