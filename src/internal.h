@@ -293,6 +293,9 @@ size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max);
 /* Returns every free slab to the source now, ignoring the working set (the depot's magazines
  * first). */
 void  prd__cache_reap_all(prd_cache_t *cp);
+/* malloc_trim: every cache's magazines and free slabs back to the heap arena regardless of
+ * working sets, then every free heap page decommitted; returns the bytes given back. */
+size_t prd__cache_trim(void);
 /* Whether prd_cache_alloc/free of cp must take the front end's out-of-line path (buffer
  * debugging) instead of the magazine hit path; malloc.c tests it before its own inline hit
  * path.  Caches with Prudence deferrals stay on the hit path (defer.c section 2). */
