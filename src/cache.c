@@ -46,12 +46,15 @@
  *    the nofail callback.
  *    Decay (option decay_ms; jemalloc's decay, mimalloc's purge): a job of the maintenance
  *    thread (cache_decay, registered at this file's first use) runs every decay_ms / 2: it
- *    reaps every cache as prd_reap does, where a slab's working set is at most that half
- *    period (slab.c section 6), then runs the heap arena's decay pass, which decommits the
- *    free pages that stayed free for a whole pass period (vmem.c section 16).  So memory
- *    freed and left alone is back with the kernel after decay_ms / 2 to 2 x decay_ms (the
- *    thread wakes once a second, so not sooner than that), and a slab free long enough is in
- *    the heap arena, reusable by every other size class, after at most decay_ms.  It takes
+ *    reaps every cache, a depot that took and gave no full magazine since the last pass
+ *    entirely (an idle depot has no working set to keep; a busy one keeps its working set
+ *    of maint_interval), the slabs outside a working set that is at most that half period
+ *    (slab.c section 6); then it runs the heap arena's decay pass, which decommits the free
+ *    pages that stayed free for a whole pass period (vmem.c section 16).  So memory freed
+ *    and left alone is back with the kernel within about four passes, 2 x decay_ms (depot,
+ *    slab, heap arena; the thread wakes once a second, so not sooner than that), and a slab
+ *    free long enough is in the heap arena, reusable by every other size class, after at
+ *    most decay_ms.  It takes
  *    cache_reap_lock with a try-lock (the maintenance work may run inline on a slow path; a
  *    reap running now does the same work).  It asks for the maintenance thread of its own
  *    (cache_decay_needs) when the heap arena holds more than DECAY_THREAD_BYTES of dirty free
@@ -471,7 +474,21 @@ static void cache_decay(void *arg)
   atomic_store_explicit(&cache_decay_last_ns, now, memory_order_relaxed);
   bool nested = cache_in_reclaim;
   cache_in_reclaim = true;
-  reap_all_locked(false);
+  pthread_mutex_lock(&cache_list_lock);
+  prd_cache_t *cp = cache_list;
+  pthread_mutex_unlock(&cache_list_lock);
+  for (; cp != NULL; cp = cp->cache_next) {   /* safe unlocked: as in reap_all_locked */
+    /* a depot that took and gave no full magazine for a whole pass has no working set to
+     * keep: all of its magazines go to the slabs (section 4) */
+    prd_cache_stats_t st;
+    memset(&st, 0, sizeof(st));
+    prd__mag_stats(cp, &st);
+    uint64_t moves = st.depot_full_gets + st.depot_full_puts;
+    bool idle = moves == cp->cache_decay_depot;
+    cp->cache_decay_depot = moves;
+    prd__mag_depot_reap(cp, idle);
+    prd__slab_reap(cp, false);
+  }
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = nested;
   (void)prd__vmem_heap_decay(false);

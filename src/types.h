@@ -375,6 +375,9 @@ struct prd_cache {
   /* magazine.c: the index of this cache in every thread's CPU caches (0: no magazines) */
   uint32_t cache_magid;
   prd_depot_t cache_depot;
+  /* cache.c's decay job (under cache_reap_lock): the depot's full-magazine gets and puts at
+   * its last pass; unchanged at the next, the depot was idle for a whole pass */
+  uint64_t cache_decay_depot;
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */
