@@ -56,10 +56,13 @@
  *    free long enough is in the heap arena, reusable by every other size class, after at
  *    most decay_ms.  It takes
  *    cache_reap_lock with a try-lock (the maintenance work may run inline on a slow path; a
- *    reap running now does the same work).  It asks for the maintenance thread of its own
- *    (cache_decay_needs) when the heap arena holds more than DECAY_THREAD_BYTES of dirty free
- *    pages, so a single-threaded program that frees that much gets its memory back while it
- *    idles, and one that frees less stays single-threaded.  Nothing of it runs on a hit path.
+ *    reap running now does the same work).  A pass that leaves more than DECAY_THREAD_BYTES
+ *    of dirty free heap pages for the next one asks for the maintenance thread
+ *    (prd__maint_wake), so a single-threaded program whose slow paths ran one pass inline
+ *    (once a maint_interval) gets the rest back while it idles, and one that frees less
+ *    stays single-threaded.  It registers no predicate: maint.c asks every job's predicate on
+ *    each slow path while the thread is not started, and that would be a cost on every
+ *    magazine miss.  Nothing of it runs on a hit path.
  *    prd_reap ends with the heap arena's pass in its `all` form, which decommits every free
  *    page at once; prd__cache_trim (malloc_trim) also reaps every free slab and magazine
  *    regardless of working sets.
@@ -132,7 +135,6 @@ static void cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
 
 static bool cache_oom(prd_cache_t *cp, int flags, unsigned *state);
 static void cache_decay(void *arg);
-static bool cache_decay_needs(void);
 static void *cache_locate(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp, char *owner);
 
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -151,7 +153,7 @@ static void cache_init_once(void)
   prd__slab_set_oom_hook(cache_oom);
   prd__debug_set_locate(cache_locate);
   atomic_store_explicit(&cache_decay_last_ns, prd__now_ns(), memory_order_relaxed);
-  (void)prd__maint_register(cache_decay, NULL, cache_decay_needs);   /* section 4 */
+  (void)prd__maint_register(cache_decay, NULL, NULL);   /* section 4 */
 }
 
 static void cache_init(void)
@@ -492,11 +494,9 @@ static void cache_decay(void *arg)
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = nested;
   (void)prd__vmem_heap_decay(false);
-}
-
-static bool cache_decay_needs(void)
-{
-  return prd__opt(decay_ms) != 0 && prd__vmem_heap_dirty() > DECAY_THREAD_BYTES;
+  /* pages left dirty for the next pass: make sure a thread will run it (section 4) */
+  if (prd__vmem_heap_dirty() > DECAY_THREAD_BYTES)
+    prd__maint_wake();
 }
 
 void prd__cache_reap_all(prd_cache_t *cp)

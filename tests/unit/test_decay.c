@@ -13,7 +13,11 @@
  *   decay_off     decay_ms=0: nothing is given back without a reap
  *   reuse         a phase of 640-byte blocks, freed, then a phase of 3-KiB blocks: with decay
  *                 the second phase reuses the first one's pages (no new RSS)
+ *
+ * Not in the sanitizer runs: their shadow memory of what was touched counts in the RSS and is
+ * never given back.
  */
+// prd-test-labels: unit no-asan no-tsan
 #include <pthread.h>
 
 #include "internal.h"
