@@ -75,7 +75,16 @@ static bool idle_done;
 static void *idle_worker(void *arg)
 {
   (void)arg;
-  free(malloc(64));   /* a thread that used the allocator once, then waits */
+  pthread_setname_np(pthread_self(), "decay-idle");
+  /* a worker that served some requests, then waits (enough blocks that every allocator
+   * gives this thread its per-thread cache) */
+  static void *some[4096];
+  for (int r = 0; r < 4; r++) {
+    for (int i = 0; i < 4096; i++)
+      some[i] = malloc(64 + (size_t)(i % 8) * 64);
+    for (int i = 0; i < 4096; i++)
+      free(some[i]);
+  }
   pthread_mutex_lock(&idle_lock);
   while (!idle_done)
     pthread_cond_wait(&idle_cv, &idle_lock);
@@ -109,6 +118,9 @@ static int bench_decay_main(int argc, char **argv)
     fprintf(stderr, "prd-bench decay: --live, --mib and --wait-ms must be positive\n");
     return 2;
   }
+  /* libprudence counts a thread named prd-* as one of its own (thread.c), and this program's
+   * threads inherit "prd-bench": a server's threads are not named so */
+  pthread_setname_np(pthread_self(), "decay-main");
   pthread_t t;
   if (pthread_create(&t, NULL, idle_worker, NULL) != 0) {
     fprintf(stderr, "prd-bench decay: pthread_create failed\n");
