@@ -54,9 +54,10 @@
  *    and left alone is back with the kernel within about four passes, 2 x decay_ms (depot,
  *    slab, heap arena; the thread wakes once a second, so not sooner than that), and a slab
  *    free long enough is in the heap arena, reusable by every other size class, after at
- *    most decay_ms.  It takes
- *    cache_reap_lock with a try-lock (the maintenance work may run inline on a slow path; a
- *    reap running now does the same work).  A pass that leaves more than DECAY_THREAD_BYTES
+ *    most decay_ms.  It takes cache_reap_lock with a try-lock (the maintenance work may run
+ *    inline on a slow path; a reap running now does the same work); cache_decay_last_ns is
+ *    read before it only as a hint and written under it (relaxed: a stale read at worst runs
+ *    a pass early or late by one wake-up, never two passes at once).  A pass that leaves more than DECAY_THREAD_BYTES
  *    of dirty free heap pages for the next one asks for the maintenance thread
  *    (prd__maint_wake), so a single-threaded program whose slow paths ran one pass inline
  *    (once a maint_interval) gets the rest back while it idles, and one that frees less
