@@ -318,9 +318,34 @@ def plot_rcuhash(objs, outdir, written):
     save(fig, outdir, "rcuhash", written)
 
 
+def plot_decay(objs, outdir, written):
+    """RSS right after the free-all and after the wait, a pair of bars per allocator
+    (bench/compare-decay.sh; one unnamed pair for a plain prd-bench decay), the goal a line."""
+    pts = [o for o in objs if "rss_free_kb" in o]
+    if not pts:
+        return
+    names = list(dict.fromkeys(o.get("allocator", "this run") for o in pts))
+    sel = lambda n, k: _median([o[k] / 1024 for o in pts if o.get("allocator", "this run") == n])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], [sel(n, "rss_free_kb") for n in names], 0.4,
+           label="after the free-all")
+    ax.bar([x + 0.2 for x in xs], [sel(n, "rss_wait_kb") for n in names], 0.4,
+           label="after the wait")
+    ax.axhline(_median([o["goal_kb"] / 1024 for o in pts]), color="k", linestyle="--",
+               label="goal: 1.5 x live + floor")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("RSS, MiB")
+    ax.set_title("decay", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    save(fig, outdir, "decay", written)
+
+
 PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot_cache,
             "malloc": plot_malloc, "deferred": plot_deferred, "endurance": plot_endurance,
-            "rcuhash": plot_rcuhash}
+            "rcuhash": plot_rcuhash, "decay": plot_decay}
 
 
 def main(argv):

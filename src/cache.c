@@ -44,6 +44,29 @@
  *    callback, reaps every cache of all its free slabs (the working set is a hedge against
  *    thrashing; failing an allocation is worse) and retries once; PRD_NOFAIL repeats through
  *    the nofail callback.
+ *    Decay (option decay_ms; jemalloc's decay, mimalloc's purge): a job of the maintenance
+ *    thread (cache_decay, registered at this file's first use) runs every decay_ms / 2: it
+ *    reaps every cache, a depot that took and gave no full magazine since the last pass
+ *    entirely (an idle depot has no working set to keep; a busy one keeps its working set
+ *    of maint_interval), the slabs outside a working set that is at most that half period
+ *    (slab.c section 6); then it runs the heap arena's decay pass, which decommits the free
+ *    pages that stayed free for a whole pass period (vmem.c section 16).  So memory freed
+ *    and left alone is back with the kernel within about four passes, 2 x decay_ms (depot,
+ *    slab, heap arena; the thread wakes once a second, so not sooner than that), and a slab
+ *    free long enough is in the heap arena, reusable by every other size class, after at
+ *    most decay_ms.  It takes cache_reap_lock with a try-lock (the maintenance work may run
+ *    inline on a slow path; a reap running now does the same work); cache_decay_last_ns is
+ *    read before it only as a hint and written under it (relaxed: a stale read at worst runs
+ *    a pass early or late by one wake-up, never two passes at once).  A pass that leaves more than DECAY_THREAD_BYTES
+ *    of dirty free heap pages for the next one asks for the maintenance thread
+ *    (prd__maint_wake), so a single-threaded program whose slow paths ran one pass inline
+ *    (once a maint_interval) gets the rest back while it idles, and one that frees less
+ *    stays single-threaded.  It registers no predicate: maint.c asks every job's predicate on
+ *    each slow path while the thread is not started, and that would be a cost on every
+ *    magazine miss.  Nothing of it runs on a hit path.
+ *    prd_reap ends with the heap arena's pass in its `all` form, which decommits every free
+ *    page at once; prd__cache_trim (malloc_trim) also reaps every free slab and magazine
+ *    regardless of working sets.
  *
  * 5. Hooks this file sets (once, at its first use, before any user cache exists):
  *    - prd__slab_set_oom_hook(cache_oom): the slab layer found no slab and the source no
@@ -79,11 +102,14 @@
                                   enough to see the pattern, then a count */
 #define PRD_OOM_WAITS     2    /* grace-period waits before the flags' policy: a second only
                                   if the first one gave buffers back */
+#define DECAY_THREAD_BYTES ((size_t)4 << 20)   /* dirty heap bytes worth a thread of its own
+                                  (section 4): one heap-arena import */
 
 static prd_cache_t cache_cache;          /* prd_cache_t itself */
 static pthread_mutex_t cache_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t cache_reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static prd_cache_t *cache_list;          /* newest first: the internal caches come last */
+static _Atomic uint64_t cache_decay_last_ns;   /* when the decay job last ran (section 4) */
 static int (*_Atomic cache_nofail_cb)(void);
 static _Thread_local bool cache_in_reclaim;  /* a reclaim callback that allocates can't recurse */
 
@@ -109,6 +135,7 @@ static void cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
 }
 
 static bool cache_oom(prd_cache_t *cp, int flags, unsigned *state);
+static void cache_decay(void *arg);
 static void *cache_locate(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp, char *owner);
 
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -126,6 +153,8 @@ static void cache_init_once(void)
   cache_list_insert(&cache_cache);
   prd__slab_set_oom_hook(cache_oom);
   prd__debug_set_locate(cache_locate);
+  atomic_store_explicit(&cache_decay_last_ns, prd__now_ns(), memory_order_relaxed);
+  (void)prd__maint_register(cache_decay, NULL, NULL);   /* section 4 */
 }
 
 static void cache_init(void)
@@ -399,17 +428,76 @@ void prd_cache_reap(prd_cache_t *cp)
   cache_reap(cp, false);
 }
 
-void prd_reap(void)
+/* prd_reap (all = false: working sets kept) and malloc_trim (all): every cache, then the heap
+ * arena's decommit of every free page.  Returns the bytes given back to the kernel: the heap
+ * arena's imported bytes that went (unmapped) and those decommitted. */
+static size_t reap_and_decommit(bool all)
 {
   /* a destructor run by this reap that allocates must not start a pressure reap, which
    * would wait for the reap lock this thread holds */
   bool nested = cache_in_reclaim;
+  prd_vmem_stats_t before, after;
+  prd_vmem_t *heap = prd_heap_arena();
+  bool counted = heap != NULL && prd_vmem_stats(heap, &before) == 0;
   prd__mag_reap_threads();   /* magazines parked in other threads' caches (magazine.c) */
   cache_in_reclaim = true;
   pthread_mutex_lock(&cache_reap_lock);
-  reap_all_locked(false);
+  reap_all_locked(all);
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = nested;
+  size_t released = prd__vmem_heap_decay(true);
+  if (counted && prd_vmem_stats(heap, &after) == 0 && after.bytes_imported < before.bytes_imported)
+    released += before.bytes_imported - after.bytes_imported;
+  return released;
+}
+
+void prd_reap(void)
+{
+  (void)reap_and_decommit(false);
+}
+
+size_t prd__cache_trim(void)
+{
+  return reap_and_decommit(true);
+}
+
+/* The decay job (section 4): at most once per half decay period, on the maintenance thread
+ * or inline on a slow path (no lock held either way). */
+static void cache_decay(void *arg)
+{
+  (void)arg;
+  uint64_t period = (uint64_t)prd__opt(decay_ms) * 1000000ull / 2;
+  if (prd__opt(decay_ms) == 0)
+    return;
+  uint64_t now = prd__now_ns();
+  if (now - atomic_load_explicit(&cache_decay_last_ns, memory_order_relaxed) < period)
+    return;
+  if (pthread_mutex_trylock(&cache_reap_lock) != 0)
+    return;   /* a reap or a cache destruction runs now: try at the next wake-up */
+  atomic_store_explicit(&cache_decay_last_ns, now, memory_order_relaxed);
+  bool nested = cache_in_reclaim;
+  cache_in_reclaim = true;
+  pthread_mutex_lock(&cache_list_lock);
+  prd_cache_t *cp = cache_list;
+  pthread_mutex_unlock(&cache_list_lock);
+  for (; cp != NULL; cp = cp->cache_next) {   /* safe unlocked: as in reap_all_locked */
+    /* a depot that took and gave no full magazine for a whole pass has no working set to
+     * keep: all of its magazines go to the slabs (section 4) */
+    prd_cache_stats_t st;
+    memset(&st, 0, sizeof(st));
+    prd__mag_stats(cp, &st);
+    uint64_t moves = st.depot_full_gets + st.depot_full_puts;
+    bool idle = moves == cp->cache_decay_depot;
+    cp->cache_decay_depot = moves;
+    prd__mag_depot_reap(cp, idle);
+    prd__slab_reap(cp, false);
+  }
+  pthread_mutex_unlock(&cache_reap_lock);
+  cache_in_reclaim = nested;
+  (void)prd__vmem_heap_decay(false);
+  /* pages left dirty for the next pass: make sure a thread will run it (section 4) */
+  if (prd__vmem_heap_dirty() > DECAY_THREAD_BYTES)
+    prd__maint_wake();
 }
 
 void prd__cache_reap_all(prd_cache_t *cp)

@@ -293,6 +293,9 @@ size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max);
 /* Returns every free slab to the source now, ignoring the working set (the depot's magazines
  * first). */
 void  prd__cache_reap_all(prd_cache_t *cp);
+/* malloc_trim: every cache's magazines and free slabs back to the heap arena regardless of
+ * working sets, then every free heap page decommitted; returns the bytes given back. */
+size_t prd__cache_trim(void);
 /* Whether prd_cache_alloc/free of cp must take the front end's out-of-line path (buffer
  * debugging) instead of the magazine hit path; malloc.c tests it before its own inline hit
  * path.  Caches with Prudence deferrals stay on the hit path (defer.c section 2). */
@@ -417,6 +420,11 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp);
 /* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
  * each broken one through prd__report and returns how many were found (0: consistent). */
 int prd__vmem_check(prd_vmem_t *vmp);
+/* Decay (vmem.c section 16): a pass over an arena, the heap arena's pass, dirty free bytes. */
+size_t prd__vmem_decay(prd_vmem_t *vmp, bool all);
+size_t prd__vmem_dirty(prd_vmem_t *vmp);
+size_t prd__vmem_heap_decay(bool all);
+size_t prd__vmem_heap_dirty(void);
 /* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
  * list PRD_VMEM_STATS. */
 void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);

@@ -27,6 +27,9 @@
     "before it returns NULL with ENOMEM")                                                     \
   X(MS, slab_working_set, 15000,                                                                \
     "ms a free slab stays in its cache before a reap may return it (seed 002 3.4: 15 s)")      \
+  X(MS, decay_ms, 10000,                                                                       \
+    "ms free memory stays committed: free slabs go back to the heap arena and its free pages "  \
+    "are decommitted (MADV_DONTNEED) within decay_ms/2 to 2 x decay_ms (0: only on reaps)")     \
   X(LONG, malloc_mmap_threshold, 4l << 20,                                                      \
     "malloc: blocks of at least this many bytes are mapped on their own and unmapped on free " \
     "(0: never; smaller big blocks come from the heap arena)")                                 \

@@ -6,7 +6,7 @@
  *    displaces glibc's malloc completely (ANCHORS.md: libumem's users found that a missed
  *    entry point leaves two allocators fighting over one pointer): malloc, free, cfree,
  *    calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
- *    malloc_usable_size, and the C++ operators new and delete in every variant (plain,
+ *    malloc_usable_size, malloc_trim, and the C++ operators new and delete in every variant (plain,
  *    nothrow, sized, array, aligned).  This is the only file besides malloc.c that defines
  *    names of the C library, and it is built only into libprudence-malloc.so.
  *
@@ -43,6 +43,7 @@ PRD_EXPORT void *memalign(size_t align, size_t size);
 PRD_EXPORT void *valloc(size_t size);
 PRD_EXPORT void *pvalloc(size_t size);
 PRD_EXPORT size_t malloc_usable_size(void *ptr);
+PRD_EXPORT int malloc_trim(size_t pad);
 
 void *malloc(size_t size) { return prd_malloc(size); }
 void free(void *ptr) { prd_free(ptr); }
@@ -59,6 +60,16 @@ void *memalign(size_t align, size_t size) { return prd_memalign(align, size); }
 void *valloc(size_t size) { return prd_valloc(size); }
 void *pvalloc(size_t size) { return prd_pvalloc(size); }
 size_t malloc_usable_size(void *ptr) { return prd_malloc_usable_size(ptr); }
+
+/* glibc's signature and result: 1 if memory went back to the kernel, else 0.  Every cache's
+ * magazines and free slabs go back to the heap arena regardless of working sets and every
+ * free heap page is decommitted (cache.c section 4); pad (glibc keeps that much at the top
+ * of its heap) has no counterpart in an allocator without one heap top, so it is ignored. */
+int malloc_trim(size_t pad)
+{
+  (void)pad;
+  return prd__cache_trim() > 0;
+}
 
 /* ---- C++ (section 2) --------------------------------------------------------------------- */
 typedef void (*cxx_new_handler)(void);

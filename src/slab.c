@@ -66,7 +66,13 @@
  *    interval (option slab_working_set, default the paper's 15 s); that many tail slabs went
  *    untouched for the whole interval, and prd_cache_reap() returns them to the source once
  *    the interval is over (the depot working set of seed 004 and libumem, applied to slabs:
- *    no clock is read on the allocation or free paths).  When the source cannot supply a
+ *    no clock is read on the allocation or free paths).  With decay on (option decay_ms) the
+ *    interval is at most decay_ms / 2, and the front end's decay job reaps every cache at
+ *    that period (cache.c section 4): a slab free for a whole half period goes back to the
+ *    heap arena, where its pages are decommitted a pass later (vmem.c section 16) and any
+ *    other size class can take them.  The working set is a hedge against a cache that frees
+ *    and regrows slabs in a loop; half the decay delay keeps that hedge (a slab the cache
+ *    needs again within it stays) without stranding a finished phase's memory for 15 s.  When the source cannot supply a
  *    slab for a user cache, the slab layer asks its one out-of-memory hook, which cache.c
  *    sets (cache.c section 4: the flags' policy, Prudence's wait, reclaim of every cache),
  *    whether to try again; the slab layer's own caches fail at once.  The slab layer always
@@ -401,6 +407,9 @@ static bool cache_grow(prd_cache_t *cp)
 void prd__slab_reap(prd_cache_t *cp, bool all)
 {
   uint64_t ws = (uint64_t)prd__opt(slab_working_set) * 1000000ull;
+  uint64_t decay = (uint64_t)prd__opt(decay_ms) * 1000000ull / 2;
+  if (decay != 0 && decay < ws)
+    ws = decay;   /* decay's half period bounds the working set (section 6) */
   uint64_t now = prd__now_ns();
   prd_slab_link_t *chain = NULL;
   pthread_mutex_lock(&cp->cache_lock);

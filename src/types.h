@@ -33,6 +33,9 @@
 /* ---- vmem.c ---------------------------------------------------------------------------- */
 /* Segment types (vs_type). */
 enum { PRD_VS_SPAN = 1, PRD_VS_FREE = 2, PRD_VS_ALLOC = 4 };
+/* Whether a free segment's pages may be resident (vs_dirty, vmem.c section 16): never touched
+ * since they were mapped or decommitted; dirty at the last decay pass; freed since it. */
+enum { PRD_VS_CLEAN = 0, PRD_VS_AGED = 1, PRD_VS_NEW = 2 };
 
 /* One boundary tag.  Every tag is on the arena's address-ordered list (vs_anext/vs_aprev):
  * a span tag first, then the free and allocated segments that tile that span.  A free segment
@@ -48,7 +51,8 @@ struct prd_vseg {
   uint8_t vs_import;           /* span: imported from the source (given back when all free) */
   uint8_t vs_xalloc;           /* alloc: came from prd_vmem_xalloc (must pair with xfree) */
   uint8_t vs_mark;             /* prd__vmem_check: seen on a freelist */
-  uint8_t vs_pad[4];
+  uint8_t vs_dirty;            /* free, heap arena: PRD_VS_CLEAN, PRD_VS_AGED or PRD_VS_NEW */
+  uint8_t vs_pad[3];
 };
 
 #define PRD_VMEM_NAMELEN   32   /* arena names are copied, truncated to 31 characters */
@@ -82,6 +86,9 @@ struct prd_vmem {
   size_t vm_ntags;             /* tags in the reserve */
   void *vm_tag_pages;          /* pages the tags were carved from (first word links them) */
   prd_vmem_stats_t vm_stats;   /* the statistics (fields from PRD_VMEM_STATS) */
+  bool vm_decommit;            /* the integers are memory this arena may decommit (the heap) */
+  size_t vm_dirty;             /* bytes of free segments with vs_dirty set (section 16); stored
+                                  with relaxed atomics so prd__vmem_heap_dirty reads it unlocked */
   prd_vmem_t *vm_next, *vm_prev;   /* the list of all arenas, under vmem_list_lock */
   /* quantum caches (vmem.c section 14): vm_qcache[k-1] serves size k * quantum; made at first use */
   _Atomic int vm_qcache_state;            /* 0 not yet, 1 made, -1 could not be made */
@@ -375,6 +382,9 @@ struct prd_cache {
   /* magazine.c: the index of this cache in every thread's CPU caches (0: no magazines) */
   uint32_t cache_magid;
   prd_depot_t cache_depot;
+  /* cache.c's decay job (under cache_reap_lock): the depot's full-magazine gets and puts at
+   * its last pass; unchanged at the next, the depot was idle for a whole pass */
+  uint64_t cache_decay_depot;
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */

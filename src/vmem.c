@@ -123,7 +123,8 @@
  *    tags one allocation consumes: a split of both ends; an import reserves its own 2 more),
  *    VMEM_SLEEP_SLICE_MS 10 (a retry every 10 ms costs nothing and reacts quickly to a source
  *    that frees), VMEM_LEAKS_SHOWN 16 (enough to see the pattern, short enough to read),
- *    HEAP_CHUNK 4 MiB (section 7).
+ *    HEAP_CHUNK 4 MiB (section 7), VMEM_DECAY_BATCH 32 MiB (section 16: a madvise of that
+ *    much takes a few milliseconds, the longest an allocation waits behind a decay pass).
  *
  * 14. Quantum caches (paper section 4.4; seed 004 "quantum caching").  An arena created with
  *    qcache_max > 0 (clamped to PRD_VMEM_NQCACHE quanta) gets, at its first prd_vmem_alloc of
@@ -140,6 +141,27 @@
  *    memory), the arena serves every size itself and the pairing check of section 11 applies.
  *    The heap arena has qcache_max = HEAP_QCACHE_PAGES pages.  The caches are destroyed first
  *    by prd_vmem_destroy.  Creating them takes vmem_qcache_lock (it nests slab-layer locks).
+ *
+ * 16. Decay (jemalloc's dirty-page decay, mimalloc's purge).  A free segment remembers whether
+ *    its pages may be resident (vs_dirty): PRD_VS_CLEAN when nothing touched them since they
+ *    were mapped or decommitted, PRD_VS_NEW when freed since the last decay pass, PRD_VS_AGED
+ *    when already dirty at the last pass.  A freed segment is NEW, and so is a segment it
+ *    coalesces with (the newest part decides: memory freed a moment ago is not decommitted on
+ *    the strength of its neighbour's age, which would make a churning workload refault it);
+ *    the two ends a split leaves keep their segment's state.  vm_dirty counts the bytes of
+ *    dirty free segments.  A decay pass (prd__vmem_decay, run by the front end's decay job:
+ *    cache.c) decommits every AGED segment (every dirty one when `all`: malloc_trim, prd_reap)
+ *    and then marks the NEW ones AGED, so a range free for a whole pass period is decommitted
+ *    by the next pass, one freed just before a pass by the pass after.  Only an arena whose
+ *    integers are memory it may discard (vm_decommit: the heap arena) calls os.c's
+ *    prd__os_decommit (MADV_DONTNEED); others only keep the states, which the model test
+ *    checks.  A decommitted range reads back as zeroes on first touch, which every caller
+ *    accepts: none relies on the heap arena's memory being zero (calloc clears what it takes
+ *    from it), and fresh imports are zero anyway.  The decommit runs under vm_lock, so no
+ *    allocation can take the range while its pages go (the lock is a leaf and os.c takes
+ *    none); a pass drops the lock after every VMEM_DECAY_BATCH bytes decommitted, so other
+ *    threads wait at most for one batch.  A madvise that fails leaves the segment dirty: the
+ *    next pass tries again.
  *
  * 15. fork: prd__vmem_fork_prepare_early takes heap_lock and vmem_qcache_lock (they nest the
  *    slab layer's locks, so they come first), prd__vmem_fork_prepare every arena's vm_lock
@@ -161,6 +183,7 @@
 #define VMEM_SLEEP_SLICE_MS 10
 #define VMEM_LEAKS_SHOWN    16
 #define HEAP_CHUNK          ((size_t)4 << 20)
+#define VMEM_DECAY_BATCH    ((size_t)32 << 20)
 #define HEAP_QCACHE_PAGES   8   /* heap quantum caches: 1..8 pages (8: kmem's heap, and slabs of
                                    8+ buffers of 8 pages still fit in one 4 MiB import) */
 
@@ -183,6 +206,20 @@ static inline int vmem_highbit(uintptr_t x)
 static inline uintptr_t vseg_size(const prd_vseg_t *vsp)
 {
   return vsp->vs_end - vsp->vs_start;
+}
+
+/* vm_dirty changes under vm_lock; the relaxed store lets prd__vmem_heap_dirty read it
+ * without the lock (a hint for when to run a pass, never a decision about a segment). */
+static inline void dirty_add(prd_vmem_t *vmp, size_t plus, size_t minus)
+{
+  __atomic_store_n(&vmp->vm_dirty, vmp->vm_dirty + plus - minus, __ATOMIC_RELAXED);
+}
+
+/* Takes the free segment vsp's bytes out of vm_dirty (before it is merged or allocated). */
+static inline void dirty_drop(prd_vmem_t *vmp, const prd_vseg_t *vsp)
+{
+  if (vsp->vs_dirty != PRD_VS_CLEAN)
+    dirty_add(vmp, 0, vseg_size(vsp));
 }
 
 const char *prd__vmem_name(const prd_vmem_t *vmp)
@@ -362,6 +399,7 @@ static prd_vseg_t *span_insert(prd_vmem_t *vmp, uintptr_t start, uintptr_t end, 
   vsp->vs_start = start;
   vsp->vs_end = end;
   vsp->vs_type = PRD_VS_FREE;
+  vsp->vs_dirty = PRD_VS_CLEAN;   /* a fresh import, or integers nobody touched here */
   alist_insert_after(sp, vsp);
   flist_insert(vmp, vsp);
   vmp->vm_stats.spans++;
@@ -384,6 +422,7 @@ static void span_remove_free(prd_vmem_t *vmp, prd_vseg_t *sp, struct vrelease *r
              vsp->vs_end == sp->vs_end);
   rel->vl_start = sp->vs_start;
   rel->vl_size = vseg_size(sp);
+  dirty_drop(vmp, vsp);
   alist_remove(vmp, vsp);
   tag_put(vmp, vsp);
   alist_remove(vmp, sp);
@@ -408,11 +447,16 @@ static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, u
              addr + size <= vsp->vs_end);
   flist_remove(vmp, vsp);
   vmp->vm_stats.segs_free--;
+  dirty_drop(vmp, vsp);
+  uint8_t dirty = vsp->vs_dirty;   /* the ends a split leaves keep the state (section 16) */
   if (addr > vsp->vs_start) {
     prd_vseg_t *head = tag_get(vmp);
     head->vs_start = vsp->vs_start;
     head->vs_end = addr;
     head->vs_type = PRD_VS_FREE;
+    head->vs_dirty = dirty;
+    if (dirty != PRD_VS_CLEAN)
+      dirty_add(vmp, addr - vsp->vs_start, 0);
     alist_insert_after(vsp->vs_aprev, head);
     flist_insert(vmp, head);
     vmp->vm_stats.segs_free++;
@@ -423,12 +467,16 @@ static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, u
     tail->vs_start = addr + size;
     tail->vs_end = vsp->vs_end;
     tail->vs_type = PRD_VS_FREE;
+    tail->vs_dirty = dirty;
+    if (dirty != PRD_VS_CLEAN)
+      dirty_add(vmp, vsp->vs_end - (addr + size), 0);
     alist_insert_after(vsp, tail);
     flist_insert(vmp, tail);
     vmp->vm_stats.segs_free++;
     vsp->vs_end = addr + size;
   }
   vsp->vs_type = PRD_VS_ALLOC;
+  vsp->vs_dirty = PRD_VS_CLEAN;
   vsp->vs_xalloc = xalloc;
   vmp->vm_stats.segs_alloc++;
   vmp->vm_stats.bytes_alloc += size;
@@ -454,6 +502,7 @@ static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
   prd_vseg_t *next = vsp->vs_anext;
   if (next->vs_type == PRD_VS_FREE) {
     flist_remove(vmp, next);
+    dirty_drop(vmp, next);
     vsp->vs_end = next->vs_end;
     alist_remove(vmp, next);
     tag_put(vmp, next);
@@ -462,11 +511,14 @@ static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
   prd_vseg_t *prev = vsp->vs_aprev;
   if (prev->vs_type == PRD_VS_FREE) {
     flist_remove(vmp, prev);
+    dirty_drop(vmp, prev);
     vsp->vs_start = prev->vs_start;
     alist_remove(vmp, prev);
     tag_put(vmp, prev);
     vmp->vm_stats.segs_free--;
   }
+  vsp->vs_dirty = PRD_VS_NEW;   /* the newest part decides (section 16) */
+  dirty_add(vmp, vseg_size(vsp), 0);
   prd_vseg_t *sp = vsp->vs_aprev;
   if (sp->vs_type == PRD_VS_SPAN && sp->vs_import && sp->vs_start == vsp->vs_start &&
       sp->vs_end == vsp->vs_end) {
@@ -1262,11 +1314,72 @@ prd_vmem_t *prd_heap_arena(void)
   if (vmp == NULL) {
     vmp = vmem_create("heap", NULL, 0, prd__os_page_size(), heap_import, heap_release, NULL,
                       HEAP_QCACHE_PAGES * prd__os_page_size(), HEAP_CHUNK);
-    if (vmp != NULL)
+    if (vmp != NULL) {
+      vmp->vm_decommit = true;   /* its integers are the library's own memory (section 16) */
       atomic_store_explicit(&heap_arena, vmp, memory_order_release);
+    }
   }
   pthread_mutex_unlock(&heap_lock);
   return vmp;
+}
+
+/* ---- decay (section 16) ---------------------------------------------------------------- */
+/* One pass: decommits the AGED free segments (every dirty one when `all`), dropping the lock
+ * after each VMEM_DECAY_BATCH bytes, then marks the NEW ones AGED in one more hold (a NEW one
+ * aged before a restarted walk would be decommitted by that walk, a pass early).  Returns
+ * the bytes decommitted (marked clean, in an arena without vm_decommit). */
+size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
+{
+  size_t total = 0;
+  bool more;
+  do {
+    size_t batch = 0;
+    more = false;
+    pthread_mutex_lock(&vmp->vm_lock);
+    for (int n = 0; n < PRD_VMEM_FREELISTS && !more; n++) {
+      prd_vseg_t *head = &vmp->vm_freelist[n];
+      for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext) {
+        if (f->vs_dirty == PRD_VS_CLEAN || (f->vs_dirty == PRD_VS_NEW && !all))
+          continue;
+        if (batch >= VMEM_DECAY_BATCH) {
+          more = true;
+          break;
+        }
+        if (vmp->vm_decommit && prd__os_decommit((void *)f->vs_start, vseg_size(f)) != 0)
+          continue;   /* stays dirty: the next pass tries again */
+        dirty_drop(vmp, f);
+        f->vs_dirty = PRD_VS_CLEAN;
+        batch += vseg_size(f);
+      }
+    }
+    if (!more)
+      for (int n = 0; n < PRD_VMEM_FREELISTS; n++) {
+        prd_vseg_t *head = &vmp->vm_freelist[n];
+        for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext)
+          if (f->vs_dirty == PRD_VS_NEW)
+            f->vs_dirty = PRD_VS_AGED;
+      }
+    pthread_mutex_unlock(&vmp->vm_lock);
+    total += batch;
+  } while (more);
+  return total;
+}
+
+size_t prd__vmem_dirty(prd_vmem_t *vmp)
+{
+  return __atomic_load_n(&vmp->vm_dirty, __ATOMIC_RELAXED);
+}
+
+size_t prd__vmem_heap_decay(bool all)
+{
+  prd_vmem_t *vmp = atomic_load_explicit(&heap_arena, memory_order_acquire);
+  return vmp != NULL ? prd__vmem_decay(vmp, all) : 0;
+}
+
+size_t prd__vmem_heap_dirty(void)
+{
+  prd_vmem_t *vmp = atomic_load_explicit(&heap_arena, memory_order_acquire);
+  return vmp != NULL ? prd__vmem_dirty(vmp) : 0;
 }
 
 /* ---- the invariant checker (section 9) ------------------------------------------------ */
@@ -1287,7 +1400,7 @@ int prd__vmem_check(prd_vmem_t *vmp)
   prd_vseg_t *s0 = &vmp->vm_seg0;
   prd_vmem_stats_t c;
   memset(&c, 0, sizeof(c));
-  uint64_t nfree = 0, nalloc = 0, nspans_listed = 0;
+  uint64_t nfree = 0, nalloc = 0, nspans_listed = 0, ndirty = 0;
   bool rotor_seen = vmp->vm_rotor == s0;
   prd_vseg_t *span = NULL;
   uintptr_t cursor = 0, prev_span_end = 0;
@@ -1346,6 +1459,10 @@ int prd__vmem_check(prd_vmem_t *vmp)
     if (vsp->vs_type == PRD_VS_FREE) {
       c.segs_free++;
       c.bytes_free += vseg_size(vsp);
+      VCHECK(vsp->vs_dirty <= PRD_VS_NEW, "free segment [%p, %p) has dirty state %d", nm,
+             (void *)vsp->vs_start, (void *)vsp->vs_end, vsp->vs_dirty);
+      if (vsp->vs_dirty != PRD_VS_CLEAN)
+        ndirty += vseg_size(vsp);
       VCHECK(prev->vs_type != PRD_VS_FREE, "free segments [%p, %p) and [%p, %p) not coalesced",
              nm, (void *)prev->vs_start, (void *)prev->vs_end, (void *)vsp->vs_start,
              (void *)vsp->vs_end);
@@ -1356,6 +1473,8 @@ int prd__vmem_check(prd_vmem_t *vmp)
     } else if (vsp->vs_type == PRD_VS_ALLOC) {
       c.segs_alloc++;
       c.bytes_alloc += vseg_size(vsp);
+      VCHECK(vsp->vs_dirty == PRD_VS_CLEAN, "allocated segment [%p, %p) marked dirty", nm,
+             (void *)vsp->vs_start, (void *)vsp->vs_end);
       VCHECK(*hash_find(vmp, vsp->vs_start) == vsp, "allocated segment [%p, %p) not in the hash",
              nm, (void *)vsp->vs_start, (void *)vsp->vs_end);
     } else {
@@ -1382,6 +1501,8 @@ int prd__vmem_check(prd_vmem_t *vmp)
          (unsigned long long)nfree, (unsigned long long)c.segs_free);
   VCHECK(nalloc == c.segs_alloc, "hash holds %llu segments, the address list %llu", nm,
          (unsigned long long)nalloc, (unsigned long long)c.segs_alloc);
+  VCHECK(ndirty == vmp->vm_dirty, "vm_dirty is %zu, the free segments say %llu", nm,
+         vmp->vm_dirty, (unsigned long long)ndirty);
   VCHECK(nspans_listed == c.spans, "span list holds %llu spans, the address list %llu", nm,
          (unsigned long long)nspans_listed, (unsigned long long)c.spans);
   /* the statistics */

@@ -132,7 +132,8 @@ static void test_model(long ops)
     return;
   model_set(BASE, INIT_Q * Q, M_FREE);
   model_total_bytes = INIT_Q * Q;
-  long n_alloc = 0, n_fail = 0, n_free = 0, n_add = 0, n_bad = 0;
+  long n_alloc = 0, n_fail = 0, n_free = 0, n_add = 0, n_bad = 0, n_decay = 0;
+  bool freed_since_pass = true;   /* decay (vmem.c section 16): a free since the last pass */
   uint64_t errors0 = prd__error_count();
   int failures_before = prd_t_failures;
   for (long step = 0; step < ops && prd_t_failures == failures_before; step++) {
@@ -145,6 +146,16 @@ static void test_model(long ops)
       else
         prd_vmem_free(a, (void *)l->addr, l->size + Q);
       n_bad++;
+    } else if (op < 20) {
+      /* a decay pass: never more than was dirty; the `all` form leaves nothing dirty, and so
+       * does a pass with no free since the one before (every dirty segment was aged then) */
+      bool all = prd_rng_below(&rng, 2) == 0;
+      size_t dirty0 = prd__vmem_dirty(a);
+      CHECK(prd__vmem_decay(a, all) <= dirty0);
+      if (all || !freed_since_pass)
+        CHECK_EQ(prd__vmem_dirty(a), 0);
+      freed_since_pass = false;
+      n_decay++;
     } else if (op < 40 && INIT_Q + (size_t)(next_region + 1) * REGION_Q <= NQ) {
       /* add the next region as a span, leaving a gap of one quantum at its start so spans
        * are not always adjacent (adjacent spans stay separate; the model knows the gap) */
@@ -219,8 +230,10 @@ static void test_model(long ops)
       model_set(l.addr, l.size, M_FREE);
       model_alloc_bytes -= l.size;
       n_free++;
+      freed_since_pass = true;
     }
     CHECK_EQ(prd__vmem_check(a), 0);
+    CHECK(prd__vmem_dirty(a) <= prd_vmem_size(a, PRD_VMEM_FREE));
     CHECK_EQ(prd_vmem_size(a, PRD_VMEM_ALLOC), model_alloc_bytes);
     CHECK_EQ(prd_vmem_size(a, PRD_VMEM_ALLOC | PRD_VMEM_FREE), model_total_bytes);
     if ((step & 1023) == 0) {
@@ -241,9 +254,10 @@ static void test_model(long ops)
   CHECK_EQ(st.failures, (uint64_t)n_fail);
   CHECK_EQ(st.bad_frees, (uint64_t)n_bad);
   CHECK_EQ(prd__error_count(), errors0 + (uint64_t)n_bad);
-  printf("# %ld ops: %ld allocs, %ld failed, %ld frees, %ld adds, %ld bad frees; "
-         "%llu free and %llu allocated segments at the end\n", ops, n_alloc, n_fail, n_free,
-         n_add, n_bad, (unsigned long long)st.segs_free, (unsigned long long)st.segs_alloc);
+  CHECK(n_decay > 0);
+  printf("# %ld ops: %ld allocs, %ld failed, %ld frees, %ld adds, %ld bad frees, %ld decay "
+         "passes; %llu free and %llu allocated segments at the end\n", ops, n_alloc, n_fail,
+         n_free, n_add, n_bad, n_decay, (unsigned long long)st.segs_free, (unsigned long long)st.segs_alloc);
   for (int i = 0; i < nlive; i++) {
     if (live[i].x)
       prd_vmem_xfree(a, (void *)live[i].addr, live[i].size);

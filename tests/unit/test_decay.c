@@ -1,0 +1,222 @@
+/*
+ * test_decay.c: memory given back (cache.c section 4, slab.c section 6, vmem.c section 16).
+ * Each case runs in a child of its own (options and RSS are per process) under a deadline:
+ * it mallocs a few tens of MiB in several size classes, touches every byte, frees it all,
+ * and reads its RSS from /proc/self/statm.  The bounds are loose (a quarter of what was
+ * freed, or a fixed slack of a few MiB) so a loaded machine cannot fail them; the waits poll
+ * up to a generous deadline and stop as soon as the RSS is down.
+ *
+ *   trim          prd__cache_trim (malloc_trim) gives it all back at once
+ *   reap          prd_reap decommits the free heap pages at once (working sets kept)
+ *   decay_thread  with decay_ms=500, the maintenance thread gives it back while the
+ *                 program sleeps
+ *   decay_off     decay_ms=0: nothing is given back without a reap
+ *   reuse         a phase of 640-byte blocks, freed, then a phase of 3-KiB blocks: with decay
+ *                 the second phase reuses the first one's pages (no new RSS)
+ *
+ * Not in the sanitizer runs: their shadow memory of what was touched counts in the RSS and is
+ * never given back.
+ */
+// prd-test-labels: unit no-asan no-tsan
+#include <pthread.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+#define MIB ((size_t)1 << 20)
+#define TOTAL (64 * MIB)   /* bytes each case allocates */
+#define SLACK (8 * MIB)    /* what may stay: magazines, the depot's working set, metadata */
+
+static size_t rss_bytes(void)
+{
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long size = 0, res = 0;
+  if (f != NULL) {
+    if (fscanf(f, "%lu %lu", &size, &res) != 2)
+      res = 0;
+    fclose(f);
+  }
+  return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+#define CAP ((size_t)1 << 17)   /* blocks at most: 64 MiB of 640-byte blocks is 104858 */
+static void *blocks[CAP];     /* static: the bookkeeping is no part of what the library holds */
+static size_t bsizes[CAP];
+static size_t nblocks;
+
+/* Mallocs `total` bytes in blocks of the sizes given (round robin, 0-terminated), each
+ * touched. */
+static void alloc_all(const size_t *sizes, size_t total)
+{
+  nblocks = 0;
+  size_t got = 0, k = 0;
+  while (sizes[k] != 0)
+    k++;
+  for (size_t i = 0; got < total && nblocks < CAP; i++) {
+    size_t sz = sizes[i % k];
+    void *p = prd_malloc(sz);
+    if (p == NULL)
+      break;
+    memset(p, 0xa5, sz);
+    bsizes[nblocks] = sz;
+    blocks[nblocks++] = p;
+    got += sz;
+  }
+}
+
+/* Frees every block but one in KEEP of the heap arena's (16 KiB and up), which stay live so
+ * that the 4 MiB blocks of the heap arena stay partly used: their free pages must be
+ * decommitted, not unmapped with a wholly free block.  Returns the bytes kept live. */
+#define KEEP 16
+static size_t free_all(void)
+{
+  size_t kept = 0;
+  for (size_t i = 0; i < nblocks; i++) {
+    if (bsizes[i] >= (16 << 10) && i % KEEP == 0)
+      kept += bsizes[i];
+    else
+      prd_free(blocks[i]);
+  }
+  nblocks = 0;
+  return kept;
+}
+
+static const size_t mixed[] = { 64, 640, 2048, 8192, 48 << 10, 0 };
+
+/* RSS after a warm-up (the library's own structures mapped), before the big allocation. */
+static size_t base_rss(void)
+{
+  void *p = prd_malloc(100);
+  prd_free(p);
+  return rss_bytes();
+}
+
+/* Waits up to `seconds` for the RSS to fall to at most `bound`, driving the maintenance
+ * work itself when `drive` (a single-threaded test has no maintenance thread). */
+static size_t wait_rss(size_t bound, double seconds, bool drive)
+{
+  size_t r = rss_bytes();
+  for (int i = 0; i < (int)(seconds * 20) && r > bound; i++) {
+    usleep(50000);
+    if (drive)
+      prd__maint_tick();
+    r = rss_bytes();
+  }
+  return r;
+}
+
+static int case_trim(void)
+{
+  size_t base = base_rss();
+  alloc_all(mixed, TOTAL);
+  size_t peak = rss_bytes();
+  size_t kept = free_all();
+  size_t released = prd__cache_trim();
+  size_t after = rss_bytes();
+  printf("# trim: base %zu MiB, peak %zu MiB, live %zu MiB, after %zu MiB, released %zu MiB\n",
+         base / MIB, peak / MIB, kept / MIB, after / MIB, released / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && released >= TOTAL / 2 && after <= base + kept + SLACK ? 0
+                                                                                            : 1;
+}
+
+static int case_reap(void)
+{
+  static const size_t big[] = { 48 << 10, 96 << 10, 0 };   /* pages of the heap arena */
+  size_t base = base_rss();
+  alloc_all(big, TOTAL);
+  size_t peak = rss_bytes();
+  size_t kept = free_all();
+  size_t before = rss_bytes();
+  prd_reap();
+  size_t after = rss_bytes();
+  printf("# reap: base %zu MiB, peak %zu MiB, live %zu MiB, after free %zu MiB, after prd_reap "
+         "%zu MiB\n", base / MIB, peak / MIB, kept / MIB, before / MIB, after / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && before >= base + TOTAL / 2 && after <= base + kept + SLACK
+             ? 0
+             : 1;
+}
+
+static void *second_thread(void *arg)
+{
+  (void)arg;
+  prd_free(prd_malloc(100));   /* a second application thread: the maintenance thread starts */
+  return NULL;
+}
+
+static int case_decay_thread(void)
+{
+  if (prd_option_set("decay_ms", "500") != 0)   /* maint_interval stays 15 s: idle depots */
+    return 2;
+  size_t base = base_rss();
+  pthread_t t;
+  if (pthread_create(&t, NULL, second_thread, NULL) != 0)
+    return 3;
+  alloc_all(mixed, TOTAL);
+  size_t peak = rss_bytes();
+  size_t kept = free_all();
+  size_t after = wait_rss(base + kept + SLACK, 20, false);
+  pthread_join(t, NULL);
+  printf("# decay_thread: base %zu MiB, peak %zu MiB, live %zu MiB, after the delay %zu MiB\n",
+         base / MIB, peak / MIB, kept / MIB, after / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && after <= base + kept + SLACK ? 0 : 1;
+}
+
+static int case_decay_off(void)
+{
+  if (prd_option_set("decay_ms", "0") != 0 || prd_option_set("maint_interval", "100") != 0)
+    return 2;
+  size_t base = base_rss();
+  alloc_all(mixed, TOTAL);
+  size_t peak = rss_bytes();
+  size_t kept = free_all();
+  size_t after = wait_rss(0, 1.5, true);   /* 1.5 s of maintenance ticks and jobs */
+  printf("# decay_off: base %zu MiB, peak %zu MiB, live %zu MiB, after 1.5 s %zu MiB\n",
+         base / MIB, peak / MIB, kept / MIB, after / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && after >= base + kept + TOTAL / 2 ? 0 : 1;
+}
+
+static int case_reuse(void)
+{
+  if (prd_option_set("decay_ms", "200") != 0 || prd_option_set("maint_interval", "100") != 0)
+    return 2;
+  static const size_t small[] = { 640, 0 }, other[] = { 3072, 0 };
+  size_t base = base_rss();
+  alloc_all(small, TOTAL);
+  size_t peak1 = rss_bytes();
+  (void)free_all();
+  /* the decay delay passes: the 640-byte slabs go back to the heap arena */
+  for (int i = 0; i < 20; i++) {
+    usleep(50000);
+    prd__maint_tick();
+  }
+  alloc_all(other, TOTAL);
+  size_t peak2 = rss_bytes();
+  (void)free_all();
+  printf("# reuse: base %zu MiB, 640 B phase %zu MiB, then 3 KiB phase %zu MiB\n", base / MIB,
+         peak1 / MIB, peak2 / MIB);
+  fflush(stdout);
+  return peak1 >= base + TOTAL / 2 && peak2 <= peak1 + SLACK ? 0 : 1;
+}
+
+static void test_trim(void) { CHECK_EQ(prd_test_bounded(case_trim, "trim", 60), 0); }
+static void test_reap(void) { CHECK_EQ(prd_test_bounded(case_reap, "reap", 60), 0); }
+static void test_decay_thread(void)
+{
+  CHECK_EQ(prd_test_bounded(case_decay_thread, "decay_thread", 60), 0);
+}
+static void test_decay_off(void) { CHECK_EQ(prd_test_bounded(case_decay_off, "decay_off", 60), 0); }
+static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
+
+int main(void)
+{
+  RUN(test_trim);
+  RUN(test_reap);
+  RUN(test_decay_thread);
+  RUN(test_decay_off);
+  RUN(test_reuse);
+  return prd_test_done();
+}
