@@ -68,7 +68,10 @@
  *    page at once; prd__cache_trim (malloc_trim) also reaps every free slab and magazine
  *    regardless of working sets.
  *
- * 5. Hooks this file sets (once, at its first use, before any user cache exists):
+ * 5. Hooks.  One this file offers: prd__cache_set_reap_hook, the one holding above the caches
+ *    that a reap gives back too (malloc.c's kept huge blocks, registered at its start-up):
+ *    prd_reap and prd__cache_trim call it first, with no lock held.
+ *    Hooks this file sets (once, at its first use, before any user cache exists):
  *    - prd__slab_set_oom_hook(cache_oom): the slab layer found no slab and the source no
  *      memory; the hook applies section 4's policy with no lock held and says retry or fail.
  *    - prd__debug_set_locate(cache_locate): debug.c reports a free of a pointer that starts
@@ -431,8 +434,18 @@ void prd_cache_reap(prd_cache_t *cp)
 /* prd_reap (all = false: working sets kept) and malloc_trim (all): every cache, then the heap
  * arena's decommit of every free page.  Returns the bytes given back to the kernel: the heap
  * arena's imported bytes that went (unmapped) and those decommitted. */
+static void (*_Atomic cache_reap_hook)(void);   /* section 5 */
+
+void prd__cache_set_reap_hook(void (*fn)(void))
+{
+  atomic_store_explicit(&cache_reap_hook, fn, memory_order_release);
+}
+
 static size_t reap_and_decommit(bool all)
 {
+  void (*hook)(void) = atomic_load_explicit(&cache_reap_hook, memory_order_acquire);
+  if (hook != NULL)
+    hook();
   /* a destructor run by this reap that allocates must not start a pressure reap, which
    * would wait for the reap lock this thread holds */
   bool nested = cache_in_reclaim;

@@ -296,6 +296,9 @@ void  prd__cache_reap_all(prd_cache_t *cp);
 /* malloc_trim: every cache's magazines and free slabs back to the heap arena regardless of
  * working sets, then every free heap page decommitted; returns the bytes given back. */
 size_t prd__cache_trim(void);
+/* The one holding above the caches that prd_reap and malloc_trim give back too (malloc.c's
+ * kept huge blocks), called first, no lock held (cache.c section 5). */
+void  prd__cache_set_reap_hook(void (*fn)(void));
 /* Whether prd_cache_alloc/free of cp must take the front end's out-of-line path (buffer
  * debugging) instead of the magazine hit path; malloc.c tests it before its own inline hit
  * path.  Caches with Prudence deferrals stay on the hit path (defer.c section 2). */

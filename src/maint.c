@@ -6,11 +6,12 @@
  *
  * 1. Jobs.  A job is a callback a layer registers once (prd__maint_register), run with no
  *    lock of this file held at each wake-up of the thread (about once a second) and at once
- *    when a layer asks (prd__maint_wake).  Registered today: stats.c's periodic snapshot
- *    (registered at start-up, first) and Prudence's pre-flush (defer.c, at the first
- *    deferral).  A job that needs the thread of its own even while the process has one
- *    application thread says so with a predicate given at registration (stats.c: periodic
- *    snapshots are on).  Besides the jobs there is one interval job, the tick
+ *    when a layer asks (prd__maint_wake).  The jobs: stats.c's periodic snapshot (registered
+ *    at start-up, first), cache.c's decay (free memory back to the kernel after decay_ms),
+ *    malloc.c's kept huge blocks (unmapped after malloc_huge_decay_ms) and Prudence's
+ *    pre-flush (defer.c, at the first deferral).  A job that needs the thread of its own even
+ *    while the process has one application thread says so with a predicate given at
+ *    registration (stats.c: periodic snapshots are on; malloc.c: huge blocks are kept).  Besides the jobs there is one interval job, the tick
  *    (prd__maint_set_tick): the magazine layer's working-set update, resize check, reap and
  *    idle-thread reap (magazine.c sections 6-8), run once every maint_interval ms, before the
  *    jobs of that wake-up.  Its argument says whether it may wait for its locks (false on the

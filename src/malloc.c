@@ -456,8 +456,10 @@ static bool malloc_start(void)
   if (malloc_heap == NULL)
     return false;
   static bool hc_job_registered;   /* under malloc_init_lock */
-  if (!hc_job_registered)
+  if (!hc_job_registered) {
     hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs) == 0;
+    prd__cache_set_reap_hook(prd__malloc_huge_trim);   /* prd_reap, malloc_trim: at once */
+  }
   for (uint32_t i = 0; i < MC_NCLASSES; i++) {
     if (malloc_class[i].mc_cache != NULL)
       continue;

@@ -61,14 +61,16 @@ void *valloc(size_t size) { return prd_valloc(size); }
 void *pvalloc(size_t size) { return prd_pvalloc(size); }
 size_t malloc_usable_size(void *ptr) { return prd_malloc_usable_size(ptr); }
 
-/* glibc's signature and result: 1 if memory went back to the kernel, else 0.  Every cache's
+/* glibc's signature and result: 1 if memory went back to the kernel, else 0.  The kept huge
+ * blocks are unmapped (malloc.c section 1b, through cache.c's reap hook), every cache's
  * magazines and free slabs go back to the heap arena regardless of working sets and every
  * free heap page is decommitted (cache.c section 4); pad (glibc keeps that much at the top
  * of its heap) has no counterpart in an allocator without one heap top, so it is ignored. */
 int malloc_trim(size_t pad)
 {
   (void)pad;
-  return prd__cache_trim() > 0;
+  size_t huge = prd__malloc_huge_cached();   /* given back by the trim's reap hook */
+  return prd__cache_trim() > 0 || huge > 0;
 }
 
 /* ---- C++ (section 2) --------------------------------------------------------------------- */
