@@ -14,6 +14,22 @@ JE=$(find_lib libjemalloc.so.2 libjemalloc.so)
 MI=$(find_lib libmimalloc.so.2 libmimalloc.so)
 TC=$(find_lib libtcmalloc_minimal.so.4 libtcmalloc.so.4 libtcmalloc.so)
 
+# The allocators a script compares, in the order it runs them: glibc, each named peer that is
+# installed (a missing one is skipped and named on stderr), then libprudence-malloc.  Sets
+# names and libs ("-" for glibc), one word each.
+#   peers SCRIPT OURS PEER...     PEER: jemalloc, mimalloc or tcmalloc
+peers() {
+  peers_script=$1 peers_ours=$2
+  shift 2
+  names="glibc" libs="-"
+  for n in "$@"; do
+    case $n in jemalloc) f=$JE ;; mimalloc) f=$MI ;; tcmalloc) f=$TC ;; *) f= ;; esac
+    if [ -n "$f" ]; then names="$names $n" libs="$libs $f"
+    else echo "$peers_script: $n not installed in $bench_libdir: skipped" >&2; fi
+  done
+  names="$names prudence" libs="$libs $peers_ours"
+}
+
 # The benchmark program: BENCH set to $1 when given (--bench PATH), else to this checkout's
 # build/bin/prd-bench (make); exits when it is not there.
 find_bench() {

@@ -25,13 +25,7 @@ done
 bench=$build/bin/prd-bench
 ours=$(cd "$build/lib" && pwd)/libprudence-malloc.so
 [ -x "$bench" ] && [ -f "$ours" ] || { echo "build first (make): $bench, $ours" >&2; exit 2; }
-names="glibc" libs="-"
-for pair in jemalloc:$JE mimalloc:$MI; do
-  n=${pair%%:*} f=${pair#*:}
-  if [ -n "$f" ]; then names="$names $n" libs="$libs $f"
-  else echo "compare-decay: $n not installed in $bench_libdir: skipped" >&2; fi
-done
-names="$names prudence" libs="$libs $ours"
+peers compare-decay "$ours" jemalloc mimalloc
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 nalloc=$(echo $names | wc -w)

@@ -37,13 +37,7 @@ done
 bench=$build/bin/prd-bench
 ours=$(cd "$build/lib" && pwd)/libprudence-malloc.so
 [ -x "$bench" ] && [ -f "$ours" ] || { echo "build first (make): $bench, $ours" >&2; exit 2; }
-names="glibc" libs="-"
-for pair in jemalloc:$JE mimalloc:$MI tcmalloc:$TC; do
-  n=${pair%%:*} f=${pair#*:}
-  if [ -n "$f" ]; then names="$names $n" libs="$libs $f"
-  else echo "compare-malloc: $n not installed in $bench_libdir: skipped" >&2; fi
-done
-names="$names prudence" libs="$libs $ours"
+peers compare-malloc "$ours" jemalloc mimalloc tcmalloc
 workloads="random larson prodcons realloc deferred threads bigloop"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
