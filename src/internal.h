@@ -136,6 +136,9 @@ void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
  * magazine caches are not all made: the front end makes them (the two calls below), then
  * calls again. */
 #define PRD__MAG_NEED_TYPES 1
+/* Per-thread records and CPU-cache arrays mapped so far (a thread that reuses an exited
+ * thread's maps none; tests). */
+uint64_t prd__mag_thread_maps(void);
 int   prd__mag_cache_init(prd_cache_t *cp);
 /* A row of the magazine-size table without its cache: true and what to make (name, buffer
  * size, alignment); false once every row has one. */

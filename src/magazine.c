@@ -357,6 +357,7 @@ static pthread_mutex_t mag_id_lock = PTHREAD_MUTEX_INITIALIZER;
 static prd_tcache_t *mag_threads;          /* the registry */
 static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
 static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
+static _Atomic uint64_t mag_thread_maps;    /* records and CPU-cache arrays mapped (tests) */
 #define MAG_SPARES_MAX 64   /* a burst of up to this many threads starts with no mapping; the
                                records kept for it stay below 64 x (a page + a CPU-cache array) */
 static prd_cache_t **mag_caches;           /* by id; MAG_DYING while a destroy empties it */
@@ -875,6 +876,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
       tc = prd__os_map(PRD_P2ROUNDUP(sizeof(*tc), prd__os_page_size()));
       if (tc == NULL)
         return NULL;
+      atomic_fetch_add_explicit(&mag_thread_maps, 1, memory_order_relaxed);
       pthread_mutex_init(&tc->tc_lock, NULL);
       pthread_mutex_lock(&mag_registry_lock);
     }
@@ -895,6 +897,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     prd_cpu_cache_t *ncc = prd__os_map(bytes);   /* zero-filled: empty CPU caches */
     if (ncc == NULL)
       return NULL;
+    atomic_fetch_add_explicit(&mag_thread_maps, 1, memory_order_relaxed);
     pthread_mutex_lock(&tc->tc_lock);
     prd_cpu_cache_t *old = tc->tc_cc;
     size_t old_bytes = tc->tc_cc_bytes;
@@ -923,6 +926,11 @@ static void tc_flush(prd_tcache_t *tc, bool fold)
     if (cp != NULL)
       cc_empty(cp, &tc->tc_cc[id], true, fold);
   }
+}
+
+uint64_t prd__mag_thread_maps(void)
+{
+  return atomic_load_explicit(&mag_thread_maps, memory_order_relaxed);
 }
 
 /* Takes a flushed record off the registry (mag_registry_lock held, its tc_lock not held) and
