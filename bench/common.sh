@@ -30,6 +30,17 @@ peers() {
   names="$names prudence" libs="$libs $peers_ours"
 }
 
+# The allocator at place I of round R, for the lists peers() made (nalloc: their length):
+# the order rotates by the round, so none always runs first.  Sets n (its name) and pre (its
+# LD_PRELOAD value, empty for glibc).
+#   pick I R
+pick() {
+  pick_k=$(( ($1 + $2) % nalloc + 1 ))
+  n=$(echo $names | cut -d' ' -f$pick_k)
+  pre=$(echo $libs | cut -d' ' -f$pick_k)
+  if [ "$pre" = - ]; then pre=; fi
+}
+
 # The benchmark program: BENCH set to $1 when given (--bench PATH), else to this checkout's
 # build/bin/prd-bench (make); exits when it is not there.
 find_bench() {

@@ -35,9 +35,7 @@ r=0
 while [ $r -lt "$rounds" ]; do
   i=0
   while [ $i -lt "$nalloc" ]; do
-    k=$(( (i + r) % nalloc + 1 ))
-    n=$(echo $names | cut -d' ' -f$k) f=$(echo $libs | cut -d' ' -f$k)
-    if [ "$f" = - ]; then pre=; else pre=$f; fi
+    pick $i $r
     step=$((step + 1))
     progress "round $((r + 1)): $n" $step $steps
     line=$(LD_PRELOAD=$pre "$bench" decay --json "$@")
