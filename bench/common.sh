@@ -15,11 +15,16 @@ MI=$(find_lib libmimalloc.so.2 libmimalloc.so)
 TC=$(find_lib libtcmalloc_minimal.so.4 libtcmalloc.so.4 libtcmalloc.so)
 
 # The allocators a script compares, in the order it runs them: glibc, each named peer that is
-# installed (a missing one is skipped and named on stderr), then libprudence-malloc.  Sets
-# names and libs ("-" for glibc), one word each.
-#   peers SCRIPT OURS PEER...     PEER: jemalloc, mimalloc or tcmalloc
+# installed (a missing one is skipped and named on stderr), then BUILD's libprudence-malloc.
+# Sets bench (BUILD's prd-bench), ours, names and libs ("-" for glibc), one word each; exits
+# when BUILD is not built.
+#   peers SCRIPT BUILD PEER...     PEER: jemalloc, mimalloc or tcmalloc
 peers() {
-  peers_script=$1 peers_ours=$2
+  peers_script=$1
+  bench=$2/bin/prd-bench
+  ours=$(cd "$2/lib" 2>/dev/null && pwd)/libprudence-malloc.so
+  [ -x "$bench" ] && [ -f "$ours" ] || { echo "build first (make): $bench, $ours" >&2; exit 2; }
+  peers_ours=$ours
   shift 2
   names="glibc" libs="-"
   for n in "$@"; do

@@ -22,10 +22,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-bench=$build/bin/prd-bench
-ours=$(cd "$build/lib" && pwd)/libprudence-malloc.so
-[ -x "$bench" ] && [ -f "$ours" ] || { echo "build first (make): $bench, $ours" >&2; exit 2; }
-peers compare-decay "$ours" jemalloc mimalloc
+peers compare-decay "$build" jemalloc mimalloc
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 nalloc=$(echo $names | wc -w)

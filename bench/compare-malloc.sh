@@ -34,10 +34,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-bench=$build/bin/prd-bench
-ours=$(cd "$build/lib" && pwd)/libprudence-malloc.so
-[ -x "$bench" ] && [ -f "$ours" ] || { echo "build first (make): $bench, $ours" >&2; exit 2; }
-peers compare-malloc "$ours" jemalloc mimalloc tcmalloc
+peers compare-malloc "$build" jemalloc mimalloc tcmalloc
 workloads="random larson prodcons realloc deferred threads bigloop"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT

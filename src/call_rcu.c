@@ -245,9 +245,7 @@ static bool worker_start_locked(void)
     return true;
   wrk_running = true;   /* claimed: no second start, and no barrier stands in, meanwhile */
   atomic_store_explicit(&wrk_alive, true, memory_order_release);
-  pthread_mutex_unlock(&wrk_lock);
-  int rc = prd__lthread_start(&wrk_lt);
-  pthread_mutex_lock(&wrk_lock);
+  int rc = prd__lthread_start_unlocked(&wrk_lt, &wrk_lock);
   if (rc == 0)
     return true;
   wrk_running = false;

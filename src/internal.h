@@ -329,6 +329,9 @@ struct prd__lthread {
  * of a run of failures reported).  The caller keeps its running flag clear on failure, so
  * its next need tries again, and must not block waiting for the thread. */
 int   prd__lthread_start(struct prd__lthread *lt);
+/* The same from a caller that holds `held` (its thread's lock, with its start claimed under
+ * it): held is dropped around pthread_create and taken again (thread.c section 2). */
+int   prd__lthread_start_unlocked(struct prd__lthread *lt, pthread_mutex_t *held);
 /* The calling thread is one of the library's. */
 bool  prd__lthread_self(void);
 /* A thread's first magazine or RCU use, and its exit destructor: the count of application

@@ -773,9 +773,7 @@ static bool drv_start_locked(void)
     return true;
   drv_running = true;
   atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
-  pthread_mutex_unlock(&drv_lock);
-  int rc = prd__lthread_start(&drv_lt);
-  pthread_mutex_lock(&drv_lock);
+  int rc = prd__lthread_start_unlocked(&drv_lt, &drv_lock);
   if (rc == 0)
     return true;
   drv_running = false;   /* the next request tries again (thread.c section 2) */

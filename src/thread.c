@@ -1,5 +1,5 @@
 /*
- * thread.c: the library's own threads (the maintenance thread of magazine.c, the grace-period
+ * thread.c: the library's own threads (the maintenance thread of maint.c, the grace-period
  * driver of rcu.c and the call_rcu worker of call_rcu.c): how they start, and when they end.
  *
  * 1. What.  A library never surprises its host: its threads take none of the application's
@@ -12,16 +12,21 @@
  *    the creating thread around pthread_create (a new thread inherits the mask; glibc keeps
  *    its two internal signals), so the application's handlers never run on it and a program
  *    that blocks a signal in all its threads and reads it from a signalfd still gets it.  The
- *    thread names itself (lt_trampoline) and records its id (lt_tid) before it runs.  A failure
- *    (EAGAIN at a thread limit, ENOMEM) returns the error to the caller, which keeps its
- *    "running" flag clear, so the next need tries again: nothing remembers a failure, and
+ *    thread names itself (lt_trampoline) and records its id (lt_tid) before it runs.  No lock
+ *    of the library is held across pthread_create: it allocates (glibc's calloc of the new
+ *    thread's DTV), through this library's malloc when it is preloaded, and that allocation may
+ *    come back to the starting thread's lock.  So a caller claims the start under its lock
+ *    ("running" set) and calls prd__lthread_start_unlocked, which drops that lock around
+ *    pthread_create (maint.c claims with a compare-and-swap and holds no lock).  A failure
+ *    (EAGAIN at a thread limit, ENOMEM) returns the error to the caller, which clears its
+ *    claim, so the next need tries again: nothing remembers a failure, and
  *    the first failure of a run of failures is reported once.  Every need retries (no
  *    backoff): a persistent failure costs one failing pthread_create per need, and a need that
  *    is not retried could leave work behind (a call_rcu callback waits for the next call_rcu,
  *    rcu_barrier or thread exit to retry the worker).  No caller blocks on a thread it could
  *    not start: rcu.c's waiters run the grace period on their own thread, call_rcu.c's
- *    barrier invokes the callbacks itself, and magazine.c runs the maintenance work inline
- *    (its section 9).
+ *    barrier invokes the callbacks itself, and maint.c runs the maintenance work inline on
+ *    the slow paths (its section 2).
  *
  * 3. Ending.  glibc ends the process when its last thread exits (pthread_exit in main, exit(0)
  *    from the last thread), so a library thread that stays would keep a process whose application
@@ -142,6 +147,14 @@ int prd__lthread_start(struct prd__lthread *lt)
   if (atomic_fetch_add_explicit(&lt->lt_failures, 1, memory_order_relaxed) == 0)
     prd__report("cannot create thread %s (%s): retried when next needed", lt->lt_name,
                 strerror(rc));
+  return rc;
+}
+
+int prd__lthread_start_unlocked(struct prd__lthread *lt, pthread_mutex_t *held)
+{
+  pthread_mutex_unlock(held);
+  int rc = prd__lthread_start(lt);
+  pthread_mutex_lock(held);
   return rc;
 }
 
