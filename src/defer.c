@@ -38,8 +38,9 @@
  *      objects need over a grace period on a small machine, about half the 16 MiB
  *      latent-slab bound of defer_latent_max_kb).  The policy is this file's: which state is
  *      safe, the bound, the rule that waits rather than grows (section 4, REFILL).
- *    - Per slab, the latent slab (slab.c section 10): deferred buffers in two generations
- *      tagged with their states, recorded outside the buffers (readers may still read them).
+ *    - Per slab, the latent slab (latent.c, on slab.c section 9): deferred buffers in two
+ *      generations tagged with their states, recorded outside the buffers (readers may still
+ *      read them).
  *    - A cache without magazines (PRD_CACHE_NOMAGAZINE, option magazines=0) or a thread past
  *      its magazines' destructor sends each deferral straight to the latent slabs.
  *

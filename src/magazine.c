@@ -230,18 +230,18 @@
  *    thread is restarted lazily, when the child needs it (maint.c section 5).
  *
  * 12. Lock order:
- *        maint_lock (maint.c) -> mag_reap_lock -> slab_reap_lock -> slab_list_lock
+ *        maint_lock (maint.c) -> mag_reap_lock -> cache_reap_lock -> cache_list_lock
  *          -> mag_registry_lock -> a thread's tc_lock -> cache_lock (user, then internal)
  *          -> mag_id_lock -> dp_lock -> vmem
- *    (slab_reap_lock before the thread caches: a reclaim callback run under it may allocate;
- *    slab_list_lock before the registry: the statistics snapshot reads thread caches under
+ *    (cache_reap_lock before the thread caches: a reclaim callback run under it may allocate;
+ *    cache_list_lock before the registry: the statistics snapshot reads thread caches under
  *    it.  mag_reap_lock is never waited for under the slab locks: the inline maintenance
  *    run only tries it.)
  *    dp_lock and mag_id_lock are held only for list and table operations (nothing is called
  *    under them).  The slow path holds tc_lock across a depot visit and the PRD_NOSLEEP
  *    allocation of a magazine, but calls the slab layer for tier 4 after dropping it (a
  *    PRD_SLEEP allocation may reap, and a reap takes tc_lock).  Statistics take the registry
- *    and each tc_lock (also under slab_list_lock, from the snapshot of stats.c).  Prudence
+ *    and each tc_lock (also under cache_list_lock, from cache.c's statistics snapshot).  Prudence
  *    (defer.c section 8): its visitors take mag_reap_lock -> mag_registry_lock -> tc_lock
  *    (the pre-flush job and the OOM path only try them), its slow paths and the hooks called
  *    under tc_lock take dp_lock or cache_lock (the latent slabs), and its refill calls the
