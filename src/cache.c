@@ -61,7 +61,11 @@
  *    of dirty free heap pages for the next one asks for the maintenance thread
  *    (prd__maint_wake), so a single-threaded program whose slow paths ran one pass inline
  *    (once a maint_interval) gets the rest back while it idles, and one that frees less
- *    stays single-threaded.  It registers no predicate: maint.c asks every job's predicate on
+ *    stays single-threaded.  Two other events ask for it while no thread runs, since a
+ *    program that frees and then idles runs no slow path that would get to a pass: a thread
+ *    that parked more than 8 MiB net in depots (magazine.c section 9), and a large block
+ *    freed to the heap arena while it holds more than DECAY_THREAD_BYTES dirty
+ *    (prd__cache_decay_nudge, from malloc.c).  It registers no predicate: maint.c asks every job's predicate on
  *    each slow path while the thread is not started, and that would be a cost on every
  *    magazine miss.  Nothing of it runs on a hit path.
  *    prd_reap ends with the heap arena's pass in its `all` form, which decommits every free
@@ -510,6 +514,13 @@ static void cache_decay(void *arg)
   (void)prd__vmem_heap_decay(false);
   /* pages left dirty for the next pass: make sure a thread will run it (section 4) */
   if (prd__vmem_heap_dirty() > DECAY_THREAD_BYTES)
+    prd__maint_wake();
+}
+
+void prd__cache_decay_nudge(void)
+{
+  if (prd__opt(decay_ms) != 0 && !prd__maint_running() &&
+      prd__vmem_heap_dirty() > DECAY_THREAD_BYTES)
     prd__maint_wake();
 }
 

@@ -302,6 +302,10 @@ size_t prd__cache_trim(void);
 /* The one holding above the caches that prd_reap and malloc_trim give back too (malloc.c's
  * kept huge blocks), called first, no lock held (cache.c section 5). */
 void  prd__cache_set_reap_hook(void (*fn)(void));
+/* After memory went back to the heap arena outside the caches (malloc.c's large blocks), no
+ * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
+ * more dirty free pages than a thread is worth (cache.c section 4). */
+void  prd__cache_decay_nudge(void);
 /* Whether prd_cache_alloc/free of cp must take the front end's out-of-line path (buffer
  * debugging) instead of the magazine hit path; malloc.c tests it before its own inline hit
  * path.  Caches with Prudence deferrals stay on the hit path (defer.c section 2). */
@@ -381,6 +385,8 @@ void  prd__maint_tick(void);
  * interval); no lock may be held that a job takes.  Inline mode: the work runs if an interval
  * has passed. */
 void  prd__maint_wake(void);
+/* Whether the maintenance thread runs now (a relaxed hint, for callers that ask for it). */
+bool  prd__maint_running(void);
 /* Fork (maint.c section 5): maint_lock first of the magazine layer's locks, released last;
  * in the child the thread is gone and restarts lazily. */
 void  prd__maint_fork_prepare(void);

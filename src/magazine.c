@@ -189,6 +189,14 @@
  *    caller may hold a lock that comes after it, section 12) and skips the interval when a
  *    reap holds it.  A thread's first miss counts it as an application thread (thread.c),
  *    which is what starts the maintenance thread once there are two.
+ *    A process with one thread has no maintenance thread, and its inline work runs only
+ *    from slow paths: one that frees a large structure and then idles would keep the
+ *    freed memory in its depots for good, since nothing runs the decay (cache.c section
+ *    4).  So each thread counts the bytes it parked in depots less those it took back
+ *    (tc_parked, under tc_lock, in the free and allocation misses that move full
+ *    magazines): when that passes MAG_PARK_WAKE_BYTES with decay on, the free miss asks
+ *    for the thread (prd__maint_wake, after tc_lock is dropped, like the poke) and starts
+ *    the count again.  A program whose frees and allocations balance never reaches it.
  *
  * 10. Threads.  A thread's first miss takes a prd_tcache_t and registers it; a TLS destructor
  *    (pthread key) flushes both magazines of every cache to the depot (full and empty ones as
@@ -358,6 +366,10 @@ static prd_tcache_t *mag_threads;          /* the registry */
 static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
 static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
 static _Atomic uint64_t mag_thread_maps;    /* records and CPU-cache arrays mapped (tests) */
+/* Net bytes a thread parks in depots before it asks for the maintenance thread (section 9):
+ * beyond a working set's worth of magazines (37 malloc classes x 2 x 16 KiB is 1.2 MiB), and
+ * small next to what decay is for. */
+#define MAG_PARK_WAKE_BYTES ((int64_t)8 << 20)
 #define MAG_SPARES_MAX 64   /* a burst of up to this many threads starts with no mapping; the
                                records kept for it stay below 64 x (a page + a CPU-cache array) */
 static prd_cache_t **mag_caches;           /* by id; MAG_DYING while a destroy empties it */
@@ -881,6 +893,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
       pthread_mutex_lock(&mag_registry_lock);
     }
     tc->tc_prev = NULL;
+    tc->tc_parked = 0;
     tc->tc_next = mag_threads;
     if (mag_threads != NULL)
       mag_threads->tc_prev = tc;
@@ -1240,9 +1253,10 @@ static void depot_alloc_miss(prd_depot_t *dp)
  * `first`: the miss's first pass, which counts its depot visit and may ask for the wait of
  * section 13 (*wait: the oldest tagged magazine's tag; not counted as a miss then).  *give:
  * an empty magazine of an outgrown size, for the caller to destroy once it holds no lock. */
-static void *alloc_tiers(prd_cache_t *cp, prd_cpu_cache_t *cc, bool first, prd_gp_t *wait,
+static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t *wait,
                          prd_mag_t **give)
 {
+  prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
   prd_depot_t *dp = &cp->cache_depot;
   bool visited = false;
   for (;;) {
@@ -1282,6 +1296,7 @@ static void *alloc_tiers(prd_cache_t *cp, prd_cpu_cache_t *cc, bool first, prd_g
     if (fmp == NULL && (fmp = maglist_get(&dp->dp_full)) != NULL) {
       frounds = fmp->mag_size;
       dp->dp_rounds -= frounds;
+      tc->tc_parked -= (int64_t)frounds * (int64_t)cp->cache_chunksize;   /* section 9 */
     }
     if (fmp == NULL) {
       /* nothing to load: tier 4, or first the wait of section 13 when the layer above's
@@ -1319,7 +1334,7 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
   prd_gp_t wait = 0;
   prd_mag_t *give = NULL;
   pthread_mutex_lock(&tc->tc_lock);
-  void *buf = alloc_tiers(cp, &tc->tc_cc[id], true, &wait, &give);
+  void *buf = alloc_tiers(cp, tc, true, &wait, &give);
   if (wait != 0) {
     /* section 13: the depot's tagged magazines are many and none is safe: the oldest one's
      * grace period, polled for a bounded time by the layer above (mh_depot_wait, no lock
@@ -1331,7 +1346,7 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
     bool over = mag_hooks()->mh_depot_wait(id, wait, flags);
     pthread_mutex_lock(&tc->tc_lock);
     if (over) {
-      buf = alloc_tiers(cp, &tc->tc_cc[id], false, &wait, &give);
+      buf = alloc_tiers(cp, tc, false, &wait, &give);
     } else {   /* not over, or no poll (PRD_NOSLEEP, a read-side section): tier 4 */
       depot_lock(&cp->cache_depot);
       depot_alloc_miss(&cp->cache_depot);
@@ -1371,7 +1386,8 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
   }
   prd__maint_poke();
   prd_depot_t *dp = &cp->cache_depot;
-  bool done = false, visited = false;
+  bool done = false, visited = false, wake = false;
+  uint64_t parked = 0;   /* rounds put into the depot full */
   pthread_mutex_lock(&tc->tc_lock);
   prd_cpu_cache_t *cc = &tc->tc_cc[id];
   for (;;) {
@@ -1419,8 +1435,10 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
         break;
       }
     }
-    if (cc->cc_previous != NULL)
+    if (cc->cc_previous != NULL) {
+      parked += cc->cc_previous->mag_size;
       depot_put_full(dp, cc->cc_previous);
+    }
     uint32_t lat = prd__mag_latent(cc);
     if (cc->cc_lat[1] != NULL)   /* Prudence: the object cache is flushed (Fig. 8 churns) */
       PRD__MAG_COUNT(cc->cc_pcnt[PRD_PC_FLUSHES]);
@@ -1428,6 +1446,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
       /* Prudence, flush sized by the latent count (001 §4.2): the latent objects will be the
        * next loaded magazine once safe, so the full loaded one goes to the depot too and the
        * thread keeps room for them instead of a second full magazine */
+      parked += cc->cc_loaded->mag_size;
       depot_put_full(dp, cc->cc_loaded);
       pthread_mutex_unlock(&dp->dp_lock);
       cc->cc_previous = NULL;
@@ -1440,7 +1459,16 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     pthread_mutex_unlock(&dp->dp_lock);
     cc_reload(cc, emp, r, 0);
   }
+  if (parked != 0) {   /* section 9: memory parked for good in a process with no thread */
+    tc->tc_parked += (int64_t)(parked * cp->cache_chunksize);
+    if (tc->tc_parked > MAG_PARK_WAKE_BYTES && prd__opt(decay_ms) != 0) {
+      tc->tc_parked = 0;
+      wake = true;
+    }
+  }
   pthread_mutex_unlock(&tc->tc_lock);
+  if (wake)
+    prd__maint_wake();
   /* tier 4: no empty magazine could be had: straight to the slab layer */
   if (!done)
     prd__slab_free(cp, buf);

@@ -259,6 +259,11 @@ void prd__maint_wake(void)
     prd__maint_poke();   /* starts it: a new thread runs the jobs at once (the kick is set) */
 }
 
+bool prd__maint_running(void)
+{
+  return atomic_load_explicit(&maint_started, memory_order_relaxed);
+}
+
 /* ---- fork (section 5) ------------------------------------------------------------------------ */
 PRD__FORK_LINK();
 void prd__maint_fork_prepare(void)

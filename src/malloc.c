@@ -1017,6 +1017,10 @@ static PRD_NOINLINE void free_slow(void *ptr)
      * free, whose thread is inside the layers the tick would enter (section 5) */
     if ((e & PM_KIND_MASK) == PM_HUGE && malloc_depth == 0)
       prd__maint_poke();
+    /* pages back in the heap arena: decay wants a thread to run it (cache.c section 4) */
+    else if (((e & PM_KIND_MASK) == PM_LARGE || (e & PM_KIND_MASK) == PM_LARGEX) &&
+             malloc_depth == 0)
+      prd__cache_decay_nudge();
   }
   errno = saved;
 }

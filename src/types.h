@@ -310,6 +310,8 @@ typedef struct prd_tcache {
   _Atomic uint32_t tc_steal;     /* a reaper is taking magazines: use the locked path */
   prd_cpu_cache_t *tc_cc;
   size_t tc_cc_bytes;            /* size of tc_cc's mapping */
+  int64_t tc_parked;             /* bytes this thread put into depots less those it took
+                                  * (under tc_lock; magazine.c section 6: the decay wake) */
   pthread_mutex_t tc_lock;
   struct prd_tcache *tc_next, *tc_prev;   /* the registry (mag_registry_lock) */
 } prd_tcache_t;

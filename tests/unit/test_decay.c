@@ -10,6 +10,10 @@
  *   reap          prd_reap decommits the free heap pages at once (working sets kept)
  *   decay_thread  with decay_ms=500, the maintenance thread gives it back while the
  *                 program sleeps
+ *   decay_alone   the same with one thread: the program frees and sleeps, and no slow path
+ *                 runs the work inline; the memory it parked in depots asks for the thread
+ *                 (magazine.c section 9); and with large blocks (pages of the heap arena,
+ *                 no magazines): their frees ask for it (cache.c section 4)
  *   decay_off     decay_ms=0: nothing is given back without a reap
  *   reuse         a phase of 640-byte blocks, freed, then a phase of 3-KiB blocks: with decay
  *                 the second phase reuses the first one's pages (no new RSS)
@@ -164,6 +168,38 @@ static int case_decay_thread(void)
   return peak >= base + TOTAL / 2 && after <= base + kept + SLACK ? 0 : 1;
 }
 
+static int case_decay_alone(void)
+{
+  static const size_t classes[] = { 64, 640, 2048, 8192, 0 };   /* all through the magazines */
+  if (prd_option_set("decay_ms", "500") != 0)
+    return 2;
+  size_t base = base_rss();
+  alloc_all(classes, TOTAL);
+  size_t peak = rss_bytes();
+  (void)free_all();
+  size_t after = wait_rss(base + SLACK, 20, false);
+  printf("# decay_alone: base %zu MiB, peak %zu MiB, after the delay %zu MiB\n", base / MIB,
+         peak / MIB, after / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && after <= base + SLACK ? 0 : 1;
+}
+
+static int case_decay_alone_big(void)
+{
+  static const size_t big[] = { 48 << 10, 96 << 10, 0 };
+  if (prd_option_set("decay_ms", "500") != 0)
+    return 2;
+  size_t base = base_rss();
+  alloc_all(big, TOTAL);
+  size_t peak = rss_bytes();
+  size_t kept = free_all();
+  size_t after = wait_rss(base + kept + SLACK, 20, false);
+  printf("# decay_alone_big: base %zu MiB, peak %zu MiB, live %zu MiB, after the delay %zu "
+         "MiB\n", base / MIB, peak / MIB, kept / MIB, after / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && after <= base + kept + SLACK ? 0 : 1;
+}
+
 static int case_decay_off(void)
 {
   if (prd_option_set("decay_ms", "0") != 0 || prd_option_set("maint_interval", "100") != 0)
@@ -208,6 +244,14 @@ static void test_decay_thread(void)
 {
   CHECK_EQ(prd_test_bounded(case_decay_thread, "decay_thread", 60), 0);
 }
+static void test_decay_alone(void)
+{
+  CHECK_EQ(prd_test_bounded(case_decay_alone, "decay_alone", 60), 0);
+}
+static void test_decay_alone_big(void)
+{
+  CHECK_EQ(prd_test_bounded(case_decay_alone_big, "decay_alone_big", 60), 0);
+}
 static void test_decay_off(void) { CHECK_EQ(prd_test_bounded(case_decay_off, "decay_off", 60), 0); }
 static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
 
@@ -216,6 +260,8 @@ int main(void)
   RUN(test_trim);
   RUN(test_reap);
   RUN(test_decay_thread);
+  RUN(test_decay_alone);
+  RUN(test_decay_alone_big);
   RUN(test_decay_off);
   RUN(test_reuse);
   return prd_test_done();
