@@ -324,10 +324,12 @@ static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_
     return NULL;
   if (prd__slab_cache_init(cp, name, size, align, ctor, dtor, reclaim, priv, source, flags) !=
       0) {
-    prd__report("prd_cache_create(%s, size %zu, align %zu): no slab layout fits", name, size,
-                align);
+    int err = errno;   /* EINVAL: no layout; ENOSPC: no cache id left (pagemap.c section 3) */
+    prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name, size, align,
+                err == ENOSPC ? "no cache id left (each live memory cache holds one of 65535)"
+                              : "no slab layout fits");
     prd__slab_free(&cache_cache, cp);
-    errno = EINVAL;
+    errno = err;
     return NULL;
   }
   /* the CPU layer in front (magazine.c), once its own caches exist */
@@ -335,7 +337,7 @@ static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_
   if (rc == PRD__MAG_NEED_TYPES)
     rc = cache_mag_types() ? prd__mag_cache_init(cp) : -1;
   if (rc != 0) {
-    pthread_mutex_destroy(&cp->cache_lock);
+    prd__slab_cache_fini(cp);   /* no slab yet: the lock, and the page map's id */
     prd__slab_free(&cache_cache, cp);
     errno = ENOMEM;
     return NULL;
