@@ -21,7 +21,7 @@ FLOORS='
 report
 options
 os
-race thread
+race thread pagemap
 maint rcu
 call_rcu vmem
 debug

@@ -17,11 +17,21 @@
  *                          <-  magazine miss: depot, Prudence's safe latent objects
  *                          <-  slab layer  <-  vmem source  <-  os
  *        prd_cache_free:   [debug checks]  ->  magazine hit  ->  miss: depot  ->  slab layer
- *    The hit paths are the magazine layer's inline ones (magazine.h): this file adds only the
- *    NULL-cache test and one test of cache_flags (prd__cache_slow_front, internal.h) that
- *    sends a debugging cache out of line.  The debug hooks run at the boundary between the
- *    user and the layers, so an object parked in a magazine is free for the checks, and every
- *    object meets them whichever layer below serves it.
+ *    The hit paths are the magazine layer's inline ones (magazine.h): this file adds the
+ *    NULL-cache test, one test of cache_flags (prd__cache_slow_front, internal.h) that sends a
+ *    debugging cache out of line, and on a free the ownership check.
+ *    Ownership (prd_cache_free; prd_cache_free_deferred makes the same check, defer.c): the
+ *    page map's entry for the buffer's granule must name this cache and the buffer must start
+ *    one of its slab's buffers (pagemap.h prd__pm_owns: two dependent loads, a 32-bit compare,
+ *    a multiplication, a rotation and a compare; no load of the slab or the buffer, so a
+ *    foreign, stack or freed-slab address is never read).  Otherwise the free is reported,
+ *    naming the cache the buffer belongs to, no cache, or how far into a buffer it points
+ *    (prd__pm_bad_free), and nothing is touched.  NOTOUCH caches hand out integers, which
+ *    have no entries, and skip it; debugging caches take their own checks (debug.c), which
+ *    find the same misuses through the slab layer's hash.
+ *    The debug hooks run at the boundary between the user and the layers, so an object
+ *    parked in a magazine is free for the checks, and every object meets them whichever
+ *    layer below serves it.
  *    Deferred frees (prd_cache_free_deferred) enter Prudence directly (defer.c): its latent
  *    generations live in the same CPU caches.
  *
@@ -103,6 +113,7 @@
 
 #include "internal.h"
 #include "magazine.h"
+#include "pagemap.h"
 
 #define PRD_CACHE_MAX_BUF (1ul << 30)   /* larger objects do not belong in a cache */
 #define PRD_LIVE_LISTED   16   /* live buffers listed at cache destroy (as vmem's leaks):
@@ -220,8 +231,15 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
     return;
   }
-  if (prd_unlikely(prd__cache_slow_front(cp))) {
-    cache_free_slow(cp, buf);
+  /* one flag test: buffer debugging (checks of its own, out of line), or NOTOUCH (integers,
+   * not in the page map); else the ownership check (section 2) */
+  if (prd_unlikely(cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH))) {
+    if (cp->cache_flags & PRD_CF_DEBUG) {
+      cache_free_slow(cp, buf);
+      return;
+    }
+  } else if (prd_unlikely(!prd__pm_owns(cp, buf))) {
+    prd__pm_bad_free(cp, buf, "free");
     return;
   }
   prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
@@ -328,10 +346,12 @@ static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_
     return NULL;
   if (prd__slab_cache_init(cp, name, size, align, ctor, dtor, reclaim, priv, source, flags) !=
       0) {
-    prd__report("prd_cache_create(%s, size %zu, align %zu): no slab layout fits", name, size,
-                align);
+    int err = errno;   /* EINVAL: no layout; ENOSPC: no cache id left (pagemap.c section 3) */
+    prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name, size, align,
+                err == ENOSPC ? "no cache id left (each live memory cache holds one of 65535)"
+                              : "no slab layout fits");
     prd__slab_free(&cache_cache, cp);
-    errno = EINVAL;
+    errno = err;
     return NULL;
   }
   /* the CPU layer in front (magazine.c), once its own caches exist */
@@ -339,7 +359,7 @@ static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_
   if (rc == PRD__MAG_NEED_TYPES)
     rc = cache_mag_types() ? prd__mag_cache_init(cp) : -1;
   if (rc != 0) {
-    pthread_mutex_destroy(&cp->cache_lock);
+    prd__slab_cache_fini(cp);   /* no slab yet: the lock, and the page map's id */
     prd__slab_free(&cache_cache, cp);
     errno = ENOMEM;
     return NULL;

@@ -203,6 +203,7 @@
 #include "annotate.h"
 #include "internal.h"
 #include "magazine.h"
+#include "pagemap.h"
 
 #define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer: its stack array (8 KiB) */
 
@@ -807,6 +808,13 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
     return;
   if (prd_unlikely(cp == NULL)) {
     prd__error("prd_cache_free_deferred: NULL cache for buffer %p (ignored)", buf);
+    return;
+  }
+  /* ownership first (as prd_cache_free, cache.c section 2): nothing below reads a buffer, its
+   * slab record or its memory before the page map said it is one of this cache's */
+  if (prd_likely(!(cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH))) &&
+      prd_unlikely(!prd__pm_owns(cp, buf))) {
+    prd__pm_bad_free(cp, buf, "deferred free");
     return;
   }
   if (cp->cache_flags & PRD_CF_DEFERHEAD) {

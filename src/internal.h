@@ -127,8 +127,9 @@ void  prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg);
 void  prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 /* Checks the invariants of the cache's slab layer; returns the number broken (reported). */
 int   prd__cache_check(prd_cache_t *cp);
-/* Sets the slab hook of a cache that has no slab yet (malloc.c's page map). */
-void  prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn);
+/* Sets the tag byte of a cache's page-map entries (malloc.c: its class index + 1), before
+ * the cache has a slab. */
+void  prd__slab_set_pm_tag(prd_cache_t *cp, uint32_t tag);
 
 /* ---- magazine.c: the CPU layer (fast paths in magazine.h) ------------------------------- */
 /* Gives cp its CPU layer (unless NOMAGAZINE or internal): a depot and a magazine id; -1 when
@@ -392,6 +393,29 @@ bool  prd__maint_running(void);
 void  prd__maint_fork_prepare(void);
 void  prd__maint_fork_release(void);
 void  prd__maint_fork_child(void);
+
+/* ---- pagemap.c: address -> owner (lookups inline in pagemap.h) ------------------------ */
+/* The slot of a's granule, its leaf made if needed; NULL with no memory for a leaf. */
+_Atomic uintptr_t *prd__pm_slot_make(uintptr_t a);
+/* Sets every granule of [base, base + size) to v (0 clears); false, with nothing set, when a
+ * leaf could not be had. */
+bool  prd__pm_set_range(uintptr_t base, size_t size, uintptr_t v);
+/* A slab of cp at base, size bytes, its first buffer at base + first: its entries set (false,
+ * none set, when a leaf could not be had), and cleared. */
+bool  prd__pm_slab_set(const prd_cache_t *cp, void *base, size_t size, size_t first);
+void  prd__pm_slab_clear(void *base, size_t size);
+/* Fills in cp's cache_pm_inv and cache_pm_shift from its chunk size. */
+void  prd__pm_chunk_inverse(prd_cache_t *cp);
+/* A cache id for cp (1 .. 65535), or 0 with ENOSPC when all are taken; given back at the
+ * cache's end.  The name of the live cache with an id (NULL: none). */
+uint32_t prd__pm_id_take(const prd_cache_t *cp);
+void  prd__pm_id_give(uint32_t id);
+const char *prd__pm_id_name(uint32_t id);
+/* Tests: hand out ids up to n only (0: all of them). */
+void  prd__pm_id_set_limit(uint32_t n);
+/* Reports (prd__error) that `what` ("free", "deferred free") of buf for cp was refused: buf
+ * is another cache's, no cache's, or inside a buffer of cp. */
+void  prd__pm_bad_free(const prd_cache_t *cp, const void *buf, const char *what) PRD_COLD;
 
 /* ---- os.c: the only file that talks to the kernel about memory ------------------------ */
 size_t prd__os_page_size(void);

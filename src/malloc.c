@@ -1,6 +1,6 @@
 /*
  * malloc.c: the malloc family over object caches (seed 002 §3.1 kmem_alloc, seed 004 libumem),
- * the page map (seed 003 §3.3.4), big blocks from vmem and from the OS.
+ * found again by the page map (pagemap.c; seed 003 §3.3.4), big blocks from vmem and the OS.
  *
  * 1. What.  prd_malloc and its family serve any size without a cache argument, the way
  *    kmem_alloc serves the kernel from about 30 caches (002 §3.1) and libumem's malloc serves
@@ -63,40 +63,33 @@
  *    two magazines per class, 37 classes, at most about 1.2 MiB per thread, most classes far
  *    less; 4 KiB left the depot visits, 32 KiB gained nothing measurable.
  *
- * 3. The page map (seed 003 §3.3.4, Figure 6: "a two-level scheme using a sparse array").
- *    free(ptr) has no size, so the allocator must find what owns ptr from the address alone,
- *    and must recognize pointers it does not own.  The map covers the 48-bit user address
- *    space in 4 KiB granules (36 bits of granule number) with two levels of 2^18: a static
- *    root of 2^18 leaf pointers (2 MiB of .bss, untouched until used, so it exists before
- *    any constructor runs) and leaves of 2^18 entries (2 MiB each, mapped by os.c when a
- *    granule of their 1 GiB first becomes ours, never freed; the kernel backs only the
- *    pages of a leaf that are written, 8 bytes per 4 KiB granule).  Lookup is two dependent
- *    loads, no lock.  Entries exist only for granules the allocator owns:
- *      - every granule of a slab of a class cache holds PM_CLASS, the class index + 1 (bits
- *        8..15; every other entry has 0 there, which names a sentinel class of limit 0, so
- *        free's start test below rejects them without testing the kind first) and the signed
- *        offset of the slab's first buffer from the granule (bits 32..63);
- *        the slab layer tells us through the cache's slab hook when a slab is created (before
- *        its buffers are handed out, with the slab's color) and destroyed (before its memory
- *        goes back to the arena), so malloc keeps no slab bookkeeping of its own.  When no leaf
- *        can be mapped for a new slab, the hook says so and the slab layer does not make
- *        the slab (that allocation fails with ENOMEM, the next one tries again): every slab
- *        of a class is in the map, and no failure is remembered.  free checks
+ * 3. The page map (pagemap.c, below the slab layer; seed 003 §3.3.4).  free(ptr) has no
+ *    size, so free finds what owns ptr from the address alone, in the page map every memory
+ *    cache's slabs are in (two dependent loads, no lock; pagemap.c sections 1, 4).  This
+ *    file's entries in it:
+ *      - a class cache's slab: the slab layer's entry (kind PM_CLASS = PRD_PM_SLAB, the
+ *        cache's id, the signed offset of the slab's first buffer from the granule in bits
+ *        32..63) with the class index + 1 as the cache's tag byte (bits 8..15; set once at
+ *        start-up, prd__slab_set_pm_tag, before the class has a slab).  Every other entry has
+ *        0 there, which names a sentinel class of limit 0, so free's start test below rejects
+ *        them without testing the kind first; a slab entry with tag 0 is a buffer of a cache
+ *        of prd_cache_create's, reported as such.  The slab layer sets the entries before a
+ *        slab's buffers are handed out and clears them before its memory goes back, and does
+ *        not make a slab whose entries cannot be set (slab.c section 7), so every slab of a
+ *        class is in the map and malloc keeps no slab bookkeeping of its own.  free checks
  *        that a pointer starts a buffer from the entry and the class table alone: offset from
  *        the first buffer below chunks * chunk and a multiple of the chunk (a multiplication,
- *        a rotation and one compare, class_start_ok), without reading the slab's prd_slab_t,
- *        which the first version did: on a free of another thread's block that load was a
- *        cache miss, half of prd_free's samples in the larson workload;
+ *        a rotation and one compare, mclass_start_ok with the cache's own constants copied
+ *        into the class's line), without reading the slab's prd_slab_t, which the first
+ *        version did: on a free of another thread's block that load was a cache miss, half of
+ *        prd_free's samples in the larson workload;
  *      - the first granule of a large or huge block holds (pages << 16) | kind, kind one of
- *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c).
- *    Memory ordering.  A leaf is published with a release compare-and-swap into the root,
- *    which pairs with the acquire load of every lookup, so a reader that sees the leaf
- *    pointer sees the leaf's (zero) contents.  An entry is stored with release and read with
- *    acquire; in a correct program the stronger edge is the user's own: the pointer reached
- *    the freeing thread after malloc returned it, and malloc returned it after the entry was
- *    stored (the slab hook runs before the slab is linked under cache_lock).  Clearing a
- *    big block's entry is an atomic exchange, so two racing frees of one block cannot both
- *    free it: the loser sees 0 and reports a double free.
+ *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c);
+ *        the boot area's granules hold PM_BOOT (section 5).
+ *    Memory ordering (beyond pagemap.c section 4's): a big block's entry is stored with
+ *    release after the block is ready and read with acquire; clearing it is an atomic
+ *    exchange, so two racing frees of one block cannot both free it: the loser sees 0 and
+ *    reports a double free.
  *
  * 4. Bad input (docs/api.md).  A pointer with no entry, or not at the start of a buffer of
  *    its class (checked against the slab's geometry), is reported with prd__error naming the
@@ -164,7 +157,7 @@
  *
  * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
  *    hc_lock is a leaf: nothing is called under it (its unmaps and mremaps run after it is
- *    dropped).  The page map has no lock.
+ *    dropped).  The page map (pagemap.c) has no lock.
  *
  * 8. The hit paths.  prd_malloc and prd_free run the CPU layer's tier 1 inline, in its plain
  *    form (magazine.h prd__mag_alloc_plain / prd__mag_free_plain: no membarrier-mode or tool
@@ -193,6 +186,7 @@
 
 #include "internal.h"
 #include "magazine.h"
+#include "pagemap.h"
 
 /* ---- size classes (section 2) ------------------------------------------------------------ */
 #define MC_NCLASSES    37
@@ -234,93 +228,21 @@ static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < si
 static _Atomic uint32_t malloc_hit1[MC_TAB1];
 static _Atomic uint32_t malloc_hit2[MC_TAB2];
 
-/* ---- the page map (section 3) ------------------------------------------------------------ */
-#define PM_GRANULE_SHIFT 12
-#define PM_LEAF_BITS     18
-#define PM_ROOT_BITS     18       /* 12 + 18 + 18 = 48 address bits */
-#define PM_LEAF_N        ((size_t)1 << PM_LEAF_BITS)
-#define PM_ROOT_N        ((size_t)1 << PM_ROOT_BITS)
-#define PM_KIND_MASK     0xfu
-enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4, PM_CLASS = 5 };
-#define PM_CLASS_SHIFT 8          /* a class entry: the class index + 1 in bits 8..15 (0 in any
-                                   * other entry) */
-#define PM_FIRST_SHIFT 32         /* and the first buffer's offset from the granule above */
+/* ---- the page map's entries of this file (section 3; the map is pagemap.c's) ------------- */
+#define PM_KIND_MASK     PRD_PM_KIND_MASK
+enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4, PM_CLASS = PRD_PM_SLAB };
+#define PM_CLASS_SHIFT PRD_PM_TAG_SHIFT   /* a class's slab entry: the class index + 1 in its
+                                           * tag byte (0 in any other entry) */
 #define PM_BIG_SHIFT   16         /* a big block's entry: its pages from bit 16 up */
 
-typedef _Atomic uintptr_t pm_entry_t;
-static pm_entry_t *_Atomic pm_root[PM_ROOT_N];
-
-static inline pm_entry_t *pm_leaf(uintptr_t a)
+/* A class buffer's entry: a slab entry whose tag byte names a class (another cache's slab
+ * entry has kind PM_CLASS and tag 0). */
+static inline bool pm_is_class(uintptr_t e)
 {
-  if (prd_unlikely(a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS)))
-    return NULL;
-  /* acquire: pairs with the release CAS in pm_leaf_make */
-  return atomic_load_explicit(&pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)],
-                              memory_order_acquire);
+  return (e & PM_KIND_MASK) == PM_CLASS && ((e >> PM_CLASS_SHIFT) & 0xffu) != 0;
 }
 
-static inline pm_entry_t *pm_slot(uintptr_t a, pm_entry_t *leaf)
-{
-  return &leaf[(a >> PM_GRANULE_SHIFT) & (PM_LEAF_N - 1)];
-}
-
-/* The entry of the granule holding a (0: not ours). */
-static inline uintptr_t pm_get(const void *p)
-{
-  uintptr_t a = (uintptr_t)p;
-  pm_entry_t *leaf = pm_leaf(a);
-  if (prd_unlikely(leaf == NULL))
-    return 0;
-  return atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
-}
-
-/* The slot of a's granule, making its leaf if needed; NULL when no memory for a leaf. */
-static pm_entry_t *pm_slot_make(uintptr_t a)
-{
-  if (a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS))
-    return NULL;
-  pm_entry_t *_Atomic *rootp = &pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)];
-  pm_entry_t *leaf = atomic_load_explicit(rootp, memory_order_acquire);
-  if (leaf == NULL) {
-    pm_entry_t *fresh = prd__os_map(PM_LEAF_N * sizeof(pm_entry_t));
-    if (fresh == NULL)
-      return NULL;
-    leaf = NULL;
-    /* release: the leaf's contents before its address (pairs with pm_leaf's acquire) */
-    if (atomic_compare_exchange_strong_explicit(rootp, &leaf, fresh, memory_order_acq_rel,
-                                                memory_order_acquire))
-      leaf = fresh;
-    else
-      prd__os_unmap(fresh, PM_LEAF_N * sizeof(pm_entry_t));   /* another thread won */
-  }
-  return pm_slot(a, leaf);
-}
-
-/* Sets the entries of every granule of [base, base + size) to v (0 clears).  false when a
- * leaf could not be had (only when setting: clearing finds the leaves that setting made). */
-static bool pm_set_range(uintptr_t base, size_t size, uintptr_t v)
-{
-  bool ok = true;
-  for (uintptr_t a = base; a < base + size; a += (uintptr_t)1 << PM_GRANULE_SHIFT) {
-    pm_entry_t *slot = pm_slot_make(a);
-    if (slot == NULL) {
-      ok = false;
-      continue;
-    }
-    atomic_store_explicit(slot, v, memory_order_release);
-  }
-  return ok;
-}
-
-/* The entry of a granule g of a slab of class c whose first buffer is at `first`. */
-static inline uintptr_t pm_class_entry(uint32_t c, uintptr_t g, uintptr_t first)
-{
-  uint32_t rel = (uint32_t)(int32_t)(intptr_t)(first - g);
-  return ((uintptr_t)rel << PM_FIRST_SHIFT) | ((uintptr_t)(c + 1) << PM_CLASS_SHIFT) | PM_CLASS;
-}
-
-/* The class index of a class entry, and the address of the first buffer of its slab for an
- * address a in its granule (the offset is signed: granules after the first lie above it). */
+/* The class index of a class entry. */
 static inline uint32_t pm_class_of(uintptr_t e)
 {
   return ((uint32_t)(e >> PM_CLASS_SHIFT) & 0xffu) - 1;
@@ -330,12 +252,6 @@ static inline uint32_t pm_class_of(uintptr_t e)
 static inline const prd_mclass_t *pm_mclass(uintptr_t e)
 {
   return &malloc_cls[(e >> PM_CLASS_SHIFT) & 0xffu];
-}
-
-static inline uintptr_t pm_first_of(uintptr_t e, uintptr_t a)
-{
-  intptr_t rel = (int32_t)(uint32_t)(e >> PM_FIRST_SHIFT);
-  return (a & ~(((uintptr_t)1 << PM_GRANULE_SHIFT) - 1)) + (uintptr_t)rel;
 }
 
 /* Sets the hit id of class c in its entry and in every size slot of the tables that names
@@ -349,34 +265,6 @@ static void class_set_hitid(uint32_t c, uint32_t id)
   for (uint32_t i = 0; i < MC_TAB2; i++)
     if (malloc_tab2[i] == c)
       atomic_store_explicit(&malloc_hit2[i], id, memory_order_seq_cst);
-}
-
-/* The slab hook of every class cache (slab.c calls it; section 3): each granule of the slab
- * gets the class and where the slab's first buffer is, so that free checks a pointer against
- * the slab's geometry without reading the slab (its prd_slab_t is a cache miss on another
- * thread's free). */
-static bool malloc_slab_hook(prd_cache_t *cp, void *base, size_t size, size_t first,
-                             bool created)
-{
-  uint32_t c = 0;
-  while (c < MC_NCLASSES && malloc_class[c].mc_cache != cp)
-    c++;
-  PRD_ASSERT(c < MC_NCLASSES);
-  uintptr_t b = (uintptr_t)base;
-  uintptr_t g;
-  for (g = b; g < b + size; g += (uintptr_t)1 << PM_GRANULE_SHIFT) {
-    pm_entry_t *slot = pm_slot_make(g);
-    if (slot == NULL)
-      break;   /* only when creating: destroying finds the leaves that creating made */
-    atomic_store_explicit(slot, created ? pm_class_entry(c, g, b + first) : 0,
-                          memory_order_release);
-  }
-  if (g >= b + size)
-    return true;
-  /* no memory for a leaf: the entries made are cleared and the slab is not made (slab.c),
-   * so every slab of a class is in the page map and the next allocation tries again */
-  (void)pm_set_range(b, (size_t)(g - b), 0);
-  return false;
 }
 
 /* ---- start-up (section 5) ---------------------------------------------------------------- */
@@ -449,7 +337,7 @@ static bool malloc_start(void)
 {
   prd__init();
   malloc_page = prd__os_page_size();
-  if (!pm_set_range((uintptr_t)malloc_boot, MALLOC_BOOT_SIZE, PM_BOOT))
+  if (!prd__pm_set_range((uintptr_t)malloc_boot, MALLOC_BOOT_SIZE, PM_BOOT))
     return false;
   malloc_classes_build();
   malloc_heap = prd_heap_arena();
@@ -478,16 +366,13 @@ static bool malloc_start(void)
                                        NULL, NULL, NULL, NULL, NULL, 0);
     if (cp == NULL)
       return false;
-    uint32_t d = (uint32_t)cp->cache_chunksize, j = (uint32_t)__builtin_ctz(d), m = d >> j;
-    uint32_t inv = m;   /* Newton's iteration doubles the correct low bits: 3, 6, ... 48 */
-    for (int k = 0; k < 4; k++)
-      inv *= 2u - m * inv;
-    PRD_ASSERT(m * inv == 1u && cp->cache_chunks * cp->cache_chunksize < ((size_t)1 << 31));
-    malloc_class[i].mc_inv = inv;
-    malloc_class[i].mc_shift = j;
+    /* the start test's constants are the cache's own (pagemap.c), copied into the class's
+     * line so that free reads only that (section 3) */
+    malloc_class[i].mc_inv = cp->cache_pm_inv;
+    malloc_class[i].mc_shift = cp->cache_pm_shift;
     malloc_class[i].mc_chunks = (uint32_t)cp->cache_chunks;
     malloc_class[i].mc_cache = cp;
-    prd__cache_set_slab_hook(cp, malloc_slab_hook);
+    prd__slab_set_pm_tag(cp, i + 1);
     prd__mag_set_min_rounds(cp, MALLOC_MAG_BYTES / malloc_class[i].mc_size);
   }
   return true;
@@ -573,7 +458,7 @@ static inline void malloc_leave(void)
  * magazine layer has started (so prd__mag_plain has its final value): when the layer's plain
  * hit path applies (membarrier, no tools), the cache takes the ordinary front end (no buffer
  * debugging: fixed at creation) and it has magazines.  Every slab of a class is in the page
- * map (a slab whose entries cannot be made is not made: malloc_slab_hook), so nothing turns
+ * map (a slab whose entries cannot be made is not made: slab.c section 7), so nothing turns
  * the path off again. */
 static PRD_NOINLINE void class_enable(uint32_t c)
 {
@@ -851,7 +736,7 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
     errno = ENOMEM;
     return NULL;
   }
-  pm_entry_t *slot = pm_slot_make((uintptr_t)p);
+  prd_pm_entry_t *slot = prd__pm_slot_make((uintptr_t)p);
   if (slot == NULL) {
     if (kind == PM_HUGE)
       prd__os_unmap(p, bytes);
@@ -899,21 +784,13 @@ static void *malloc_aligned(size_t size, size_t align)
 }
 
 /* ---- free and lookups ----------------------------------------------------------------------- */
-/* Whether address a, in a granule whose class entry is e, starts a buffer of its slab: its
- * offset x from the slab's first buffer (mod 2^32) is a multiple of the chunk d = m * 2^j (m
- * odd) and below chunks * d, in one compare: exact division by a multiplicative inverse
- * (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994,
- * section 9; as compilers test x % d == 0): rotating x * inv(m) (mod 2^32) right by j gives
- * x / d when d divides x, and otherwise a value above (2^32 - 1) / d, which is at least
- * chunks because a slab's chunks * d is below 2^31 (asserted at start-up); an offset below
- * the first buffer wraps to 2^32 - (less than a granule), whose quotient is far above chunks
- * too.  So index < chunks means "starts a buffer of this slab".  Any entry may be passed: one
- * that is not a class's names the sentinel, whose chunks 0 fail. */
+/* Whether address a, in a granule whose class entry is e, starts a buffer of its slab
+ * (pagemap.h prd__pm_start_ok: a multiplication, a rotation, one compare), with the class's
+ * copy of its cache's constants.  Any entry may be passed: one that is not a class's names
+ * the sentinel, whose chunks 0 fail. */
 static inline bool mclass_start_ok(const prd_mclass_t *mc, uintptr_t e, uintptr_t a)
 {
-  uint32_t x = (uint32_t)(a - pm_first_of(e, a)) * mc->mc_inv;
-  uint32_t j = mc->mc_shift;
-  return prd_likely(((x >> j) | (x << ((32u - j) & 31u))) < mc->mc_chunks);
+  return prd__pm_start_ok(e, a, mc->mc_inv, mc->mc_shift, mc->mc_chunks);
 }
 
 static inline bool class_start_ok(uintptr_t e, uintptr_t a)
@@ -931,15 +808,27 @@ static PRD_NOINLINE PRD_COLD void malloc_bad(const char *fn, const void *p, cons
   prd__error("%s(%p): %s (not touched)", fn, p, why);
 }
 
+/* p is in a slab of an object cache that is not malloc's (prd_cache_create's). */
+static PRD_NOINLINE PRD_COLD void malloc_bad_cache(const char *fn, const void *p, uintptr_t e)
+{
+  const char *name = prd__pm_id_name(prd__pm_id_of(e));
+  prd__error("%s(%p): in a slab of cache %s, not a malloc block (not touched)", fn, p,
+             name != NULL ? name : "(destroyed)");
+}
+
 /* What p is, for free/realloc/usable_size: its entry, or 0 after a report. */
 static inline uintptr_t malloc_owner(const char *fn, const void *p)
 {
-  uintptr_t e = pm_get(p);
+  uintptr_t e = prd__pm_get(p);
   if (prd_unlikely(e == 0)) {
     malloc_bad(fn, p, "not allocated by prudence, or freed already");
     return 0;
   }
   if ((e & PM_KIND_MASK) == PM_CLASS) {
+    if (prd_unlikely(!pm_is_class(e))) {
+      malloc_bad_cache(fn, p, e);
+      return 0;
+    }
     if (prd_unlikely(!class_start_ok(e, (uintptr_t)p))) {
       malloc_bad(fn, p, "inside a block, not at its start");
       return 0;
@@ -964,7 +853,7 @@ static void big_free(const char *fn, void *p, uintptr_t e)
 static void big_free_in(const char *fn, void *p, uintptr_t e)
 {
   uintptr_t a = (uintptr_t)p;
-  pm_entry_t *slot = pm_slot(a, pm_leaf(a));
+  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_leaf(a));
   /* the exchange makes one of two racing frees of the block the loser (section 3) */
   if (atomic_exchange_explicit(slot, 0, memory_order_acq_rel) != e) {
     malloc_bad(fn, p, "freed twice (concurrently)");
@@ -1055,12 +944,12 @@ void prd_free(void *ptr)
 {
   uintptr_t a = (uintptr_t)ptr;
   /* one test for NULL (a - 1 wraps) and for addresses beyond the map */
-  if (prd_likely(((a - 1) >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS)) == 0)) {
-    /* acquire: pairs with the release CAS in pm_slot_make (as pm_leaf) */
-    pm_entry_t *leaf = atomic_load_explicit(&pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)],
-                                            memory_order_acquire);
+  if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0)) {
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
+    prd_pm_entry_t *leaf = atomic_load_explicit(
+        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
     if (prd_likely(leaf != NULL)) {
-      uintptr_t e = atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
       /* a class entry whose slab starts a buffer at ptr (the sentinel's limit fails every
        * other entry, section 3) */
       const prd_mclass_t *mc = pm_mclass(e);
@@ -1108,7 +997,7 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
 {
   size_t old = big_bytes(e);
   uintptr_t a = (uintptr_t)ptr;
-  pm_entry_t *slot = pm_slot(a, pm_leaf(a));
+  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_leaf(a));
   uintptr_t ne = ((uintptr_t)(bytes / malloc_page) << PM_BIG_SHIFT) | PM_HUGE;
   if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
     /* the compare-and-swap makes a racing free of the block (a user error) see a changed
@@ -1122,7 +1011,7 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
   void *to = prd__os_map(bytes);
   if (to == NULL)
     return NULL;
-  pm_entry_t *nslot = pm_slot_make((uintptr_t)to);
+  prd_pm_entry_t *nslot = prd__pm_slot_make((uintptr_t)to);
   if (nslot == NULL) {
     prd__os_unmap(to, bytes);
     errno = ENOMEM;
@@ -1192,13 +1081,13 @@ void *prd_realloc(void *ptr, size_t size)
    * its pages (a string grown a few bytes at a time).  One test for NULL and the map's
    * bounds, as prd_free; anything else takes the full path below. */
   uintptr_t a = (uintptr_t)ptr;
-  if (prd_likely(((a - 1) >> (PM_GRANULE_SHIFT + PM_LEAF_BITS + PM_ROOT_BITS)) == 0) &&
+  if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0) &&
       prd_likely(size != 0)) {
-    /* acquire: pairs with the release CAS in pm_slot_make (as pm_leaf) */
-    pm_entry_t *leaf = atomic_load_explicit(&pm_root[a >> (PM_GRANULE_SHIFT + PM_LEAF_BITS)],
-                                            memory_order_acquire);
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
+    prd_pm_entry_t *leaf = atomic_load_explicit(
+        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
     if (prd_likely(leaf != NULL)) {
-      uintptr_t e = atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
       uint32_t kind = e & PM_KIND_MASK;
       if (kind == PM_CLASS) {
         if (size <= MC_MAX && class_start_ok(e, a) && malloc_class_index(size) == pm_class_of(e))
@@ -1351,13 +1240,13 @@ size_t prd__malloc_class_size(unsigned i)
 
 uintptr_t prd__malloc_pm_entry(const void *p)
 {
-  return pm_get(p);
+  return prd__pm_get(p);
 }
 
 prd_cache_t *prd__malloc_pm_cache(const void *p)
 {
-  uintptr_t e = pm_get(p);
-  return (e & PM_KIND_MASK) == PM_CLASS ? class_cache_of(e) : NULL;
+  uintptr_t e = prd__pm_get(p);
+  return pm_is_class(e) ? class_cache_of(e) : NULL;
 }
 
 /* ---- fork (section 6) ---------------------------------------------------------------------- */

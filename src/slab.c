@@ -84,10 +84,14 @@
  *    user's boundary run in the front end (cache.c).  Objects are annotated for valgrind's
  *    memcheck and ASan when they leave (prd__slab_alloc) and come back (prd__slab_free), by
  *    the helpers of annotate.h that every layer shares.
- *    Hooks: a cache's slab hook (malloc.c's page map) is called when a slab is created,
- *    before any of its buffers is handed out, and when it is destroyed, before its memory
- *    goes back; the out-of-memory hook (section 6) is cache.c's, the latent slabs' two
- *    hooks (section 9) are latent.c's.
+ *    The page map (pagemap.c, below this layer) has every slab of a memory cache: its
+ *    entries are set when the slab is created, before any of its buffers is handed out (a
+ *    slab whose entries cannot be set is not made: that allocation fails, the next tries
+ *    again), and cleared when it is destroyed, before its memory goes back; each names the
+ *    cache by the id it took at creation (prd__slab_cache_init; given back in
+ *    prd__slab_cache_fini).  So a memory cache's slab is whole pages, aligned to the page.
+ *    Hooks: the out-of-memory hook (section 6) is cache.c's, the latent slabs' two hooks
+ *    (section 9) are latent.c's.
  *
  * 8. Locking.  cache_lock protects a cache's slab layer: lists, slabs, hash, statistics.
  *    Order (cache.c's reap and list locks come before it, cache.c section 7):
@@ -124,6 +128,7 @@
 #include "annotate.h"
 #include "hash.h"
 #include "internal.h"
+#include "pagemap.h"
 #include "slab.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
@@ -296,11 +301,10 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
     bcp->bc_next = *listp;
     *listp = bcp;
   }
-  /* before any of its buffers can be handed out; no memory for the hook's records: the slab
-   * is undone as when a bufctl is missing (before the debug layer has touched it), so no
-   * slab lives unknown to the layer above */
-  if (cp->cache_slab_hook != NULL &&
-      !cp->cache_slab_hook(cp, base, cp->cache_slabsize, color, true)) {
+  /* in the page map before any of its buffers can be handed out; no memory for a leaf: the
+   * slab is undone as when a bufctl is missing (before the debug layer has touched it), so
+   * every slab of a memory cache is in the map (pagemap.c section 2) */
+  if (cp->cache_pm_tag != 0 && !prd__pm_slab_set(cp, base, cp->cache_slabsize, color)) {
     if (large) {
       slab_free_bufctls(cp, *listp);
       prd__slab_free(&slab_slab_cache, sp);
@@ -319,8 +323,8 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 {
   char *base = sp->slab_base;
   prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* the dtor and the source touch it */
-  if (cp->cache_slab_hook != NULL)   /* while the memory is still this cache's */
-    (void)cp->cache_slab_hook(cp, base, cp->cache_slabsize, sp->slab_color, false);
+  if (cp->cache_pm_tag != 0)   /* out of the page map while the memory is still this cache's */
+    prd__pm_slab_clear(base, cp->cache_slabsize);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
       cp->cache_dtor(prd__slab_bufctl_buf(cp, bcp), cp->cache_private);
@@ -721,7 +725,9 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
       slabsize += unit;
     avail = slabsize;
     cp->cache_slab_align = PRD_MAX(align, q);
-    if (f & (PRD_CACHE_UNMAP | PRD_CACHE_PAGEBUF))
+    /* a memory cache's slab is whole granules of the page map (pagemap.c section 1), which
+     * UNMAP and PAGEBUF need anyway; an integer cache's is its quantum */
+    if (!notouch)
       cp->cache_slab_align = PRD_MAX(cp->cache_slab_align, page);
   }
   size_t chunks = avail / chunk;
@@ -783,8 +789,18 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
   cp->cache_reclaim = reclaim;
   cp->cache_private = priv;
   cp->cache_source = source;
-  if (cache_layout(cp, size, align) != 0)
+  if (cache_layout(cp, size, align) != 0) {
+    errno = EINVAL;
     return -1;
+  }
+  /* a memory cache's slabs are in the page map under its id (pagemap.c sections 2, 3) */
+  if (!(flags & PRD_CACHE_NOTOUCH)) {
+    uint32_t id = prd__pm_id_take(cp);
+    if (id == 0)
+      return -1;   /* ENOSPC */
+    cp->cache_pm_tag = (id << PRD_PM_ID_SHIFT) | PRD_PM_SLAB;
+    prd__pm_chunk_inverse(cp);
+  }
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
   pthread_mutex_init(&cp->cache_lock, NULL);
   link_init(&cp->cache_full);
@@ -866,13 +882,15 @@ void prd__slab_cache_fini(prd_cache_t *cp)
     prd__debug_unmap_flush(cp);
   prd__hash_table_unmap(cp->cache_hash, cp->cache_hash_mask + 1, cp->cache_hash0);
   pthread_mutex_destroy(&cp->cache_lock);
+  /* every slab's entries are cleared: the id is free for another cache */
+  prd__pm_id_give((cp->cache_pm_tag >> PRD_PM_ID_SHIFT) & 0xffffu);
 }
 
-void prd__cache_set_slab_hook(prd_cache_t *cp, prd__slab_hook_fn *fn)
+void prd__slab_set_pm_tag(prd_cache_t *cp, uint32_t tag)
 {
   pthread_mutex_lock(&cp->cache_lock);
-  PRD_ASSERT(cp->cache_slab_creates == 0);
-  cp->cache_slab_hook = fn;
+  PRD_ASSERT(cp->cache_slab_creates == 0 && cp->cache_pm_tag != 0 && tag != 0 && tag <= 0xffu);
+  cp->cache_pm_tag |= tag << PRD_PM_TAG_SHIFT;
   pthread_mutex_unlock(&cp->cache_lock);
 }
 

@@ -122,13 +122,6 @@ typedef struct prd_slab_link {
 
 typedef struct prd_slab prd_slab_t;
 
-/* A layer above is told of each slab of a cache: created (memory [base, base + size) now
- * holds the cache's buffers, the first at base + first) or destroyed (its memory is about to
- * go back to the source).  false on creation: no memory for the hook's own records; the
- * slab is then not made (the allocation fails with ENOMEM and the next one tries again). */
-typedef bool prd__slab_hook_fn(prd_cache_t *cp, void *base, size_t size, size_t first,
-                               bool created);
-
 /* A buffer's control.  For the small layout only bc_next exists: it is the last word of the
  * free buffer (seed 002 3.2.2).  For the large layout it is a separate structure from an
  * internal cache, and sits in the cache's hash table for its slab's whole life. */
@@ -321,6 +314,12 @@ struct prd_cache {
   char cache_name[PRD_CACHE_NAME_MAX];
   uint32_t cache_flags;          /* PRD_CACHE_* | PRD_CF_*: one word, one test (seed 002 6) */
   uint32_t cache_chunks;         /* buffers per slab */
+  /* the page map (pagemap.c section 2): the low 32 bits of this cache's slab entries (kind,
+   * owner's tag byte, id; 0 for NOTOUCH caches, which have none), and the chunk as m << shift,
+   * m odd, with m's inverse mod 2^32, for prd__pm_start_ok */
+  uint32_t cache_pm_tag;
+  uint32_t cache_pm_inv;
+  uint32_t cache_pm_shift;
   size_t cache_bufsize;          /* object size asked for */
   size_t cache_align;
   size_t cache_chunksize;        /* distance between buffers */
@@ -362,9 +361,6 @@ struct prd_cache {
   uint64_t cache_bufs_inuse, cache_bufs_total;
 
   /* -- the layers above the slab layer (magazine.c, defer.c) add their fields here ------- */
-  /* malloc.c: told of every slab created (before its buffers are handed out) and destroyed
-   * (before its memory goes back), so that the page map names the cache of each page */
-  prd__slab_hook_fn *cache_slab_hook;
   /* defer.c (Prudence).  Latent slabs: under cache_lock, with the slab fields above. */
   prd_slab_link_t cache_latent;  /* slabs with deferred buffers, by first deferral (FIFO) */
   uint64_t cache_lat_slab_objs;  /* deferred buffers in latent slabs now (stored atomically:
