@@ -44,6 +44,32 @@
  *    map a fresh block (or the job wait a wake-up) while one is kept, a stale true only takes
  *    the lock and finds nothing, so no ordering is needed beyond the mutex's.
  *
+ * 1c. Guarded big blocks (PRUDENCE_DEBUG=redzone or all, option hardened; fixed at start-up
+ *    in malloc_guard).  A class block's overrun is caught by its cache's redzone (debug.c);
+ *    a big block has no cache, so it carries its own checks (big_guard_*):
+ *
+ *       p                        p + size               tag        guard page
+ *       +------------------------+----------------------+----------+----------------+
+ *       | the caller's bytes     | 0xbb up to the tag   | size, ck | PROT_NONE      |
+ *       +------------------------+----------------------+----------+----------------+
+ *       |<------------- data pages: size + 16 rounded up ------->|<--- one page -->|
+ *
+ *    A write past the end inside the data pages changes the 0xbb bytes or the tag and is
+ *    reported at free and at realloc ("malloc: write past the end of block P (size N) at
+ *    offset K", K the first changed byte); one past the data pages faults at once on the
+ *    guard page.  The tag (the size and a check word: the size XOR the block's address XOR
+ *    a constant) keeps the requested size, which malloc_usable_size returns, so a program
+ *    that writes up to the usable size does not trip the check; a tag that does not check
+ *    out is itself reported as a write past the end.  The page map's entry counts the guard
+ *    page, so free gives back the whole range; the guard is made accessible again first, so
+ *    neither the heap arena nor the huge-block cache ever holds a protected page.  realloc
+ *    keeps such a block in place while the new size fits its data pages and is more than
+ *    half of them (the tail and tag rewritten), else copies: mremap is not used for them,
+ *    and a kept huge block taken for one is trimmed to exactly its data and guard pages, so
+ *    the guard always follows the data.  A guard page that cannot be made (mprotect fails:
+ *    the kernel's limit on mappings) fails that allocation with ENOMEM after a report;
+ *    there is no unguarded fallback.
+ *
  * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
  *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
  *    request just above a class boundary b gets the next class c <= 5b/4, so at most
@@ -388,6 +414,7 @@ static _Atomic int malloc_state;          /* 0 not yet (or the last attempt fail
 static _Thread_local bool malloc_in_init; /* this thread is initializing */
 static size_t malloc_page;
 static prd_vmem_t *malloc_heap;
+static bool malloc_guard;         /* big blocks have a checked tail and a guard page (1c) */
 static void hc_job(void *arg);   /* the huge-block cache's maintenance job (section 1b) */
 static bool hc_job_needs(void);
 
@@ -455,6 +482,7 @@ static bool malloc_start(void)
   malloc_heap = prd_heap_arena();
   if (malloc_heap == NULL)
     return false;
+  malloc_guard = (prd__opt(debug) & PRD_CACHE_REDZONE) != 0 || prd__opt(hardened) != 0;
   static bool hc_job_registered;   /* under malloc_init_lock */
   if (!hc_job_registered) {
     hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs) == 0;
@@ -804,6 +832,82 @@ void prd__malloc_huge_trim(void)
   errno = saved;
 }
 
+/* ---- guarded big blocks (section 1c) ------------------------------------------------------ */
+#define BG_TAG   16u                       /* the tag: the size and its check word */
+#define BG_BYTE  0xbb                      /* the tail between the size and the tag */
+#define BG_CHECK 0x5a17ab1e0ddba11ull      /* mixed into the check word */
+
+typedef struct big_tag {
+  uint64_t bt_size;
+  uint64_t bt_check;   /* bt_size ^ the block's address ^ BG_CHECK */
+} big_tag_t;
+
+/* The bytes of a guarded block's data pages (its entry's pages less the guard). */
+static inline size_t big_guard_data(size_t bytes)
+{
+  return bytes - malloc_page;
+}
+
+/* Writes the tail pattern and the tag of a guarded block of `size` bytes at p. */
+static void big_guard_tail(void *p, size_t size, size_t bytes)
+{
+  size_t data = big_guard_data(bytes);
+  memset((char *)p + size, BG_BYTE, data - BG_TAG - size);
+  big_tag_t t = { size, size ^ (uint64_t)(uintptr_t)p ^ BG_CHECK };
+  memcpy((char *)p + data - BG_TAG, &t, sizeof(t));
+}
+
+/* The requested size of a guarded block, from its tag; SIZE_MAX when the tag was written. */
+static size_t big_guard_size(const void *p, size_t bytes)
+{
+  size_t data = big_guard_data(bytes);
+  big_tag_t t;
+  memcpy(&t, (const char *)p + data - BG_TAG, sizeof(t));
+  if ((t.bt_size ^ (uint64_t)(uintptr_t)p ^ BG_CHECK) != t.bt_check || t.bt_size > data - BG_TAG)
+    return SIZE_MAX;
+  return (size_t)t.bt_size;
+}
+
+/* Checks a guarded block's tail and tag; reports the first changed byte.  Whether intact. */
+static bool big_guard_check(const char *fn, const void *p, size_t bytes)
+{
+  size_t data = big_guard_data(bytes);
+  size_t size = big_guard_size(p, bytes);
+  if (size == SIZE_MAX) {
+    prd__error("malloc: write past the end of block %p at offset %zu (%s: its size tag at the "
+               "end of its last page is overwritten)", p, data - BG_TAG, fn);
+    return false;
+  }
+  const unsigned char *b = p;
+  for (size_t k = size; k < data - BG_TAG; k++)
+    if (b[k] != BG_BYTE) {
+      prd__error("malloc: write past the end of block %p (size %zu) at offset %zu (%s: 0x%02x "
+                 "where 0x%02x belongs)", p, size, k, fn, b[k], BG_BYTE);
+      return false;
+    }
+  return true;
+}
+
+/* Makes the guard page of a new block of `bytes` at p and writes its tail; false (after a
+ * report) when the kernel would not protect the page. */
+static bool big_guard_make(void *p, size_t size, size_t bytes)
+{
+  big_guard_tail(p, size, bytes);
+  if (prd__os_protect_none((char *)p + big_guard_data(bytes), malloc_page) == 0)
+    return true;
+  prd__report("malloc: no guard page for a block of %zu bytes (mprotect failed: the "
+              "kernel's limit on mappings?): the allocation fails", size);
+  prd__report_done();
+  return false;
+}
+
+/* Makes a guarded block's guard page accessible again before its range is given back;
+ * false when the kernel refused (the caller keeps the range out of the heap arena). */
+static bool big_guard_drop(void *p, size_t bytes)
+{
+  return prd__os_protect_rw((char *)p + big_guard_data(bytes), malloc_page) == 0;
+}
+
 /* A big block: pages from the heap arena, or its own mapping above the threshold; its bytes
  * zeroed when `zero` (calloc) unless they are a fresh mapping's. */
 static void *malloc_big_in(size_t size, size_t align, bool zero);
@@ -818,11 +922,13 @@ static PRD_NOINLINE void *malloc_big(size_t size, size_t align, bool zero)
 
 static void *malloc_big_in(size_t size, size_t align, bool zero)
 {
-  if (size > (size_t)PTRDIFF_MAX - malloc_page) {
+  if (size > (size_t)PTRDIFF_MAX - 3 * malloc_page) {
     errno = ENOMEM;
     return NULL;
   }
   size_t bytes = PRD_P2ROUNDUP(size, malloc_page);
+  if (malloc_guard)   /* the tag, then the guard page (section 1c) */
+    bytes = PRD_P2ROUNDUP(size + BG_TAG, malloc_page) + malloc_page;
   uintptr_t kind;
   void *p;
   bool fresh = false;
@@ -831,8 +937,14 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
     kind = PM_HUGE;
     size_t got;
     p = hc_take(bytes, align > malloc_page ? align : malloc_page, &got);
+    if (p != NULL && malloc_guard && got > bytes &&
+        prd__os_remap(p, got, bytes, false) == NULL) {   /* a shrink: in place */
+      prd__os_unmap(p, got);
+      p = NULL;
+    }
     if (p != NULL) {
-      bytes = got;
+      if (!malloc_guard)
+        bytes = got;   /* a guarded block is trimmed: its guard follows its data */
     } else {
       fresh = true;
       p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
@@ -864,6 +976,17 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
   }
   if (zero && !fresh)
     memset(p, 0, size);
+  if (malloc_guard && !big_guard_make(p, size, bytes)) {
+    (void)big_guard_drop(p, bytes);   /* the tail is written, the guard maybe half made */
+    if (kind == PM_HUGE)
+      prd__os_unmap(p, bytes);
+    else if (kind == PM_LARGEX)
+      prd_vmem_xfree(malloc_heap, p, bytes);
+    else
+      prd_vmem_free(malloc_heap, p, bytes);
+    errno = ENOMEM;
+    return NULL;
+  }
   size_t npages = bytes / malloc_page;
   atomic_store_explicit(slot, ((uintptr_t)npages << PM_BIG_SHIFT) | kind, memory_order_release);
   return p;
@@ -971,6 +1094,16 @@ static void big_free_in(const char *fn, void *p, uintptr_t e)
     return;
   }
   size_t bytes = big_bytes(e);
+  if (malloc_guard) {
+    (void)big_guard_check(fn, p, bytes);
+    if (!big_guard_drop(p, bytes)) {
+      /* a protected page must not go back to the arena or the huge-block cache */
+      prd__report("%s(%p): the guard page could not be made accessible again: the block's "
+                  "%zu bytes are kept out of use", fn, p, bytes);
+      prd__report_done();
+      return;
+    }
+  }
   switch (e & PM_KIND_MASK) {
   case PM_HUGE:
     if (!hc_put(p, bytes))
@@ -1002,6 +1135,10 @@ static size_t entry_usable(const void *p, uintptr_t e)
     /* bootstrap blocks: up to the end of the area (their sizes are not kept) */
     return (size_t)(malloc_boot + MALLOC_BOOT_SIZE - (const char *)p);
   default:
+    if (malloc_guard) {   /* the size asked for (section 1c); a broken tag: up to it */
+      size_t n = big_guard_size(p, big_bytes(e));
+      return n != SIZE_MAX ? n : big_guard_data(big_bytes(e)) - BG_TAG;
+    }
     return big_bytes(e);
   }
 }
@@ -1158,14 +1295,25 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
     /* in place while the class does not change (section 1) */
     if (size <= old && malloc_class_index(size) == pm_class_of(e))
       return ptr;
+  } else if (kind != PM_BOOT && malloc_guard) {
+    /* in place while it fits the data pages and fills more than half of them (1c) */
+    size_t bytes = big_bytes(e), data = big_guard_data(bytes);
+    if (size > MC_MAX && size <= data - BG_TAG && size > data / 2 &&
+        big_guard_check("realloc", ptr, bytes)) {
+      big_guard_tail(ptr, size, bytes);
+      return ptr;
+    }
   } else if (kind != PM_BOOT && size > MC_MAX && size <= old && size > old / 2) {
     return ptr;   /* a big block shrinking by less than half keeps its pages */
   }
   size_t want = size;
-  if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old)
-    want = old + old / 2;   /* a growing big block: room for the next steps (section 1) */
+  /* a growing big block: room for the next steps (section 1); not a guarded one, whose
+   * usable size is the size asked for (section 1c) */
+  if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old && !malloc_guard)
+    want = old + old / 2;
   long huge = prd__opt(malloc_mmap_threshold);
-  if (kind == PM_HUGE && huge > 0 && size >= (size_t)huge && want <= (size_t)PTRDIFF_MAX) {
+  if (kind == PM_HUGE && huge > 0 && size >= (size_t)huge && want <= (size_t)PTRDIFF_MAX &&
+      !malloc_guard) {
     bool bad = false;
     void *np = huge_resize(ptr, e, PRD_P2ROUNDUP(want, malloc_page), &bad);
     if (np != NULL || bad)
@@ -1201,7 +1349,7 @@ void *prd_realloc(void *ptr, size_t size)
           return ptr;
       } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {
         size_t old = big_bytes(e);
-        if (size > MC_MAX && size <= old && size > old / 2)
+        if (size > MC_MAX && size <= old && size > old / 2 && !malloc_guard)
           return ptr;
       }
     }
