@@ -48,27 +48,33 @@
  *    in malloc_guard).  A class block's overrun is caught by its cache's redzone (debug.c);
  *    a big block has no cache, so it carries its own checks (big_guard_*):
  *
- *       p                        p + size               tag        guard page
- *       +------------------------+----------------------+----------+----------------+
- *       | the caller's bytes     | 0xbb up to the tag   | size, ck | PROT_NONE      |
- *       +------------------------+----------------------+----------+----------------+
- *       |<------------- data pages: size + 16 rounded up ------->|<--- one page -->|
+ *       p                     p + size              size tag   p + data               end tag
+ *       +---------------------+---------------------+----------+-------------------+-----+
+ *       | the caller's bytes  | 0xbb up to the tag  | size, ck | guard: read-only  | d,ck|
+ *       +---------------------+---------------------+----------+-------------------+-----+
+ *       |<------ data pages: size + 16 rounded up (d) -------->|<- one page or more ---->|
  *
- *    A write past the end inside the data pages changes the 0xbb bytes or the tag and is
- *    reported at free and at realloc ("malloc: write past the end of block P (size N) at
- *    offset K", K the first changed byte); one past the data pages faults at once on the
- *    guard page.  The tag (the size and a check word: the size XOR the block's address XOR
- *    a constant) keeps the requested size, which malloc_usable_size returns, so a program
- *    that writes up to the usable size does not trip the check; a tag that does not check
- *    out is itself reported as a write past the end.  The page map's entry counts the guard
- *    page, so free gives back the whole range; the guard is made accessible again first, so
- *    neither the heap arena nor the huge-block cache ever holds a protected page.  realloc
- *    keeps such a block in place while the new size fits its data pages and is more than
- *    half of them (the tail and tag rewritten), else copies: mremap is not used for them,
- *    and a kept huge block taken for one is trimmed to exactly its data and guard pages, so
- *    the guard always follows the data.  A guard page that cannot be made (mprotect fails:
- *    the kernel's limit on mappings) fails that allocation with ENOMEM after a report;
- *    there is no unguarded fallback.
+ *    A write past the end inside the data pages changes the 0xbb bytes or the size tag and
+ *    is reported at free and at realloc ("malloc: write past the end of block P (size N) at
+ *    offset K", K the first changed byte); a write past the data pages faults at once on the
+ *    guard.  The size tag (the size and a check word: the size XOR the block's address XOR a
+ *    constant) keeps the requested size, which malloc_usable_size returns, so a program that
+ *    writes up to the usable size does not trip the check; a size tag that does not check
+ *    out is itself reported as a write past the end.  The guard is the page after the data
+ *    pages and the block's last page, both read-only rather than inaccessible because the
+ *    last 16 bytes, the end tag, say where the data pages end: a kept huge block larger than
+ *    the request is used whole (the pages between the two stay writable, unused), instead
+ *    of being split or trimmed, which in a loop of big blocks turned reuse into unmaps and
+ *    new page faults.  So a write running past the data pages faults, a read does not.  The page map's entry counts the guard, so free gives back the
+ *    whole range; the guard is made writable again first, so neither the heap arena nor the
+ *    huge-block cache ever holds a protected page.  realloc keeps such a block in place
+ *    while the new size fits its data pages and is more than half of them (the tail and
+ *    size tag rewritten: no system call); a growing one gets its room as any big block
+ *    (section 1), as data pages whose tail starts at the size asked for; a huge one is
+ *    resized by mremap with its guard made writable first (one mapping again, as mremap
+ *    needs) and made anew at the new end.  A guard that cannot be made (mprotect fails: the
+ *    kernel's limit on mappings) fails that allocation with ENOMEM after a report; there is
+ *    no unguarded fallback.
  *
  * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
  *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
@@ -833,67 +839,109 @@ void prd__malloc_huge_trim(void)
 }
 
 /* ---- guarded big blocks (section 1c) ------------------------------------------------------ */
-#define BG_TAG   16u                       /* the tag: the size and its check word */
-#define BG_BYTE  0xbb                      /* the tail between the size and the tag */
-#define BG_CHECK 0x5a17ab1e0ddba11ull      /* mixed into the check word */
+#define BG_TAG   16u                       /* a tag: a value and its check word */
+#define BG_BYTE  0xbb                      /* the tail between the size and the size tag */
+#define BG_CHECK 0x5a17ab1e0ddba11ull      /* mixed into the check words */
 
 typedef struct big_tag {
-  uint64_t bt_size;
-  uint64_t bt_check;   /* bt_size ^ the block's address ^ BG_CHECK */
+  uint64_t bt_value;
+  uint64_t bt_check;   /* bt_value ^ the block's address ^ the salt ^ BG_CHECK */
 } big_tag_t;
 
-/* The bytes of a guarded block's data pages (its entry's pages less the guard). */
-static inline size_t big_guard_data(size_t bytes)
+static inline void big_tag_put(void *at, const void *p, uint64_t v, uint64_t salt)
 {
-  return bytes - malloc_page;
+  big_tag_t t = { v, v ^ (uint64_t)(uintptr_t)p ^ salt ^ BG_CHECK };
+  memcpy(at, &t, sizeof(t));
 }
 
-/* Writes the tail pattern and the tag of a guarded block of `size` bytes at p. */
-static void big_guard_tail(void *p, size_t size, size_t bytes)
+/* A tag's value, or UINT64_MAX when its check word does not match. */
+static inline uint64_t big_tag_get(const void *at, const void *p, uint64_t salt)
 {
-  size_t data = big_guard_data(bytes);
-  memset((char *)p + size, BG_BYTE, data - BG_TAG - size);
-  big_tag_t t = { size, size ^ (uint64_t)(uintptr_t)p ^ BG_CHECK };
-  memcpy((char *)p + data - BG_TAG, &t, sizeof(t));
-}
-
-/* The requested size of a guarded block, from its tag; SIZE_MAX when the tag was written. */
-static size_t big_guard_size(const void *p, size_t bytes)
-{
-  size_t data = big_guard_data(bytes);
   big_tag_t t;
-  memcpy(&t, (const char *)p + data - BG_TAG, sizeof(t));
-  if ((t.bt_size ^ (uint64_t)(uintptr_t)p ^ BG_CHECK) != t.bt_check || t.bt_size > data - BG_TAG)
-    return SIZE_MAX;
-  return (size_t)t.bt_size;
+  memcpy(&t, at, sizeof(t));
+  return (t.bt_value ^ (uint64_t)(uintptr_t)p ^ salt ^ BG_CHECK) == t.bt_check ? t.bt_value
+                                                                                 : UINT64_MAX;
 }
 
-/* Checks a guarded block's tail and tag; reports the first changed byte.  Whether intact. */
-static bool big_guard_check(const char *fn, const void *p, size_t bytes)
+/* The data pages' bytes of a guarded block of `bytes` at p, from the end tag in the last
+ * 16 bytes of its (read-only) guard; the guard is then [data, bytes).  A tag the kernel kept
+ * read-only can only be wrong if the program changed the protection: reported, and the
+ * smallest guard (one page) assumed. */
+static size_t big_guard_data(const void *p, size_t bytes)
 {
-  size_t data = big_guard_data(bytes);
-  size_t size = big_guard_size(p, bytes);
+  uint64_t d = big_tag_get((const char *)p + bytes - BG_TAG, p, bytes);
+  if (d == UINT64_MAX || d > bytes - malloc_page || d % malloc_page != 0 || d < malloc_page) {
+    prd__error("malloc: the guard of block %p is overwritten (its protection was changed)", p);
+    return bytes - malloc_page;
+  }
+  return (size_t)d;
+}
+
+/* Writes the tail pattern and the size tag of a guarded block of `size` bytes at p whose
+ * data pages hold `data` bytes. */
+static void big_guard_tail(void *p, size_t size, size_t data)
+{
+  memset((char *)p + size, BG_BYTE, data - BG_TAG - size);
+  big_tag_put((char *)p + data - BG_TAG, p, size, 0);
+}
+
+/* The requested size of a guarded block, from its size tag; SIZE_MAX when the tag was
+ * written over. */
+static size_t big_guard_size(const void *p, size_t data)
+{
+  uint64_t n = big_tag_get((const char *)p + data - BG_TAG, p, 0);
+  return n == UINT64_MAX || n > data - BG_TAG ? SIZE_MAX : (size_t)n;
+}
+
+/* Checks that bytes [k, end) of a guarded block of `size` bytes still hold the tail
+ * pattern, reporting the first changed one; whether they did. */
+static bool big_guard_range(const char *fn, const void *p, size_t size, size_t k, size_t end)
+{
+  const unsigned char *b = p;
+  const uint64_t w8 = 0x0101010101010101ull * BG_BYTE;
+  while (k < end && (k & 7) != 0 && b[k] == BG_BYTE)
+    k++;
+  while (k + 8 <= end) {   /* a word at a time while it matches */
+    uint64_t w;
+    memcpy(&w, b + k, sizeof(w));
+    if (w != w8)
+      break;
+    k += 8;
+  }
+  while (k < end && b[k] == BG_BYTE)
+    k++;
+  if (k == end)
+    return true;
+  prd__error("malloc: write past the end of block %p (size %zu) at offset %zu (%s: 0x%02x "
+             "where 0x%02x belongs)", p, size, k, fn, b[k], BG_BYTE);
+  return false;
+}
+
+/* Checks a guarded block's tail and size tag, reporting the first changed byte; whether
+ * they were intact. */
+static bool big_guard_check(const char *fn, const void *p, size_t data)
+{
+  size_t size = big_guard_size(p, data);
   if (size == SIZE_MAX) {
     prd__error("malloc: write past the end of block %p at offset %zu (%s: its size tag at the "
                "end of its last page is overwritten)", p, data - BG_TAG, fn);
     return false;
   }
-  const unsigned char *b = p;
-  for (size_t k = size; k < data - BG_TAG; k++)
-    if (b[k] != BG_BYTE) {
-      prd__error("malloc: write past the end of block %p (size %zu) at offset %zu (%s: 0x%02x "
-                 "where 0x%02x belongs)", p, size, k, fn, b[k], BG_BYTE);
-      return false;
-    }
-  return true;
+  return big_guard_range(fn, p, size, size, data - BG_TAG);
 }
 
-/* Makes the guard page of a new block of `bytes` at p and writes its tail; false (after a
- * report) when the kernel would not protect the page. */
-static bool big_guard_make(void *p, size_t size, size_t bytes)
+/* Makes the guard of a block of `bytes` at p whose first `data` bytes are its data pages,
+ * after writing its tail, its size tag and (while the guard is still writable) its end tag:
+ * the page after the data and the last page read-only (the pages between, a kept block's
+ * surplus, stay as they are: protecting them would cost a page-table walk over resident
+ * memory at every malloc and free); false (after a report) when the kernel would not. */
+static bool big_guard_make(void *p, size_t size, size_t data, size_t bytes)
 {
-  big_guard_tail(p, size, bytes);
-  if (prd__os_protect_none((char *)p + big_guard_data(bytes), malloc_page) == 0)
+  big_guard_tail(p, size, data);
+  big_tag_put((char *)p + bytes - BG_TAG, p, data, bytes);
+  if (prd__os_protect_ro((char *)p + data, malloc_page) == 0 &&
+      (bytes - data == malloc_page ||
+       prd__os_protect_ro((char *)p + bytes - malloc_page, malloc_page) == 0))
     return true;
   prd__report("malloc: no guard page for a block of %zu bytes (mprotect failed: the "
               "kernel's limit on mappings?): the allocation fails", size);
@@ -901,11 +949,13 @@ static bool big_guard_make(void *p, size_t size, size_t bytes)
   return false;
 }
 
-/* Makes a guarded block's guard page accessible again before its range is given back;
- * false when the kernel refused (the caller keeps the range out of the heap arena). */
-static bool big_guard_drop(void *p, size_t bytes)
+/* Makes a guarded block's guard pages writable again before its range is given back or
+ * resized; false when the kernel refused (the caller keeps the range out of use). */
+static bool big_guard_drop(void *p, size_t data, size_t bytes)
 {
-  return prd__os_protect_rw((char *)p + big_guard_data(bytes), malloc_page) == 0;
+  return prd__os_protect_rw((char *)p + data, malloc_page) == 0 &&
+         (bytes - data == malloc_page ||
+          prd__os_protect_rw((char *)p + bytes - malloc_page, malloc_page) == 0);
 }
 
 /* A big block: pages from the heap arena, or its own mapping above the threshold; its bytes
@@ -937,14 +987,8 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
     kind = PM_HUGE;
     size_t got;
     p = hc_take(bytes, align > malloc_page ? align : malloc_page, &got);
-    if (p != NULL && malloc_guard && got > bytes &&
-        prd__os_remap(p, got, bytes, false) == NULL) {   /* a shrink: in place */
-      prd__os_unmap(p, got);
-      p = NULL;
-    }
     if (p != NULL) {
-      if (!malloc_guard)
-        bytes = got;   /* a guarded block is trimmed: its guard follows its data */
+      bytes = got;
     } else {
       fresh = true;
       p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
@@ -976,8 +1020,9 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
   }
   if (zero && !fresh)
     memset(p, 0, size);
-  if (malloc_guard && !big_guard_make(p, size, bytes)) {
-    (void)big_guard_drop(p, bytes);   /* the tail is written, the guard maybe half made */
+  size_t data = PRD_P2ROUNDUP(size + BG_TAG, malloc_page);   /* when guarded (1c) */
+  if (malloc_guard && !big_guard_make(p, size, data, bytes)) {
+    (void)big_guard_drop(p, data, bytes);   /* the guard may be half made */
     if (kind == PM_HUGE)
       prd__os_unmap(p, bytes);
     else if (kind == PM_LARGEX)
@@ -1095,8 +1140,9 @@ static void big_free_in(const char *fn, void *p, uintptr_t e)
   }
   size_t bytes = big_bytes(e);
   if (malloc_guard) {
-    (void)big_guard_check(fn, p, bytes);
-    if (!big_guard_drop(p, bytes)) {
+    size_t data = big_guard_data(p, bytes);
+    (void)big_guard_check(fn, p, data);
+    if (!big_guard_drop(p, data, bytes)) {
       /* a protected page must not go back to the arena or the huge-block cache */
       prd__report("%s(%p): the guard page could not be made accessible again: the block's "
                   "%zu bytes are kept out of use", fn, p, bytes);
@@ -1136,8 +1182,8 @@ static size_t entry_usable(const void *p, uintptr_t e)
     return (size_t)(malloc_boot + MALLOC_BOOT_SIZE - (const char *)p);
   default:
     if (malloc_guard) {   /* the size asked for (section 1c); a broken tag: up to it */
-      size_t n = big_guard_size(p, big_bytes(e));
-      return n != SIZE_MAX ? n : big_guard_data(big_bytes(e)) - BG_TAG;
+      size_t data = big_guard_data(p, big_bytes(e)), n = big_guard_size(p, data);
+      return n != SIZE_MAX ? n : data - BG_TAG;
     }
     return big_bytes(e);
   }
@@ -1276,6 +1322,29 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
   return to;
 }
 
+/* huge_resize for a guarded block (section 1c): the guard page is made accessible (so the
+ * mapping is one again, as mremap needs), the mapping resized to data pages for `want`
+ * bytes and a guard, then the tail, with `size` in the tag, and the guard are made at the new
+ * end.  NULL when it could not be resized (the block unchanged, its guard made again; a
+ * block freed meanwhile: *bad, as huge_resize): the caller copies instead. */
+static void *huge_resize_guarded(void *ptr, uintptr_t e, size_t size, size_t want, bool *bad)
+{
+  size_t old = big_bytes(e), odata = big_guard_data(ptr, old);
+  size_t data = PRD_P2ROUNDUP(want + BG_TAG, malloc_page), bytes = data + malloc_page;
+  if (!big_guard_check("realloc", ptr, odata) || !big_guard_drop(ptr, odata, old))
+    return NULL;
+  void *np = huge_resize(ptr, e, bytes, bad);
+  if (np == NULL) {
+    if (!*bad)
+      (void)big_guard_make(ptr, big_guard_size(ptr, odata), odata, old);
+    return NULL;
+  }
+  /* a guard that cannot be made is reported (and ends the process unless abort_on_error=0);
+   * the block itself is sound and is returned */
+  (void)big_guard_make(np, size, data, bytes);
+  return np;
+}
+
 static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
 {
   if (ptr == NULL)
@@ -1297,33 +1366,40 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
       return ptr;
   } else if (kind != PM_BOOT && malloc_guard) {
     /* in place while it fits the data pages and fills more than half of them (1c) */
-    size_t bytes = big_bytes(e), data = big_guard_data(bytes);
-    if (size > MC_MAX && size <= data - BG_TAG && size > data / 2 &&
-        big_guard_check("realloc", ptr, bytes)) {
-      big_guard_tail(ptr, size, bytes);
+    /* a growth checks the bytes it hands over, the rest of the tail is checked at free (a
+     * string grown a few bytes at a time costs no scan of its room); a shrink checks all */
+    size_t data = big_guard_data(ptr, big_bytes(e)), osize = big_guard_size(ptr, data);
+    if (size > MC_MAX && size <= data - BG_TAG && size > data / 2 && osize != SIZE_MAX &&
+        (size <= osize ? big_guard_check("realloc", ptr, data)
+                       : big_guard_range("realloc", ptr, osize, osize, size))) {
+      if (size < osize)
+        memset((char *)ptr + size, BG_BYTE, osize - size);
+      big_tag_put((char *)ptr + data - BG_TAG, ptr, size, 0);
       return ptr;
     }
   } else if (kind != PM_BOOT && size > MC_MAX && size <= old && size > old / 2) {
     return ptr;   /* a big block shrinking by less than half keeps its pages */
   }
   size_t want = size;
-  /* a growing big block: room for the next steps (section 1); not a guarded one, whose
-   * usable size is the size asked for (section 1c) */
-  if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old && !malloc_guard)
-    want = old + old / 2;
+  if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old)
+    want = old + old / 2;   /* a growing big block: room for the next steps (section 1) */
   long huge = prd__opt(malloc_mmap_threshold);
-  if (kind == PM_HUGE && huge > 0 && size >= (size_t)huge && want <= (size_t)PTRDIFF_MAX &&
-      !malloc_guard) {
+  if (kind == PM_HUGE && huge > 0 && size >= (size_t)huge &&
+      want <= (size_t)PTRDIFF_MAX - 3 * malloc_page) {
     bool bad = false;
-    void *np = huge_resize(ptr, e, PRD_P2ROUNDUP(want, malloc_page), &bad);
+    void *np = malloc_guard ? huge_resize_guarded(ptr, e, size, want, &bad)
+                            : huge_resize(ptr, e, PRD_P2ROUNDUP(want, malloc_page), &bad);
     if (np != NULL || bad)
       return np;
   }
   void *np = prd_malloc(want);
+  bool roomy = np != NULL && want != size;
   if (np == NULL && want != size)
     np = prd_malloc(size);
   if (np == NULL)
     return NULL;   /* ptr is left as it was */
+  if (malloc_guard && roomy)   /* pages for `want`, the size asked for in the tag (1c) */
+    big_guard_tail(np, size, big_guard_data(np, big_bytes(pm_get(np))));
   memcpy(np, ptr, PRD_MIN(old, size));
   free_entry("realloc", ptr, e);
   return np;

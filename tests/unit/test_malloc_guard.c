@@ -153,21 +153,61 @@ static void test_realloc(void)
 
 static void realloc_overrun_child(void *arg)
 {
-  (void)arg;
+  size_t to = *(size_t *)arg;
   prd_option_set("abort_on_error", "0");
   char *p = prd_malloc(100 * KIB);
   p[100 * KIB + 1] = 'x';
   uint64_t before = prd__error_count();
-  p = prd_realloc(p, 90 * KIB);   /* the overrun is found by realloc */
+  p = prd_realloc(p, to);   /* the overrun is found by realloc */
   _exit(prd__error_count() > before && p != NULL ? 0 : 3);
 }
 
 static void test_realloc_reports(void)
 {
+  size_t to[] = { 90 * KIB, 100 * KIB + 9 };   /* shrinking, growing in place */
+  for (int i = 0; i < 2; i++) {
+    static char out[8192];
+    int st = prd_test_child(realloc_overrun_child, &to[i], out, sizeof(out));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_STR_CONTAINS(out, "(size 102400) at offset 102401 (realloc");
+  }
+}
+
+/* A buffer grown step by step (in place within its pages, copied with room to grow, huge
+ * ones resized by mremap): at every step the usable size is the size asked for, the contents
+ * are kept, and writing every usable byte raises no report; one byte more is reported. */
+static void grow_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  size_t size = 20 * KIB;
+  unsigned char *p = prd_malloc(size);
+  memset(p, 1, size);
+  uint64_t before = prd__error_count();
+  while (size < 12 * MIB) {
+    size_t next = size + size / 8 + 4091;
+    p = prd_realloc(p, next);
+    if (p == NULL || prd_malloc_usable_size(p) != next)
+      _exit(2);
+    for (size_t k = 0; k < size; k += 997)
+      if (p[k] != 1)
+        _exit(5);
+    memset(p + size, 1, next - size);
+    size = next;
+  }
+  if (prd__error_count() != before)
+    _exit(6);
+  p[size] = 2;
+  prd_free(p);
+  _exit(prd__error_count() == before + 1 ? 0 : 3);
+}
+
+static void test_realloc_steps(void)
+{
   static char out[8192];
-  int st = prd_test_child(realloc_overrun_child, NULL, out, sizeof(out));
+  int st = prd_test_child(grow_child, NULL, out, sizeof(out));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  CHECK_STR_CONTAINS(out, "(size 102400) at offset 102401 (realloc");
+  CHECK_STR_CONTAINS(out, "malloc: write past the end of block");
 }
 
 /* ---- calloc and the usable size --------------------------------------------------------------- */
@@ -206,6 +246,7 @@ int main(int argc, char **argv)
   RUN(test_guard_after_reuse);
   RUN(test_realloc);
   RUN(test_realloc_reports);
+  RUN(test_realloc_steps);
   RUN(test_calloc_usable);
   return prd_test_done();
 }
