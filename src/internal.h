@@ -442,6 +442,7 @@ void   prd__os_unmap(void *addr, size_t size);
 /* Make a range inaccessible (debug: unmapped slabs, guard pages) or usable again. */
 int    prd__os_protect_none(void *addr, size_t size);
 int    prd__os_protect_rw(void *addr, size_t size);
+int    prd__os_protect_ro(void *addr, size_t size);   /* read-only: writes fault */
 /* Fault injection: every nth mapping fails (0 = off).  Also option fault_mmap. */
 void   prd__os_fault_every(long n);
 /* Tests: every Nth prd__os_unmap fails as munmap does (EINVAL, nothing unmapped); 0 = off. */

@@ -90,7 +90,7 @@ static void lat_merge_gen(prd_cache_t *cp, prd_slab_t *sp, int g)
         char *buf = first + k * cp->cache_chunksize;
         prd__annot_object_in(cp, buf);   /* before the freelist word is written */
         prd_bufctl_t *bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
-        bcp->bc_next = sp->slab_head;
+        prd__slab_fl_set(cp, bcp, sp->slab_head);
         sp->slab_head = bcp;
       }
     }

@@ -44,6 +44,38 @@
  *    map a fresh block (or the job wait a wake-up) while one is kept, a stale true only takes
  *    the lock and finds nothing, so no ordering is needed beyond the mutex's.
  *
+ * 1c. Guarded big blocks (PRUDENCE_DEBUG=redzone or all, option hardened; fixed at start-up
+ *    in malloc_guard).  A class block's overrun is caught by its cache's redzone (debug.c);
+ *    a big block has no cache, so it carries its own checks (big_guard_*):
+ *
+ *       p                     p + size              size tag   p + data               end tag
+ *       +---------------------+---------------------+----------+-------------------+-----+
+ *       | the caller's bytes  | 0xbb up to the tag  | size, ck | guard: read-only  | d,ck|
+ *       +---------------------+---------------------+----------+-------------------+-----+
+ *       |<------ data pages: size + 16 rounded up (d) -------->|<- one page or more ---->|
+ *
+ *    A write past the end inside the data pages changes the 0xbb bytes or the size tag and
+ *    is reported at free and at realloc ("malloc: write past the end of block P (size N) at
+ *    offset K", K the first changed byte); a write past the data pages faults at once on the
+ *    guard.  The size tag (the size and a check word: the size XOR the block's address XOR a
+ *    constant) keeps the requested size, which malloc_usable_size returns, so a program that
+ *    writes up to the usable size does not trip the check; a size tag that does not check
+ *    out is itself reported as a write past the end.  The guard is the page after the data
+ *    pages and the block's last page, both read-only rather than inaccessible because the
+ *    last 16 bytes, the end tag, say where the data pages end: a kept huge block larger than
+ *    the request is used whole (the pages between the two stay writable, unused), instead
+ *    of being split or trimmed, which in a loop of big blocks turned reuse into unmaps and
+ *    new page faults.  So a write running past the data pages faults, a read does not.  The page map's entry counts the guard, so free gives back the
+ *    whole range; the guard is made writable again first, so neither the heap arena nor the
+ *    huge-block cache ever holds a protected page.  realloc keeps such a block in place
+ *    while the new size fits its data pages and is more than half of them (the tail and
+ *    size tag rewritten: no system call); a growing one gets its room as any big block
+ *    (section 1), as data pages whose tail starts at the size asked for; a huge one is
+ *    resized by mremap with its guard made writable first (one mapping again, as mremap
+ *    needs) and made anew at the new end.  A guard that cannot be made (mprotect fails: the
+ *    kernel's limit on mappings) fails that allocation with ENOMEM after a report; there is
+ *    no unguarded fallback.
+ *
  * 2. Size classes.  8, 16, 32, 48, 64, then four classes per doubling up to 16 KiB (80, 96,
  *    112, 128, 160, ... 14336, 16384): 37 classes.  Four per doubling bounds the waste: a
  *    request just above a class boundary b gets the next class c <= 5b/4, so at most
@@ -276,6 +308,7 @@ static _Atomic int malloc_state;          /* 0 not yet (or the last attempt fail
 static _Thread_local bool malloc_in_init; /* this thread is initializing */
 static size_t malloc_page;
 static prd_vmem_t *malloc_heap;
+static bool malloc_guard;         /* big blocks have a checked tail and a guard page (1c) */
 static void hc_job(void *arg);   /* the huge-block cache's maintenance job (section 1b) */
 static bool hc_job_needs(void);
 
@@ -343,6 +376,7 @@ static bool malloc_start(void)
   malloc_heap = prd_heap_arena();
   if (malloc_heap == NULL)
     return false;
+  malloc_guard = (prd__opt(debug) & PRD_CACHE_REDZONE) != 0 || prd__opt(hardened) != 0;
   static bool hc_job_registered;   /* under malloc_init_lock */
   if (!hc_job_registered) {
     hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs) == 0;
@@ -689,6 +723,126 @@ void prd__malloc_huge_trim(void)
   errno = saved;
 }
 
+/* ---- guarded big blocks (section 1c) ------------------------------------------------------ */
+#define BG_TAG   16u                       /* a tag: a value and its check word */
+#define BG_BYTE  0xbb                      /* the tail between the size and the size tag */
+#define BG_CHECK 0x5a17ab1e0ddba11ull      /* mixed into the check words */
+
+typedef struct big_tag {
+  uint64_t bt_value;
+  uint64_t bt_check;   /* bt_value ^ the block's address ^ the salt ^ BG_CHECK */
+} big_tag_t;
+
+static inline void big_tag_put(void *at, const void *p, uint64_t v, uint64_t salt)
+{
+  big_tag_t t = { v, v ^ (uint64_t)(uintptr_t)p ^ salt ^ BG_CHECK };
+  memcpy(at, &t, sizeof(t));
+}
+
+/* A tag's value, or UINT64_MAX when its check word does not match. */
+static inline uint64_t big_tag_get(const void *at, const void *p, uint64_t salt)
+{
+  big_tag_t t;
+  memcpy(&t, at, sizeof(t));
+  return (t.bt_value ^ (uint64_t)(uintptr_t)p ^ salt ^ BG_CHECK) == t.bt_check ? t.bt_value
+                                                                                 : UINT64_MAX;
+}
+
+/* The data pages' bytes of a guarded block of `bytes` at p, from the end tag in the last
+ * 16 bytes of its (read-only) guard; the guard is then [data, bytes).  A tag the kernel kept
+ * read-only can only be wrong if the program changed the protection: reported, and the
+ * smallest guard (one page) assumed. */
+static size_t big_guard_data(const void *p, size_t bytes)
+{
+  uint64_t d = big_tag_get((const char *)p + bytes - BG_TAG, p, bytes);
+  if (d == UINT64_MAX || d > bytes - malloc_page || d % malloc_page != 0 || d < malloc_page) {
+    prd__error("malloc: the guard of block %p is overwritten (its protection was changed)", p);
+    return bytes - malloc_page;
+  }
+  return (size_t)d;
+}
+
+/* Writes the tail pattern and the size tag of a guarded block of `size` bytes at p whose
+ * data pages hold `data` bytes. */
+static void big_guard_tail(void *p, size_t size, size_t data)
+{
+  memset((char *)p + size, BG_BYTE, data - BG_TAG - size);
+  big_tag_put((char *)p + data - BG_TAG, p, size, 0);
+}
+
+/* The requested size of a guarded block, from its size tag; SIZE_MAX when the tag was
+ * written over. */
+static size_t big_guard_size(const void *p, size_t data)
+{
+  uint64_t n = big_tag_get((const char *)p + data - BG_TAG, p, 0);
+  return n == UINT64_MAX || n > data - BG_TAG ? SIZE_MAX : (size_t)n;
+}
+
+/* Checks that bytes [k, end) of a guarded block of `size` bytes still hold the tail
+ * pattern, reporting the first changed one; whether they did. */
+static bool big_guard_range(const char *fn, const void *p, size_t size, size_t k, size_t end)
+{
+  const unsigned char *b = p;
+  const uint64_t w8 = 0x0101010101010101ull * BG_BYTE;
+  while (k < end && (k & 7) != 0 && b[k] == BG_BYTE)
+    k++;
+  while (k + 8 <= end) {   /* a word at a time while it matches */
+    uint64_t w;
+    memcpy(&w, b + k, sizeof(w));
+    if (w != w8)
+      break;
+    k += 8;
+  }
+  while (k < end && b[k] == BG_BYTE)
+    k++;
+  if (k == end)
+    return true;
+  prd__error("malloc: write past the end of block %p (size %zu) at offset %zu (%s: 0x%02x "
+             "where 0x%02x belongs)", p, size, k, fn, b[k], BG_BYTE);
+  return false;
+}
+
+/* Checks a guarded block's tail and size tag, reporting the first changed byte; whether
+ * they were intact. */
+static bool big_guard_check(const char *fn, const void *p, size_t data)
+{
+  size_t size = big_guard_size(p, data);
+  if (size == SIZE_MAX) {
+    prd__error("malloc: write past the end of block %p at offset %zu (%s: its size tag at the "
+               "end of its last page is overwritten)", p, data - BG_TAG, fn);
+    return false;
+  }
+  return big_guard_range(fn, p, size, size, data - BG_TAG);
+}
+
+/* Makes the guard of a block of `bytes` at p whose first `data` bytes are its data pages,
+ * after writing its tail, its size tag and (while the guard is still writable) its end tag:
+ * the page after the data and the last page read-only (the pages between, a kept block's
+ * surplus, stay as they are: protecting them would cost a page-table walk over resident
+ * memory at every malloc and free); false (after a report) when the kernel would not. */
+static bool big_guard_make(void *p, size_t size, size_t data, size_t bytes)
+{
+  big_guard_tail(p, size, data);
+  big_tag_put((char *)p + bytes - BG_TAG, p, data, bytes);
+  if (prd__os_protect_ro((char *)p + data, malloc_page) == 0 &&
+      (bytes - data == malloc_page ||
+       prd__os_protect_ro((char *)p + bytes - malloc_page, malloc_page) == 0))
+    return true;
+  prd__report("malloc: no guard page for a block of %zu bytes (mprotect failed: the "
+              "kernel's limit on mappings?): the allocation fails", size);
+  prd__report_done();
+  return false;
+}
+
+/* Makes a guarded block's guard pages writable again before its range is given back or
+ * resized; false when the kernel refused (the caller keeps the range out of use). */
+static bool big_guard_drop(void *p, size_t data, size_t bytes)
+{
+  return prd__os_protect_rw((char *)p + data, malloc_page) == 0 &&
+         (bytes - data == malloc_page ||
+          prd__os_protect_rw((char *)p + bytes - malloc_page, malloc_page) == 0);
+}
+
 /* A big block: pages from the heap arena, or its own mapping above the threshold; its bytes
  * zeroed when `zero` (calloc) unless they are a fresh mapping's. */
 static void *malloc_big_in(size_t size, size_t align, bool zero);
@@ -703,11 +857,13 @@ static PRD_NOINLINE void *malloc_big(size_t size, size_t align, bool zero)
 
 static void *malloc_big_in(size_t size, size_t align, bool zero)
 {
-  if (size > (size_t)PTRDIFF_MAX - malloc_page) {
+  if (size > (size_t)PTRDIFF_MAX - 3 * malloc_page) {
     errno = ENOMEM;
     return NULL;
   }
   size_t bytes = PRD_P2ROUNDUP(size, malloc_page);
+  if (malloc_guard)   /* the tag, then the guard page (section 1c) */
+    bytes = PRD_P2ROUNDUP(size + BG_TAG, malloc_page) + malloc_page;
   uintptr_t kind;
   void *p;
   bool fresh = false;
@@ -749,6 +905,18 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
   }
   if (zero && !fresh)
     memset(p, 0, size);
+  size_t data = PRD_P2ROUNDUP(size + BG_TAG, malloc_page);   /* when guarded (1c) */
+  if (malloc_guard && !big_guard_make(p, size, data, bytes)) {
+    (void)big_guard_drop(p, data, bytes);   /* the guard may be half made */
+    if (kind == PM_HUGE)
+      prd__os_unmap(p, bytes);
+    else if (kind == PM_LARGEX)
+      prd_vmem_xfree(malloc_heap, p, bytes);
+    else
+      prd_vmem_free(malloc_heap, p, bytes);
+    errno = ENOMEM;
+    return NULL;
+  }
   size_t npages = bytes / malloc_page;
   atomic_store_explicit(slot, ((uintptr_t)npages << PM_BIG_SHIFT) | kind, memory_order_release);
   return p;
@@ -860,6 +1028,17 @@ static void big_free_in(const char *fn, void *p, uintptr_t e)
     return;
   }
   size_t bytes = big_bytes(e);
+  if (malloc_guard) {
+    size_t data = big_guard_data(p, bytes);
+    (void)big_guard_check(fn, p, data);
+    if (!big_guard_drop(p, data, bytes)) {
+      /* a protected page must not go back to the arena or the huge-block cache */
+      prd__report("%s(%p): the guard page could not be made accessible again: the block's "
+                  "%zu bytes are kept out of use", fn, p, bytes);
+      prd__report_done();
+      return;
+    }
+  }
   switch (e & PM_KIND_MASK) {
   case PM_HUGE:
     if (!hc_put(p, bytes))
@@ -891,6 +1070,10 @@ static size_t entry_usable(const void *p, uintptr_t e)
     /* bootstrap blocks: up to the end of the area (their sizes are not kept) */
     return (size_t)(malloc_boot + MALLOC_BOOT_SIZE - (const char *)p);
   default:
+    if (malloc_guard) {   /* the size asked for (section 1c); a broken tag: up to it */
+      size_t data = big_guard_data(p, big_bytes(e)), n = big_guard_size(p, data);
+      return n != SIZE_MAX ? n : data - BG_TAG;
+    }
     return big_bytes(e);
   }
 }
@@ -1032,6 +1215,29 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
   return to;
 }
 
+/* huge_resize for a guarded block (section 1c): the guard page is made accessible (so the
+ * mapping is one again, as mremap needs), the mapping resized to data pages for `want`
+ * bytes and a guard, then the tail, with `size` in the tag, and the guard are made at the new
+ * end.  NULL when it could not be resized (the block unchanged, its guard made again; a
+ * block freed meanwhile: *bad, as huge_resize): the caller copies instead. */
+static void *huge_resize_guarded(void *ptr, uintptr_t e, size_t size, size_t want, bool *bad)
+{
+  size_t old = big_bytes(e), odata = big_guard_data(ptr, old);
+  size_t data = PRD_P2ROUNDUP(want + BG_TAG, malloc_page), bytes = data + malloc_page;
+  if (!big_guard_check("realloc", ptr, odata) || !big_guard_drop(ptr, odata, old))
+    return NULL;
+  void *np = huge_resize(ptr, e, bytes, bad);
+  if (np == NULL) {
+    if (!*bad)
+      (void)big_guard_make(ptr, big_guard_size(ptr, odata), odata, old);
+    return NULL;
+  }
+  /* a guard that cannot be made is reported (and ends the process unless abort_on_error=0);
+   * the block itself is sound and is returned */
+  (void)big_guard_make(np, size, data, bytes);
+  return np;
+}
+
 static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
 {
   if (ptr == NULL)
@@ -1051,6 +1257,19 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
     /* in place while the class does not change (section 1) */
     if (size <= old && malloc_class_index(size) == pm_class_of(e))
       return ptr;
+  } else if (kind != PM_BOOT && malloc_guard) {
+    /* in place while it fits the data pages and fills more than half of them (1c) */
+    /* a growth checks the bytes it hands over, the rest of the tail is checked at free (a
+     * string grown a few bytes at a time costs no scan of its room); a shrink checks all */
+    size_t data = big_guard_data(ptr, big_bytes(e)), osize = big_guard_size(ptr, data);
+    if (size > MC_MAX && size <= data - BG_TAG && size > data / 2 && osize != SIZE_MAX &&
+        (size <= osize ? big_guard_check("realloc", ptr, data)
+                       : big_guard_range("realloc", ptr, osize, osize, size))) {
+      if (size < osize)
+        memset((char *)ptr + size, BG_BYTE, osize - size);
+      big_tag_put((char *)ptr + data - BG_TAG, ptr, size, 0);
+      return ptr;
+    }
   } else if (kind != PM_BOOT && size > MC_MAX && size <= old && size > old / 2) {
     return ptr;   /* a big block shrinking by less than half keeps its pages */
   }
@@ -1058,17 +1277,22 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
   if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old)
     want = old + old / 2;   /* a growing big block: room for the next steps (section 1) */
   long huge = prd__opt(malloc_mmap_threshold);
-  if (kind == PM_HUGE && huge > 0 && size >= (size_t)huge && want <= (size_t)PTRDIFF_MAX) {
+  if (kind == PM_HUGE && huge > 0 && size >= (size_t)huge &&
+      want <= (size_t)PTRDIFF_MAX - 3 * malloc_page) {
     bool bad = false;
-    void *np = huge_resize(ptr, e, PRD_P2ROUNDUP(want, malloc_page), &bad);
+    void *np = malloc_guard ? huge_resize_guarded(ptr, e, size, want, &bad)
+                            : huge_resize(ptr, e, PRD_P2ROUNDUP(want, malloc_page), &bad);
     if (np != NULL || bad)
       return np;
   }
   void *np = prd_malloc(want);
+  bool roomy = np != NULL && want != size;
   if (np == NULL && want != size)
     np = prd_malloc(size);
   if (np == NULL)
     return NULL;   /* ptr is left as it was */
+  if (malloc_guard && roomy)   /* pages for `want`, the size asked for in the tag (1c) */
+    big_guard_tail(np, size, big_guard_data(np, big_bytes(prd__pm_get(np))));
   memcpy(np, ptr, PRD_MIN(old, size));
   free_entry("realloc", ptr, e);
   return np;
@@ -1094,7 +1318,7 @@ void *prd_realloc(void *ptr, size_t size)
           return ptr;
       } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {
         size_t old = big_bytes(e);
-        if (size > MC_MAX && size <= old && size > old / 2)
+        if (size > MC_MAX && size <= old && size > old / 2 && !malloc_guard)
           return ptr;
       }
     }

@@ -47,6 +47,10 @@
     "ms between maintenance runs: depot working set, magazine resizing, reaping (seed 004)")   \
   X(LONG, depot_contention, 3,                                                                  \
     "failed depot try-locks per interval above which a cache's magazines grow (kmem's 3)")     \
+  X(BOOL, hardened, 0,                                                                          \
+    "encoded, validated freelist words in small-layout caches made afterwards, and a guard "   \
+    "page and a checked tail after every big malloc block (set before start-up); a guard "    \
+    "page that cannot be made fails that allocation with a report, never falls back")       \
   X(LONG, debug, 0,                                                                             \
     "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name") \
   X(CHOICE, rcu, 0,                                                                             \

@@ -212,6 +212,11 @@ int prd__os_protect_none(void *addr, size_t size)
   return mprotect(addr, size, PROT_NONE);
 }
 
+int prd__os_protect_ro(void *addr, size_t size)
+{
+  return mprotect(addr, size, PROT_READ);
+}
+
 int prd__os_protect_rw(void *addr, size_t size)
 {
   if (mprotect(addr, size, PROT_READ | PROT_WRITE) != 0) {

@@ -56,6 +56,22 @@
  *    freelist word first (NULL or a link of the same slab, else it cannot be free) and only
  *    then walks the slab's lists (small_on_freelist).  Reported, not linked twice.
  *
+ * 4b. Freelist hardening (option hardened; SLUB's CONFIG_SLAB_FREELIST_HARDENED, mimalloc's
+ *    secure mode).  A small-layout free buffer's freelist word is where a write after free,
+ *    or an overrun of the buffer before it, lands first; stored plain, the next allocation
+ *    but one hands out whatever was written there.  With the option on when a small-layout
+ *    cache is made, the word holds next XOR the cache's key XOR the word's own address byte-
+ *    swapped (slab.h prd__slab_fl_code; the key is a per-process random secret mixed with
+ *    the cache's address, so a word copied to another buffer or cache does not decode), and
+ *    every word the slab layer follows is validated before use: NULL, or the link word of a
+ *    buffer of the same slab (slab_fl_valid).  A word that fails is reported naming the
+ *    cache, the slab and the buffer; the buffer is handed out (its own address is sound) and
+ *    the rest of that list is set aside, counted as allocated so that the slab is never
+ *    freed or picked again with an empty list (slab_fl_abandon): no wild pointer is handed
+ *    out, and memory known to be corrupt is never reused.  The check costs a division on
+ *    each buffer the slab layer hands out, below the magazines; caches made without the
+ *    option store the word plain (key 0) and skip it.
+ *
  * 5. Coloring (002 §4.3).  Each new slab starts its buffers cache_color bytes in; the color
  *    advances by the alignment and wraps after cache_maxcolor, the unused tail.  NOTOUCH and
  *    page-per-buffer caches are not colored (no hardware cache to spread over; pages).
@@ -122,6 +138,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -224,6 +241,51 @@ static void hash_grow(prd_cache_t *cp)
   prd__hash_table_unmap(ot, old_n, cp->cache_hash0);
 }
 
+/* ---- the freelist word (section 4b) -------------------------------------------------------- */
+/* Whether a decoded freelist word is NULL or the link word of a buffer of slab sp. */
+static bool slab_fl_valid(const prd_cache_t *cp, const prd_slab_t *sp, const prd_bufctl_t *w)
+{
+  if (w == NULL)
+    return true;
+  uintptr_t first = (uintptr_t)sp->slab_base + sp->slab_color + cp->cache_link_off;
+  uintptr_t a = (uintptr_t)w;
+  return a >= first && (a - first) % cp->cache_chunksize == 0 &&
+         (a - first) / cp->cache_chunksize < sp->slab_chunks;
+}
+
+/* The next buffer on a freelist, for walks: with the key set, a word that is not valid ends
+ * the walk (the allocation that reaches it reports it, section 4b). */
+static prd_bufctl_t *slab_fl_step(const prd_cache_t *cp, const prd_slab_t *sp,
+                                  const prd_bufctl_t *bcp)
+{
+  prd_bufctl_t *next = prd__slab_fl_next(cp, bcp);
+  if (prd_unlikely(cp->cache_fl_key != 0) && !slab_fl_valid(cp, sp, next))
+    return NULL;
+  return next;
+}
+
+typedef struct slab_fl_bad {   /* a corrupt word found under the lock, reported after it */
+  void *fb_buf;
+  prd_slab_t *fb_slab;
+  prd_bufctl_t *fb_word;
+} slab_fl_bad_t;
+
+/* A freelist of sp holds a corrupt word and is cut at it (lock held): the free buffers no
+ * longer reachable, those not on the other list `other`, are counted as allocated, so the
+ * slab is never freed nor picked with nothing to give (section 4b).  The buffer whose word
+ * was corrupt is the caller's, counted by it. */
+static void slab_fl_abandon(prd_cache_t *cp, prd_slab_t *sp, const prd_bufctl_t *other)
+{
+  uint32_t reach = 0;
+  for (const prd_bufctl_t *p = other; p != NULL && reach < sp->slab_chunks;
+       p = slab_fl_step(cp, sp, p))
+    reach++;
+  uint32_t onlists = sp->slab_chunks - sp->slab_refcnt;   /* the caller's buffer among them */
+  uint32_t lost = onlists > reach + 1 ? onlists - reach - 1 : 0;
+  sp->slab_refcnt += lost;
+  cp->cache_bufs_inuse += lost;
+}
+
 /* ---- buffers and slabs --------------------------------------------------------------------- */
 /* Frees the external structures of a large-layout slab whose buffers are all on its lists. */
 static void slab_free_bufctls(prd_cache_t *cp, prd_bufctl_t *list)
@@ -298,7 +360,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
     } else {
       bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
     }
-    bcp->bc_next = *listp;
+    prd__slab_fl_set(cp, bcp, *listp);
     *listp = bcp;
   }
   /* in the page map before any of its buffers can be handed out; no memory for a leaf: the
@@ -326,7 +388,7 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
   if (cp->cache_pm_tag != 0)   /* out of the page map while the memory is still this cache's */
     prd__pm_slab_clear(base, cp->cache_slabsize);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
-    for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = bcp->bc_next)
+    for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = slab_fl_step(cp, sp, bcp))
       cp->cache_dtor(prd__slab_bufctl_buf(cp, bcp), cp->cache_private);
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG))
     prd__debug_slab_destroy(cp, sp);
@@ -488,6 +550,7 @@ static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
 size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
 {
   size_t nc = 0, nf = 0;   /* constructed ones from the front of out[], fresh from the back */
+  slab_fl_bad_t bad = { NULL, NULL, NULL };   /* a corrupt freelist word, reported unlocked */
   pthread_mutex_lock(&cp->cache_lock);
   while (nc + nf < want) {
     prd_slab_t *sp = slab_pick(cp);
@@ -505,13 +568,20 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
     while (nc + nf < want && (sp->slab_head != NULL || sp->slab_fresh != NULL)) {
       prd_bufctl_t *bcp = sp->slab_head;
       bool fresh = false;
-      if (prd_likely(bcp != NULL)) {
-        sp->slab_head = bcp->bc_next;
-      } else {
+      prd_bufctl_t **listp = &sp->slab_head;
+      if (prd_unlikely(bcp == NULL)) {
+        listp = &sp->slab_fresh;
         bcp = sp->slab_fresh;
-        sp->slab_fresh = bcp->bc_next;
         fresh = true;
       }
+      prd_bufctl_t *next = prd__slab_fl_next(cp, bcp);
+      if (prd_unlikely(cp->cache_fl_key != 0) && !slab_fl_valid(cp, sp, next)) {
+        if (bad.fb_buf == NULL)
+          bad = (slab_fl_bad_t){ (char *)bcp - cp->cache_link_off, sp, next };
+        next = NULL;
+        slab_fl_abandon(cp, sp, fresh ? sp->slab_head : sp->slab_fresh);
+      }
+      *listp = next;
       sp->slab_refcnt++;
       void *buf;
       if (cp->cache_flags & PRD_CF_HASH) {
@@ -530,6 +600,11 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
   cp->cache_allocs += nc + nf;
   cp->cache_bufs_inuse += nc + nf;
   pthread_mutex_unlock(&cp->cache_lock);
+  if (prd_unlikely(bad.fb_buf != NULL))
+    prd__error("cache %s: corrupt freelist word in free buffer %p of slab %p (it decodes to %p, "
+               "no buffer of the slab): written after free, or by an overrun of the buffer "
+               "before it; the slab's other free buffers are set aside", cp->cache_name,
+               bad.fb_buf, (void *)bad.fb_slab, (void *)bad.fb_word);
   for (size_t i = 0; i < nc; i++)
     prd__annot_object_out(cp, out[i]);
   /* the fresh ones, out[want - nf .. want), get their constructor now, with no lock held
@@ -552,7 +627,7 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
       bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
       sp = prd__slab_small(cp, buf);
     }
-    bcp->bc_next = sp->slab_fresh;
+    prd__slab_fl_set(cp, bcp, sp->slab_fresh);
     sp->slab_fresh = bcp;
     sp->slab_refcnt--;
     prd__slab_relist(cp, sp);
@@ -591,12 +666,14 @@ static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
     return true;
   prd_bufctl_t *w = bcp->bc_next;
   prd__annot_defined(&w, sizeof(w));   /* user data may be undefined for memcheck */
+  w = prd__slab_fl_code(cp, bcp, w);
   if (w != NULL && prd__slab_small(cp, w) != sp)
     return false;
   const prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
   for (int h = 0; h < 2; h++) {
     uint32_t n = 0;
-    for (const prd_bufctl_t *p = heads[h]; p != NULL && n <= sp->slab_chunks; p = p->bc_next, n++)
+    for (const prd_bufctl_t *p = heads[h]; p != NULL && n <= sp->slab_chunks;
+         p = slab_fl_step(cp, sp, p), n++)
       if (p == bcp)
         return true;
   }
@@ -752,6 +829,28 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   return 0;
 }
 
+/* A small-layout cache's freelist key (section 4b): the process's secret, drawn once from
+ * getrandom (the clock and an address when the kernel has no entropy to give yet), mixed
+ * with the cache's address; never 0.  The first caller draws it; a race draws it twice and
+ * one value wins, each caller using the value it stored or found (relaxed: any value works,
+ * each cache keeps the one it got). */
+static uintptr_t slab_fl_key(const prd_cache_t *cp)
+{
+  static _Atomic uintptr_t secret;
+  uintptr_t s = atomic_load_explicit(&secret, memory_order_relaxed);
+  if (s == 0) {
+    uintptr_t r = 0;
+    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+      r = (uintptr_t)prd__now_ns() ^ ((uintptr_t)&secret << 17);
+    r |= 1;
+    uintptr_t none = 0;
+    s = atomic_compare_exchange_strong_explicit(&secret, &none, r, memory_order_relaxed,
+                                                memory_order_relaxed) ? r : none;
+  }
+  uintptr_t k = s ^ ((uintptr_t)cp * 0x9e3779b97f4a7c15ull);
+  return k != 0 ? k : s;
+}
+
 /* Fills in the slab layer's part of a cache: its name, flags, callbacks, layout, lock and
  * lists (section 2).  The internal caches are static; the others come from cache.c.  0, or
  * -1 when no slab layout fits. */
@@ -801,6 +900,8 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
     cp->cache_pm_tag = (id << PRD_PM_ID_SHIFT) | PRD_PM_SLAB;
     prd__pm_chunk_inverse(cp);
   }
+  if (!(cp->cache_flags & (PRD_CF_HASH | PRD_CACHE_NOTOUCH)) && prd__opt(hardened))
+    cp->cache_fl_key = slab_fl_key(cp);
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
   pthread_mutex_init(&cp->cache_lock, NULL);
   link_init(&cp->cache_full);
@@ -922,7 +1023,7 @@ void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
       memset(freemap, 0, sizeof(freemap));
       prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
       for (int h = 0; h < 2; h++)
-        for (prd_bufctl_t *bcp = heads[h]; bcp != NULL; bcp = bcp->bc_next) {
+        for (prd_bufctl_t *bcp = heads[h]; bcp != NULL; bcp = slab_fl_step(cp, sp, bcp)) {
           size_t k = (size_t)((char *)prd__slab_bufctl_buf(cp, bcp) - first) / cp->cache_chunksize;
           if (k < PRD_SLAB_MAX_SMALL)
             freemap[k / 64] |= 1ull << (k % 64);
@@ -1028,7 +1129,7 @@ int prd__cache_check(prd_cache_t *cp)
       prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
       for (int h = 0; h < 2; h++)
         for (prd_bufctl_t *bcp = heads[h]; bcp != NULL && nfreebufs <= sp->slab_chunks;
-             bcp = bcp->bc_next) {
+             bcp = slab_fl_step(cp, sp, bcp)) {
           char *buf = prd__slab_bufctl_buf(cp, bcp);
           CHECK_INV(buf >= first && (size_t)(buf - first) % cp->cache_chunksize == 0 &&
                     (size_t)(buf - first) / cp->cache_chunksize < sp->slab_chunks);

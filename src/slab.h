@@ -130,6 +130,29 @@ static inline prd_slab_t *prd__slab_pick_plain(prd_cache_t *cp)
   return NULL;
 }
 
+/* ---- the small layout's freelist word (slab.c section 4b) -------------------------------- */
+/* The word at `at` stores v XOR the cache's key XOR at's address byte-swapped (SLUB's
+ * freelist hardening), or v itself when the key is 0 (every cache without option hardened,
+ * and every large-layout cache, whose bc_next is no buffer word).  Coding is its own inverse. */
+static inline prd_bufctl_t *prd__slab_fl_code(const prd_cache_t *cp, const prd_bufctl_t *at,
+                                              prd_bufctl_t *v)
+{
+  uintptr_t k = cp->cache_fl_key;
+  uintptr_t m = k != 0 ? k ^ __builtin_bswap64((uint64_t)(uintptr_t)at) : 0;
+  return (prd_bufctl_t *)((uintptr_t)v ^ m);
+}
+
+/* The next free buffer's word after bcp's, decoded (unchecked: slab.c validates it). */
+static inline prd_bufctl_t *prd__slab_fl_next(const prd_cache_t *cp, const prd_bufctl_t *bcp)
+{
+  return prd__slab_fl_code(cp, bcp, bcp->bc_next);
+}
+
+static inline void prd__slab_fl_set(const prd_cache_t *cp, prd_bufctl_t *bcp, prd_bufctl_t *next)
+{
+  bcp->bc_next = prd__slab_fl_code(cp, bcp, next);
+}
+
 /* ---- buffers and slabs ------------------------------------------------------------------ */
 static inline void *prd__slab_bufctl_buf(const prd_cache_t *cp, prd_bufctl_t *bcp)
 {
@@ -158,7 +181,7 @@ static inline void prd__slab_put(prd_cache_t *cp, prd_slab_t *sp, prd_bufctl_t *
   if (cp->cache_flags & PRD_CF_HASH)
     bcp->bc_flags &= ~(PRD_BC_ALLOC | PRD_BC_DEFERRED);
   prd__annot_object_in(cp, prd__slab_bufctl_buf(cp, bcp));   /* before the freelist word */
-  bcp->bc_next = sp->slab_head;
+  prd__slab_fl_set(cp, bcp, sp->slab_head);
   sp->slab_head = bcp;
   sp->slab_refcnt--;
   cp->cache_frees++;

@@ -11,8 +11,8 @@
  *             probe (the allocations after the misuse) got the same block twice.
  * Sizes: a small class (64 B), a large class (malloc 4 KiB, a cache of 1 KiB objects, the
  * large slab layout) and a big block (malloc 64 KiB, the heap arena); a cache has no big
- * blocks.  Modes: the default (abort_on_error=1), report-and-continue (abort_on_error=0) and
- * PRUDENCE_DEBUG=all.  The environment of the child is set to the mode alone.
+ * blocks.  Modes: the default (abort_on_error=1), report-and-continue (abort_on_error=0),
+ * PRUDENCE_DEBUG=all and option hardened (abort_on_error=1).  The environment of the child is set to the mode alone.
  *
  *   misuse_catalogue            the table and the totals per mode
  *   misuse_catalogue --floor    the same, then checks the floor below (exit 1 under it)
@@ -241,6 +241,7 @@ static const struct mode {
   { "default", NULL, NULL },
   { "continue", "abort_on_error=0", NULL },
   { "debug=all", NULL, "all" },
+  { "hardened", "hardened=1", NULL },
 };
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
 
@@ -293,7 +294,8 @@ static const struct floor {
 } floors[NMODES] = {
   { 27, 55, 0, 0 },    /* default: every report ends the process */
   { 0, 0, 27, 55 },    /* continue: the same misuses reported, none ended */
-  { 47, 55, 0, 0 },    /* debug=all */
+  { 48, 55, 0, 0 },    /* debug=all */
+  { 28, 55, 0, 0 },    /* hardened: the default's, and a big block's overflow */
 };
 
 int main(int argc, char **argv)
