@@ -2,7 +2,7 @@
  * malloc_usable_size (so that LD_PRELOAD picks the allocator; bench/compare-kv.sh runs it
  * under glibc, jemalloc, mimalloc, tcmalloc and libprudence-malloc, interleaved).
  *
- *   prd-bench kv [--keys N] [--wait-ms MS] [--phase a|b|ab] [--json] [--smoke]
+ *   prd-bench kv [--keys N] [--wait-ms MS] [--phase a|b|ab] [--keep] [--json] [--smoke]
  *
  * The store, as a server's dictionary: a table of buckets (a power of two, at least one per
  * key) chaining malloc'd entries {next, key, value} (24 B); a key is a malloc'd 17-byte string
@@ -17,7 +17,10 @@
  *   C (at the end of each): every key dropped; the RSS at once and after --wait-ms
  *     (default 2000).
  * Each phase runs in a child process forked before it allocates anything, so that A and B
- * both start fresh.  Per phase: SETs per second (all of the phase's SETs), the RSS (VmRSS),
+ * both start fresh.  --keep ends each phase with its keys live and no C, and the child exits
+ * through exit(), so that an allocator's exit-time statistics (PRUDENCE_STATS=1 or
+ * PRUDENCE_STATS_FILE, MALLOC_CONF=stats_print:true, MIMALLOC_SHOW_STATS=1) show the phase's
+ * end.  Per phase: SETs per second (all of the phase's SETs), the RSS (VmRSS),
  * the usable total (the sum of malloc_usable_size over the live blocks, the table included,
  * kept as the workload goes) and RSS / usable at the end of the phase, then C's two RSS.
  *
@@ -156,7 +159,7 @@ static int kv_run(struct kv_store *kv, size_t keys, size_t n, size_t vsize, uint
 }
 
 /* One phase ('A' or 'B') and C after it, in this (child) process; prints its line. */
-static int kv_phase(char phase, size_t keys, long wait_ms, bool json)
+static int kv_phase(char phase, size_t keys, long wait_ms, bool keep, bool json)
 {
   struct kv_store kv;
   if (kv_init(&kv, keys) != 0)
@@ -179,11 +182,14 @@ static int kv_phase(char phase, size_t keys, long wait_ms, bool json)
   size_t usable_kb = kv.kv_usable / 1024, live = kv.kv_live;
   double rate = ns > 0 ? (double)sets * 1e9 / (double)ns : 0;
   double ratio = usable_kb > 0 ? (double)rss / (double)usable_kb : 0;
-  kv_drop_all(&kv);
-  long rss_drop = bench_rss_kb();
-  if (wait_ms > 0)
-    usleep((useconds_t)wait_ms * 1000);
-  long rss_wait = bench_rss_kb();
+  long rss_drop = -1, rss_wait = -1;
+  if (!keep) {
+    kv_drop_all(&kv);
+    rss_drop = bench_rss_kb();
+    if (wait_ms > 0)
+      usleep((useconds_t)wait_ms * 1000);
+    rss_wait = bench_rss_kb();
+  }
   if (json)
     printf("{\"bench\":\"kv\",\"phase\":\"%c\",\"keys\":%zu,\"live\":%zu,\"sets\":%zu,"
            "\"set_per_s\":%.0f,\"rss_kb\":%ld,\"usable_kb\":%zu,\"ratio\":%.3f,"
@@ -194,7 +200,8 @@ static int kv_phase(char phase, size_t keys, long wait_ms, bool json)
            "RSS/usable %.3f; all dropped: RSS %ld KiB, after %ld ms %ld KiB\n", phase, sets,
            live, rate, rss, usable_kb, ratio, rss_drop, wait_ms, rss_wait);
   fflush(stdout);
-  free(kv.kv_tab);
+  if (!keep)
+    free(kv.kv_tab);
   return 0;
 }
 
@@ -204,6 +211,7 @@ static int bench_kv_main(int argc, char **argv)
   argc = bench_parse_common(argc, argv, &bc);
   long keys = 1000000, wait_ms = 2000;
   const char *phases = "ab";
+  bool keep = false;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc)
       keys = atol(argv[++i]);
@@ -211,6 +219,8 @@ static int bench_kv_main(int argc, char **argv)
       wait_ms = atol(argv[++i]);
     else if (strcmp(argv[i], "--phase") == 0 && i + 1 < argc)
       phases = argv[++i];
+    else if (strcmp(argv[i], "--keep") == 0)
+      keep = true;
     else {
       fprintf(stderr, "prd-bench kv: unknown argument %s\n", argv[i]);
       return 2;
@@ -231,8 +241,12 @@ static int bench_kv_main(int argc, char **argv)
       fprintf(stderr, "prd-bench kv: fork failed\n");
       return 1;
     }
-    if (pid == 0)
-      _exit(kv_phase((char)(*p - 'a' + 'A'), (size_t)keys, wait_ms, bc.bc_json));
+    if (pid == 0) {
+      int rc = kv_phase((char)(*p - 'a' + 'A'), (size_t)keys, wait_ms, keep, bc.bc_json);
+      if (keep)
+        exit(rc);   /* the allocator's exit-time statistics, with the phase's keys live */
+      _exit(rc);
+    }
     int st;
     if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       fprintf(stderr, "prd-bench kv: phase %c failed (out of memory?)\n", *p);
