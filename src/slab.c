@@ -157,7 +157,7 @@
 #define PRD_SLAB_PACK_WORST  32   /* ... else the least waste, if at most 1/32 (section 2) */
 #define PRD_SLAB_PACK_MAX    ((size_t)64 << 10)    /* packed slabs up to 64 KiB ... */
 #define PRD_SLAB_PACK_MAX_BIG ((size_t)128 << 10)  /* ... 128 KiB for chunks above 4 KiB */
-#define PRD_SLAB_PACK_BIG    4096
+#define PRD_SLAB_PACK_BIG    4096 /* chunks above it may take 128 KiB: 5120 B, 6144 B need it */
 #define PRD_SLAB_PACK_RESERVE 2   /* free slabs a packed cache keeps (section 6) */
 #define PRD_SLAB_GROW_BYTES  ((uint64_t)4 << 20)   /* user slabs made between growth reaps:
                                                         the heap arena's import (section 6) */
