@@ -343,9 +343,33 @@ def plot_decay(objs, outdir, written):
     save(fig, outdir, "decay", written)
 
 
+def plot_kv(objs, outdir, written):
+    """RSS / usable bytes at the end of phases A and B, a pair of bars per allocator
+    (bench/compare-kv.sh; one unnamed pair for a plain prd-bench kv)."""
+    pts = [o for o in objs if "ratio" in o and "phase" in o]
+    if not pts:
+        return
+    names = list(dict.fromkeys(o.get("allocator", "this run") for o in pts))
+    sel = lambda n, ph: _median([o["ratio"] for o in pts
+                                 if o.get("allocator", "this run") == n and o["phase"] == ph]
+                                or [0])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], [sel(n, "A") for n in names], 0.4, label="A: fresh")
+    ax.bar([x + 0.2 for x in xs], [sel(n, "B") for n in names], 0.4, label="B: after a phase")
+    ax.axhline(1.0, color="k", linestyle="--", label="RSS = usable")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("RSS / usable bytes")
+    ax.set_title("kv", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    save(fig, outdir, "kv", written)
+
+
 PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot_cache,
             "malloc": plot_malloc, "deferred": plot_deferred, "endurance": plot_endurance,
-            "rcuhash": plot_rcuhash, "decay": plot_decay}
+            "rcuhash": plot_rcuhash, "decay": plot_decay, "kv": plot_kv}
 
 
 def main(argv):

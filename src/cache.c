@@ -43,6 +43,9 @@
  *    the reverse order: Prudence's deferred buffers first (grace periods waited for), off the
  *    list, every magazine back to the slabs, the buffers still allocated reported (with
  *    their stacks when audited), then the slab layer's part (prd__slab_cache_fini).
+ *    prd__cache_create_packed is prd_cache_create for malloc.c's size classes: the same
+ *    checks and steps, with the internal flag PRD_CF_PACKED (slab.c section 2: the small
+ *    layout in slabs of several pages), which no public flag can ask for.
  *
  * 4. Reclaim (002 §3.4; the working sets of seed 004 and libumem).  A reap of a cache
  *    returns the depot's magazines outside its working set to the slabs first, then the slab
@@ -75,9 +78,15 @@
  *    program that frees and then idles runs no slow path that would get to a pass: a thread
  *    that parked more than 8 MiB net in depots (magazine.c section 9), and a large block
  *    freed to the heap arena while it holds more than DECAY_THREAD_BYTES dirty
- *    (prd__cache_decay_nudge, from malloc.c).  It registers no predicate: maint.c asks every job's predicate on
- *    each slow path while the thread is not started, and that would be a cost on every
- *    magazine miss.  Nothing of it runs on a hit path.
+ *    (prd__cache_decay_nudge, from malloc.c).  It registers no predicate: maint.c asks every
+ *    job's predicate on each slow path while the thread is not started, and that would be a
+ *    cost on every magazine miss.  Nothing of it runs on a hit path.
+ *    Growth reap (the slab layer's growth hook, slab.c section 6): after every 4 MiB of new
+ *    slabs, a depot that took and gave no full magazine since the previous growth reap is
+ *    emptied into its slabs (cache_grow_reap): a finished phase's memory, parked in the
+ *    depot of its class, goes to the heap arena (a packed cache's free slabs go at once)
+ *    where the growing class takes it, within two growth reaps rather than decay_ms / 2.
+ *    Same try-lock and reclaim guard as the decay pass.
  *    prd_reap ends with the heap arena's pass in its `all` form, which decommits every free
  *    page at once; prd__cache_trim (malloc_trim) also reaps every free slab and magazine
  *    regardless of working sets.
@@ -154,6 +163,7 @@ static void cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
 
 static bool cache_oom(prd_cache_t *cp, int flags, unsigned *state);
 static void cache_decay(void *arg);
+static void cache_grow_reap(void);
 static void *cache_locate(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp, char *owner);
 
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -170,6 +180,7 @@ static void cache_init_once(void)
     cache_list_insert(ip);
   cache_list_insert(&cache_cache);
   prd__slab_set_oom_hook(cache_oom);
+  prd__slab_set_grow_hook(cache_grow_reap);
   prd__debug_set_locate(cache_locate);
   atomic_store_explicit(&cache_decay_last_ns, prd__now_ns(), memory_order_relaxed);
   (void)prd__maint_register(cache_decay, NULL, NULL);   /* section 4 */
@@ -264,9 +275,26 @@ static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_
                                prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
                                prd_vmem_t *source, uint32_t flags);
 
+static prd_cache_t *cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
+                                 prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
+                                 prd_vmem_t *source, int cflags, uint32_t xflags);
+
 prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
                               prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
                               prd_vmem_t *source, int cflags)
+{
+  return cache_create(name, size, align, ctor, dtor, reclaim, priv, source, cflags, 0);
+}
+
+prd_cache_t *prd__cache_create_packed(const char *name, size_t size, size_t align)
+{
+  return cache_create(name, size, align, NULL, NULL, NULL, NULL, NULL, 0, PRD_CF_PACKED);
+}
+
+/* prd_cache_create with internal flags xflags (PRD_CF_PACKED) added after the checks. */
+static prd_cache_t *cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
+                                 prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
+                                 prd_vmem_t *source, int cflags, uint32_t xflags)
 {
   cache_init();
   const char *what = NULL;
@@ -296,7 +324,7 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
     errno = ENOMEM;
     return NULL;
   }
-  uint32_t flags = (uint32_t)cflags;
+  uint32_t flags = (uint32_t)cflags | xflags;
   if (!(flags & PRD_CACHE_NODEBUG))
     flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;
   prd_cache_t *cp = cache_make(name, size, align, ctor, dtor, reclaim, priv, source, flags);
@@ -520,10 +548,7 @@ static void cache_decay(void *arg)
   for (; cp != NULL; cp = cp->cache_next) {   /* safe unlocked: as in reap_all_locked */
     /* a depot that took and gave no full magazine for a whole pass has no working set to
      * keep: all of its magazines go to the slabs (section 4) */
-    prd_cache_stats_t st;
-    memset(&st, 0, sizeof(st));
-    prd__mag_stats(cp, &st);
-    uint64_t moves = st.depot_full_gets + st.depot_full_puts;
+    uint64_t moves = prd__mag_depot_moves(cp);
     bool idle = moves == cp->cache_decay_depot;
     cp->cache_decay_depot = moves;
     prd__mag_depot_reap(cp, idle);
@@ -542,6 +567,30 @@ void prd__cache_decay_nudge(void)
   if (prd__opt(decay_ms) != 0 && !prd__maint_running() &&
       prd__vmem_heap_dirty() > DECAY_THREAD_BYTES)
     prd__maint_wake();
+}
+
+/* The slab layer's growth hook (section 4): user caches made another PRD_SLAB_GROW_BYTES of
+ * slabs.  A depot that took and gave no full magazine since the last growth reap holds what a
+ * finished phase freed: all of it goes to the slabs, whose free slabs a packed cache gives to
+ * the heap arena at once (slab.c section 6), for the growing cache to take.  A reap or cache
+ * destruction running now (the try-lock), or a reclaim on this thread, skips it. */
+static void cache_grow_reap(void)
+{
+  if (cache_in_reclaim || pthread_mutex_trylock(&cache_reap_lock) != 0)
+    return;
+  cache_in_reclaim = true;
+  pthread_mutex_lock(&cache_list_lock);
+  prd_cache_t *cp = cache_list;
+  pthread_mutex_unlock(&cache_list_lock);
+  for (; cp != NULL; cp = cp->cache_next) {   /* safe unlocked: as in reap_all_locked */
+    uint64_t moves = prd__mag_depot_moves(cp);
+    bool idle = moves == cp->cache_grow_depot;
+    cp->cache_grow_depot = moves;
+    if (idle)
+      prd__mag_depot_reap(cp, true);
+  }
+  pthread_mutex_unlock(&cache_reap_lock);
+  cache_in_reclaim = false;
 }
 
 void prd__cache_reap_all(prd_cache_t *cp)

@@ -101,6 +101,10 @@ void  prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n);
  * try again; false: the allocation fails (ENOMEM). */
 typedef bool prd__slab_oom_fn(prd_cache_t *cp, int flags, unsigned *state);
 void  prd__slab_set_oom_hook(prd__slab_oom_fn *fn);
+/* The growth hook (cache.c sets it; slab.c section 6): after every PRD_SLAB_GROW_BYTES of
+ * slabs that user caches made, called by the one that made the last, with no lock held. */
+typedef void prd__slab_grow_fn(void);
+void  prd__slab_set_grow_hook(prd__slab_grow_fn *fn);
 /* Returns the free slabs outside the working set (all: every free slab) to the source. */
 void  prd__slab_reap(prd_cache_t *cp, bool all);
 /* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held.
@@ -154,6 +158,9 @@ void  prd__mag_cache_fini(prd_cache_t *cp);
 void  prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds);
 /* Destroys the depot's magazines outside its working set (all: every one). */
 void  prd__mag_depot_reap(prd_cache_t *cp, bool all);
+/* Full magazines the depot took and gave since cp was made (a depot that moved none between
+ * two looks has no working set: cache.c's decay and growth reaps). */
+uint64_t prd__mag_depot_moves(prd_cache_t *cp);
 /* Takes back the magazines of every other thread not inside an operation (the handshake). */
 void  prd__mag_reap_threads(void);
 /* This thread's and every other thread's magazines and all depots back to the slab layer. */
@@ -291,6 +298,9 @@ size_t prd__slab_lat_merge_all(prd_cache_t *cp);
 uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
 
 /* ---- cache.c: the object-cache front end (prd_cache_*) ------------------------------------ */
+/* prd_cache_create(name, size, align) of a cache with the packed slab layout (slab.c section
+ * 2: the small layout in slabs of several pages): malloc.c's size classes. */
+prd_cache_t *prd__cache_create_packed(const char *name, size_t size, size_t align);
 /* Statistics of every cache (user caches first) into out[0 .. max-1], taken under the
  * cache-list lock; returns how many caches there are (more than max: call again, larger). */
 size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max);

@@ -738,6 +738,17 @@ void prd__mag_depot_reap(prd_cache_t *cp, bool all)
   depot_reap(cp, all, false);
 }
 
+uint64_t prd__mag_depot_moves(prd_cache_t *cp)
+{
+  if (cp->cache_magid == 0)
+    return 0;
+  prd_depot_t *dp = &cp->cache_depot;
+  pthread_mutex_lock(&dp->dp_lock);
+  uint64_t n = dp->dp_full.ml_gets + dp->dp_full.ml_puts;
+  pthread_mutex_unlock(&dp->dp_lock);
+  return n;
+}
+
 /* The next magazine size, when the chunk allows (section 8): for depot contention, the next
  * row of libumem's table while the chunk is below the row's maxbuf; for Prudence (`latent`),
  * the next row of the whole table while a magazine holds at most MAG_LATENT_BYTES of objects.

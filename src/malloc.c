@@ -396,8 +396,8 @@ static bool malloc_start(void)
     for (uint32_t k = 0; k < nd; k++)
       name[7 + k] = digits[nd - 1 - k];
     name[7 + nd] = '\0';
-    prd_cache_t *cp = prd_cache_create(name, malloc_class[i].mc_size, malloc_class[i].mc_align,
-                                       NULL, NULL, NULL, NULL, NULL, 0);
+    prd_cache_t *cp = prd__cache_create_packed(name, malloc_class[i].mc_size,
+                                               malloc_class[i].mc_align);
     if (cp == NULL)
       return false;
     /* the start test's constants are the cache's own (pagemap.c), copied into the class's

@@ -22,6 +22,16 @@
  *          | color |  buf  | ... |  buf  | unused tail  | prd_slab  |
  *          +-------+-------+-----+-------+--------------+-----------+
  *
+ *    - Packed small layout (caches with PRD_CF_PACKED: malloc's size classes, which find a
+ *      buffer's slab through their page map and gain nothing from per-buffer records): the
+ *      small layout for any chunk, in a slab of a power of two from one page up to 64 KiB
+ *      (128 KiB for chunks above 4 KiB), aligned to its size so masking still finds the
+ *      prd_slab_t: the smallest size whose waste (all that is not buffers: tail, prd_slab_t,
+ *      bitmaps) is at most 1/64 of it, else the size with the least waste if that is at most
+ *      1/32 (640 B: 102 buffers in 64 KiB, 256 B not buffers).  Bonwick's 1/8-page cut comes
+ *      from one-page slabs, where a large chunk leaves a large tail; several pages remove
+ *      that reason.  A chunk no size fits (a power of two of 4 KiB and more: the prd_slab_t
+ *      would take a whole buffer) keeps the layouts below.  Buffer debugging turns it off.
  *    - Large layout (everything else, and every cache with buffer debugging, as "verify all
  *      freed addresses by setting the large-object threshold to zero", 002 §6.2): the slab is
  *      only buffers; the prd_slab_t and one prd_bufctl_t per buffer come from the slab
@@ -54,7 +64,10 @@
  *    A buffer freed to the slab layer while it is on a freelist already is a double free:
  *    the large layout sees it in the bufctl's flags; the small layout looks at the buffer's
  *    freelist word first (NULL or a link of the same slab, else it cannot be free) and only
- *    then walks the slab's lists (small_on_freelist).  Reported, not linked twice.
+ *    then walks the slab's lists (small_on_freelist).  Reported, not linked twice.  The word
+ *    of a buffer handed out is set to PRD_SLAB_LINK_ALLOCATED (odd: no link is), so that a
+ *    buffer whose last word the user never wrote, common in malloc's classes, is not taken
+ *    for a free one by its stale link and does not cost a walk of its slab's lists.
  *
  * 4b. Freelist hardening (option hardened; SLUB's CONFIG_SLAB_FREELIST_HARDENED, mimalloc's
  *    secure mode).  A small-layout free buffer's freelist word is where a write after free,
@@ -88,7 +101,15 @@
  *    heap arena, where its pages are decommitted a pass later (vmem.c section 16) and any
  *    other size class can take them.  The working set is a hedge against a cache that frees
  *    and regrows slabs in a loop; half the decay delay keeps that hedge (a slab the cache
- *    needs again within it stays) without stranding a finished phase's memory for 15 s.  When the source cannot supply a
+ *    needs again within it stays) without stranding a finished phase's memory for 15 s.
+ *    A packed cache (section 2) does not wait for the interval: a free of a buffer that
+ *    leaves more than PRD_SLAB_PACK_RESERVE (2) slabs free gives the least recently used
+ *    free ones back to the heap arena at once, so memory one size class freed serves the
+ *    next phase's other sizes; the two kept are the hedge against a class that frees and
+ *    regrows a slab in a loop.  Buffers parked in magazines keep their slabs from being
+ *    free, so the slab layer also calls the growth hook (cache.c section 4) after every
+ *    PRD_SLAB_GROW_BYTES (4 MiB, one heap import) of slabs user caches made: cache.c then
+ *    empties each depot that moved no magazine since its last call.  When the source cannot supply a
  *    slab for a user cache, the slab layer asks its one out-of-memory hook, which cache.c
  *    sets (cache.c section 4: the flags' policy, Prudence's wait, reclaim of every cache),
  *    whether to try again; the slab layer's own caches fail at once.  The slab layer always
@@ -149,16 +170,28 @@
 #include "slab.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
+#define PRD_SLAB_LINK_ALLOCATED ((prd_bufctl_t *)(uintptr_t)1)   /* small layout (section 4) */
 #define PRD_NOTOUCH_MIN_BUFS 8    /* integer caches: a slab of fewer would grow on most allocs */
 #define PRD_SLAB_SMALL_FRAC  8    /* small layout below 1/8 of a page (002 §3.2.2) */
 #define PRD_SLAB_WASTE_FRAC  8    /* unused tail at most 1/8 of the slab (002 §3.2) */
 #define PRD_SLAB_MAX_SMALL   8192 /* buffers of a small slab at most (64 KiB / 8 B) */
+#define PRD_SLAB_PACK_FRAC   64   /* packed: a slab size whose waste is at most 1/64 ... */
+#define PRD_SLAB_PACK_WORST  32   /* ... else the least waste, if at most 1/32 (section 2) */
+#define PRD_SLAB_PACK_MAX    ((size_t)64 << 10)    /* packed slabs up to 64 KiB ... */
+#define PRD_SLAB_PACK_MAX_BIG ((size_t)128 << 10)  /* ... 128 KiB for chunks above 4 KiB */
+#define PRD_SLAB_PACK_BIG    4096 /* chunks above it may take 128 KiB: 5120 B, 6144 B need it */
+#define PRD_SLAB_PACK_RESERVE 2   /* free slabs a packed cache keeps (section 6) */
+#define PRD_SLAB_GROW_BYTES  ((uint64_t)4 << 20)   /* user slabs made between growth reaps:
+                                                        the heap arena's import (section 6) */
 
 /* ---- the slab layer's own caches ------------------------------------------------------- */
 static prd_cache_t slab_slab_cache;      /* prd_slab_t of large-layout slabs */
 static prd_cache_t slab_bufctl_cache;    /* prd_bufctl_t */
 static prd_cache_t slab_audit_cache;     /* prd_bufctl_audit_t (auditing caches) */
 static prd__slab_oom_fn *_Atomic slab_oom_hook;   /* cache.c's out-of-memory policy */
+static prd__slab_grow_fn *_Atomic slab_grow_hook; /* cache.c's growth reap (section 6) */
+static _Atomic uint64_t slab_grown;                /* bytes of user slabs made since it ran */
+static void slab_grown_by(const prd_cache_t *cp);
 
 /* The arena slabs come from.  The slab layer's own caches say NULL: the heap arena, looked
  * up when a slab is needed, so that they exist even if the heap's first creation failed. */
@@ -443,6 +476,8 @@ static bool cache_grow(prd_cache_t *cp)
   cp->cache_color = color + cp->cache_align > cp->cache_maxcolor ? 0 : color + cp->cache_align;
   pthread_mutex_unlock(&cp->cache_lock);
   prd_slab_t *sp = slab_create(cp, color);
+  if (sp != NULL && !(cp->cache_flags & PRD_CF_INTERNAL))
+    slab_grown_by(cp);
   pthread_mutex_lock(&cp->cache_lock);
   if (sp == NULL)
     return false;
@@ -465,6 +500,29 @@ static bool cache_grow(prd_cache_t *cp)
 }
 
 /* ---- reclaiming (002 §3.4) ------------------------------------------------------------------ */
+/* Detaches up to n free slabs onto chain (linked through slab_link.sl_next, for
+ * slab_destroy_chain once the lock is dropped), from the least recently used; returns the
+ * chain.  A slab on the free list ahead of time (section 9) keeps its pages until its deferred
+ * buffers are merged (latent.c, when their grace period has ended: the hooks are set, as in
+ * slab_pick).  cache_lock held. */
+static prd_slab_link_t *free_tail_take(prd_cache_t *cp, uint64_t n, prd_slab_link_t *chain)
+{
+  for (prd_slab_link_t *l = cp->cache_free.sl_prev, *prev; n > 0 && l != &cp->cache_free;
+       l = prev) {
+    prev = l->sl_prev;
+    prd_slab_t *sp = prd__slab_of_link(l);
+    if (prd__slab_ndeferred(sp) != 0)
+      (void)atomic_load_explicit(&slab_latent, memory_order_relaxed)->lh_merge_safe(cp, sp);
+    if (sp->slab_refcnt != 0)
+      continue;
+    slab_detach(cp, sp);
+    sp->slab_link.sl_next = chain;
+    chain = &sp->slab_link;
+    n--;
+  }
+  return chain;
+}
+
 /* Returns the free slabs outside the working set (all of them when `all`) to the source.
  * The working set (section 6, as the depot's of seed 004 / libumem): cache_free_min is the
  * fewest free slabs the cache had since the current interval began; that many slabs at the
@@ -489,22 +547,7 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
     n = PRD_MIN(n, cp->cache_ws_reapable);
     cp->cache_ws_reapable -= n;
   }
-  /* from the least recently used; a slab on the free list ahead of time (section 9) keeps
-   * its pages until its deferred buffers are merged (latent.c, when their grace period has
-   * ended: the hooks are set, as in slab_pick) */
-  for (prd_slab_link_t *l = cp->cache_free.sl_prev, *prev; n > 0 && l != &cp->cache_free;
-       l = prev) {
-    prev = l->sl_prev;
-    prd_slab_t *sp = prd__slab_of_link(l);
-    if (prd__slab_ndeferred(sp) != 0)
-      (void)atomic_load_explicit(&slab_latent, memory_order_relaxed)->lh_merge_safe(cp, sp);
-    if (sp->slab_refcnt != 0)
-      continue;
-    slab_detach(cp, sp);
-    sp->slab_link.sl_next = chain;
-    chain = &sp->slab_link;
-    n--;
-  }
+  chain = free_tail_take(cp, n, chain);
   pthread_mutex_unlock(&cp->cache_lock);
   slab_destroy_chain(cp, chain);
 }
@@ -512,6 +555,25 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
 void prd__slab_set_oom_hook(prd__slab_oom_fn *fn)
 {
   atomic_store_explicit(&slab_oom_hook, fn, memory_order_release);
+}
+
+void prd__slab_set_grow_hook(prd__slab_grow_fn *fn)
+{
+  atomic_store_explicit(&slab_grow_hook, fn, memory_order_release);
+}
+
+/* A user cache made a slab (no lock held): every PRD_SLAB_GROW_BYTES of them, the growth
+ * hook (section 6).  The count is a relaxed hint: two threads crossing the mark together
+ * may both call the hook, whose reap takes a try-lock, and a lost reset only calls it early. */
+static void slab_grown_by(const prd_cache_t *cp)
+{
+  uint64_t n = atomic_fetch_add_explicit(&slab_grown, cp->cache_slabsize, memory_order_relaxed);
+  if (n + cp->cache_slabsize < PRD_SLAB_GROW_BYTES)
+    return;
+  atomic_store_explicit(&slab_grown, 0, memory_order_relaxed);
+  prd__slab_grow_fn *fn = atomic_load_explicit(&slab_grow_hook, memory_order_acquire);
+  if (fn != NULL)
+    fn();
 }
 
 /* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache; when the
@@ -589,6 +651,7 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
         buf = bcp->bc_addr;
       } else {
         buf = (char *)bcp - cp->cache_link_off;
+        bcp->bc_next = PRD_SLAB_LINK_ALLOCATED;
       }
       if (prd_likely(!fresh))
         out[nc++] = buf;
@@ -685,6 +748,7 @@ static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
 void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
 {
   bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
+  prd_slab_link_t *chain = NULL;   /* packed caches' free slabs beyond the reserve */
   pthread_mutex_lock(&cp->cache_lock);
   for (size_t i = 0; i < n; i++) {
     void *buf = bufs[i];
@@ -728,8 +792,13 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       continue;
     }
     prd__slab_relist(cp, sp);
+    /* a packed cache gives a free slab beyond its reserve back at once (section 6) */
+    if (prd_unlikely(sp->slab_bucket == PRD_SLAB_ON_FREE) && (cp->cache_flags & PRD_CF_PACKED) &&
+        cp->cache_nfree > PRD_SLAB_PACK_RESERVE)
+      chain = free_tail_take(cp, cp->cache_nfree - PRD_SLAB_PACK_RESERVE, chain);
   }
   pthread_mutex_unlock(&cp->cache_lock);
+  slab_destroy_chain(cp, chain);
 }
 
 void prd__slab_free(prd_cache_t *cp, void *buf)
@@ -738,6 +807,42 @@ void prd__slab_free(prd_cache_t *cp, void *buf)
 }
 
 /* ---- creating and destroying caches --------------------------------------------------------- */
+/* Buffers of chunk bytes in a small-layout slab of slabsize bytes, after the prd_slab_t and
+ * the two latent bitmaps (section 9), whose words go in *lat_words. */
+static size_t small_chunks(size_t slabsize, size_t chunk, size_t *lat_words)
+{
+  size_t avail = slabsize - sizeof(prd_slab_t);
+  *lat_words = (avail / chunk + 63) / 64;
+  if (2 * *lat_words * sizeof(uint64_t) >= avail)
+    return 0;
+  return (avail - 2 * *lat_words * sizeof(uint64_t)) / chunk;
+}
+
+/* A packed cache's small-layout slab size (section 2): the smallest power of two from unit
+ * to the bound whose waste (everything that is not a buffer: tail, prd_slab_t, bitmaps) is
+ * at most 1/PRD_SLAB_PACK_FRAC of it, else the one with the least waste if that is at most
+ * 1/PRD_SLAB_PACK_WORST; 0 when none is (the cache takes the usual layouts). */
+static size_t pack_slabsize(size_t chunk, size_t unit)
+{
+  size_t max = chunk > PRD_SLAB_PACK_BIG ? PRD_SLAB_PACK_MAX_BIG : PRD_SLAB_PACK_MAX;
+  size_t best = 0, best_waste = 0, lw;
+  for (size_t s = unit; s <= max; s *= 2) {
+    size_t n = small_chunks(s, chunk, &lw);
+    if (n == 0)
+      continue;
+    if (n > PRD_SLAB_MAX_SMALL)
+      break;
+    size_t waste = s - n * chunk;
+    if (waste * PRD_SLAB_PACK_FRAC <= s)
+      return s;
+    if (waste * PRD_SLAB_PACK_WORST <= s && (best == 0 || waste * best < best_waste * s)) {
+      best = s;
+      best_waste = waste;
+    }
+  }
+  return best;
+}
+
 /* Chooses chunk, slab size, layout and color range (section 2).  0, or -1 (EINVAL). */
 static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
 {
@@ -768,7 +873,10 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   }
   chunk = PRD_P2ROUNDUP(chunk, align);
   size_t unit = notouch ? q : PRD_MAX(page, q);
-  if (!(f & PRD_CF_HASH) && chunk >= unit / PRD_SLAB_SMALL_FRAC) {
+  size_t packed = 0;   /* a packed cache's small-layout slab size, when one fits */
+  if ((f & PRD_CF_PACKED) && !(f & PRD_CF_HASH) && !notouch && PRD_ISP2(unit))
+    packed = pack_slabsize(chunk, unit);
+  if (!(f & PRD_CF_HASH) && packed == 0 && chunk >= unit / PRD_SLAB_SMALL_FRAC) {
     /* large layout: no freelist word in the buffer, so no reserved word either */
     cp->cache_flags |= PRD_CF_HASH;
     f = cp->cache_flags;
@@ -784,15 +892,14 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   if (f & PRD_CACHE_PAGEBUF)
     chunk = PRD_P2ROUNDUP(chunk, page) + page;   /* the guard page */
   size_t slabsize, avail;
-  if (!(f & PRD_CF_HASH) && chunk < unit / PRD_SLAB_SMALL_FRAC &&
-      PRD_ISP2(unit) && (unit - sizeof(prd_slab_t)) / chunk <= PRD_SLAB_MAX_SMALL) {
-    slabsize = unit;
-    avail = unit - sizeof(prd_slab_t);
+  if (!(f & PRD_CF_HASH) && (packed != 0 || (chunk < unit / PRD_SLAB_SMALL_FRAC &&
+      PRD_ISP2(unit) && (unit - sizeof(prd_slab_t)) / chunk <= PRD_SLAB_MAX_SMALL))) {
+    slabsize = packed != 0 ? packed : unit;
     /* the latent bitmaps, two generations of one bit per buffer (section 9): deferred
      * buffers cannot be linked through their own memory, readers may still read it */
-    cp->cache_lat_words = (avail / chunk + 63) / 64;
-    avail -= 2 * cp->cache_lat_words * sizeof(uint64_t);
-    cp->cache_slab_align = unit;
+    (void)small_chunks(slabsize, chunk, &cp->cache_lat_words);
+    avail = slabsize - sizeof(prd_slab_t) - 2 * cp->cache_lat_words * sizeof(uint64_t);
+    cp->cache_slab_align = slabsize;
   } else {
     cp->cache_flags |= PRD_CF_HASH;
     f = cp->cache_flags;

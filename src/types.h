@@ -184,6 +184,7 @@ struct prd_slab {
 #define PRD_CF_BUFTAG   0x00080000u  /* a debug tag follows each buffer (redzone, bufctl) */
 #define PRD_CF_INTERNAL 0x00100000u  /* the library's own cache (slab, front end, magazines) */
 #define PRD_CF_DEFERHEAD 0x00200000u /* a prd_defer_head_t follows each buffer (call_rcu path) */
+#define PRD_CF_PACKED   0x00400000u  /* small layout in slabs of several pages (slab.c section 2) */
 #define PRD_CF_BUF_DEBUG (PRD_CACHE_PATTERNS | PRD_CACHE_REDZONE | PRD_CACHE_VERIFY |       \
                           PRD_CACHE_AUDIT | PRD_CACHE_PAGEBUF)
 
@@ -385,6 +386,7 @@ struct prd_cache {
   /* cache.c's decay job (under cache_reap_lock): the depot's full-magazine gets and puts at
    * its last pass; unchanged at the next, the depot was idle for a whole pass */
   uint64_t cache_decay_depot;
+  uint64_t cache_grow_depot;     /* the same at cache.c's last growth reap */
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */

@@ -1,0 +1,127 @@
+/*
+ * test_malloc_frag.c: the malloc classes' memory (src/slab.c sections 2 and 6): the packed
+ * layout of the classes (the slab record in the slab, no bufctls, slabs of several pages
+ * with at most 1/32 of each not buffers), free slabs of a class given back to the heap arena
+ * at once for other classes, and a finished phase's depot emptied when the heap grows.
+ */
+// prd-test-labels: unit
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+static prd_cache_stats_t stats_of(prd_cache_t *cp)
+{
+  prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
+  CHECK_EQ(prd_cache_stats(cp, &st), 0);
+  return st;
+}
+
+static size_t heap_total(void)
+{
+  prd_vmem_stats_t vs = { .size = sizeof(vs) };
+  CHECK_EQ(prd_vmem_stats(prd_heap_arena(), &vs), 0);
+  return (size_t)vs.bytes_total;
+}
+
+/* Whether the classes run with buffer debugging (PRUDENCE_DEBUG): the large layout then. */
+static bool debugging(void)
+{
+  return prd__cache_slow_front(prd__malloc_class_cache(640));
+}
+
+/* Every class from 512 B that the packed layout fits (the ones near 512-700 B among them)
+ * has the small layout in a power-of-two slab of at most 128 KiB, of which at most 1/32 is
+ * not buffers (tail, prd_slab_t, bitmaps); the others keep one buffer per slab or so. */
+static void test_packed_layout(void)
+{
+  if (debugging())
+    return;
+  size_t must[] = { 512, 640, 768, 1024, 1280, 2048, 3072 };
+  for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
+    CHECK_EQ(stats_of(prd__malloc_class_cache(must[i])).large_layout, 0);
+  size_t s;
+  for (unsigned i = 0; (s = prd__malloc_class_size(i)) != 0; i++) {
+    prd_cache_stats_t st = stats_of(prd__malloc_class_cache(s));
+    if (st.large_layout)
+      continue;
+    CHECK(PRD_ISP2(st.slab_size) && st.slab_size <= ((size_t)128 << 10));
+    if (s >= 16)   /* the 8 B class: its bitmaps alone are 1/32 of a slab */
+      CHECK((st.slab_size - st.bufs_per_slab * st.chunk_size) * 32 <= st.slab_size);
+    if (s > 4096)
+      continue;
+    CHECK(st.slab_size <= ((size_t)64 << 10));
+  }
+  /* 640 B: 102 buffers in 64 KiB */
+  prd_cache_stats_t st = stats_of(prd__malloc_class_cache(640));
+  CHECK_EQ(st.slab_size, 65536);
+  CHECK_EQ(st.bufs_per_slab, 102);
+}
+
+#define MIB ((size_t)1 << 20)
+
+static void **fill(size_t size, size_t bytes, size_t *n)
+{
+  *n = bytes / size;
+  void **v = malloc(*n * sizeof(void *));   /* the C library's: no class of ours */
+  CHECK(v != NULL);
+  for (size_t i = 0; v != NULL && i < *n; i++) {
+    v[i] = prd_malloc(size);
+    CHECK(v[i] != NULL);
+  }
+  return v;
+}
+
+static void drop(void **v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    prd_free(v[i]);
+  free(v);
+}
+
+/* A class's slabs, once wholly free in the slab layer, are in the heap arena at once (a span
+ * left wholly free goes back to the kernel, vmem.c section 7): another class's allocations
+ * then take the heap no higher than the first class's peak.  Kept as the first class's free
+ * slabs, they would stand beside the second class's. */
+static void test_free_slabs_reused(void)
+{
+  if (debugging())
+    return;
+  size_t n2, n6;
+  void **v2 = fill(2000, 16 * MIB, &n2);
+  size_t peak = heap_total();
+  prd_cache_t *c2 = prd__malloc_class_cache(2000);
+  drop(v2, n2);
+  prd__mag_depot_reap(c2, true);   /* the depot's rounds to the slabs, no slab reap */
+  prd_cache_stats_t st = stats_of(c2);
+  CHECK(st.slabs_free <= 2);
+  void **v6 = fill(640, 12 * MIB, &n6);
+  CHECK(heap_total() <= peak);
+  drop(v6, n6);
+}
+
+/* A finished phase's memory in the depot of its class is emptied into the slabs when the
+ * heap grows by another class and that depot stayed idle: most of it serves the next phase. */
+static void test_phase_change(void)
+{
+  if (debugging())
+    return;
+  size_t n2, n6;
+  void **v2 = fill(2000, 32 * MIB, &n2);
+  drop(v2, n2);   /* into the thread's magazines and the depot: no reap of any kind */
+  size_t before = heap_total();
+  void **v6 = fill(640, 32 * MIB, &n6);
+  size_t grew = heap_total() - before;
+  CHECK(grew <= 12 * MIB);   /* two growth reaps' lag, 8 MiB, and a span of slack */
+  drop(v6, n6);
+}
+
+int main(void)
+{
+  prd_free(prd_malloc(1));   /* malloc started: every class made */
+  RUN(test_packed_layout);
+  RUN(test_free_slabs_reused);
+  RUN(test_phase_change);
+  return prd_test_done();
+}
