@@ -18,10 +18,12 @@
  *                          <-  slab layer  <-  vmem source  <-  os
  *        prd_cache_free:   [debug checks]  ->  magazine hit  ->  miss: depot  ->  slab layer
  *    The hit paths are the magazine layer's inline ones (magazine.h): this file adds only the
- *    NULL-cache test and one test of cache_flags (prd__cache_slow_front, internal.h) that
- *    sends a debugging cache out of line.  The debug hooks run at the boundary between the
- *    user and the layers, so an object parked in a magazine is free for the checks, and every
- *    object meets them whichever layer below serves it.
+ *    NULL-cache test, one test of cache_flags (prd__cache_slow_front, internal.h) that sends
+ *    a debugging cache, or one without the free mark, out of line, and the free mark's step
+ *    (magazine.c section 15): a free tests and writes it, an allocation clears it, so a
+ *    double free is found wherever the first copy is.  The debug hooks run at the boundary
+ *    between the user and the layers, so an object parked in a magazine is free for the
+ *    checks, and every object meets them whichever layer below serves it.
  *    Deferred frees (prd_cache_free_deferred) enter Prudence directly (defer.c): its latent
  *    generations live in the same CPU caches.
  *
@@ -167,7 +169,8 @@ static void cache_init(void)
 
 /* ---- the public front end ------------------------------------------------------------------- */
 /* prd__cache_slow_front (internal.h, where malloc.c's inline hit path tests it too) says
- * whether a cache takes the out-of-line front end: buffer debugging (section 2).  A cache with
+ * whether a cache takes the out-of-line front end: buffer debugging, or no free mark
+ * (section 2).  A cache with
  * Prudence deferrals stays on the magazine layer's hit path: its latent generations live in
  * the same CPU caches (defer.c section 2). */
 
@@ -176,9 +179,9 @@ static void cache_init(void)
  * back to the slab layer as it came. */
 static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
 {
-  void *buf = prd__mag_alloc(cp, flags);
-  if (buf == NULL)
-    return NULL;
+  void *buf = prd__mag_alloc(cp, flags, false);
+  if (buf == NULL || !(cp->cache_flags & PRD_CF_DEBUG))
+    return buf;   /* no debugging: a cache without the free mark */
   if (prd_likely(prd__debug_alloc(cp, buf, flags) != NULL))
     return buf;
   prd__slab_free(cp, buf);
@@ -191,9 +194,9 @@ static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
 
 static PRD_NOINLINE void cache_free_slow(prd_cache_t *cp, void *buf)
 {
-  if (prd__debug_free(cp, buf) != 0)
+  if ((cp->cache_flags & PRD_CF_DEBUG) && prd__debug_free(cp, buf) != 0)
     return;
-  prd__mag_free(cp, buf);
+  prd__mag_free(cp, buf, true);   /* no free mark: the top round is compared */
 }
 
 void *prd_cache_alloc(prd_cache_t *cp, int flags)
@@ -205,7 +208,8 @@ void *prd_cache_alloc(prd_cache_t *cp, int flags)
   }
   if (prd_unlikely(prd__cache_slow_front(cp)))
     return cache_alloc_slow(cp, flags);
-  return prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
+  /* the CPU layer, then the slab layer (magazine.c); the free mark cleared on the way out */
+  return prd__mag_alloc(cp, flags, true);
 }
 
 void prd_cache_free(prd_cache_t *cp, void *buf)
@@ -220,7 +224,8 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     cache_free_slow(cp, buf);
     return;
   }
-  prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
+  if (prd__mark_free(cp, buf))   /* a double free stops here */
+    prd__mag_free(cp, buf, false);   /* the CPU layer, then the slab layer (magazine.c) */
 }
 
 /* ---- creating and destroying caches (section 3) --------------------------------------------- */
