@@ -1235,12 +1235,14 @@ void *prd_realloc(void *ptr, size_t size)
       uintptr_t e = atomic_load_explicit(pm_slot(a, leaf), memory_order_acquire);
       uint32_t kind = e & PM_KIND_MASK;
       if (kind == PM_CLASS) {
-        /* and not freed, where the class's free mark says so (class_free) */
+        /* and not freed, as the class's free mark says (class_free); a class without
+         * mc_mark (the 8-byte one, one without a hit path) asks realloc_slow, which tests
+         * the mark by the class cache's flags */
         const prd_mclass_t *mc = pm_mclass(e);
         if (size <= MC_MAX && mclass_start_ok(mc, e, a) &&
             malloc_class_index(size) == pm_class_of(e) &&
-            (atomic_load_explicit(&mc->mc_mark, memory_order_relaxed) == 0 ||
-             !prd__mark_test(ptr)))
+            atomic_load_explicit(&mc->mc_mark, memory_order_relaxed) != 0 &&
+            !prd__mark_test(ptr))
           return ptr;
       } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {
         size_t old = big_bytes(e);
