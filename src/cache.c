@@ -18,17 +18,20 @@
  *                          <-  slab layer  <-  vmem source  <-  os
  *        prd_cache_free:   [debug checks]  ->  magazine hit  ->  miss: depot  ->  slab layer
  *    The hit paths are the magazine layer's inline ones (magazine.h): this file adds the
- *    NULL-cache test, one test of cache_flags (prd__cache_slow_front, internal.h) that sends a
- *    debugging cache out of line, and on a free the ownership check.
+ *    NULL-cache test, one test of cache_flags that sends a debugging cache, a NOTOUCH one or
+ *    one without the free mark out of line, on a free the ownership check, and the free
+ *    mark's step (magazine.c section 15): a free tests and writes it, an allocation clears
+ *    it, so a double free is found wherever the first copy is.
  *    Ownership (prd_cache_free; prd_cache_free_deferred makes the same check, defer.c): the
  *    page map's entry for the buffer's granule must name this cache and the buffer must start
  *    one of its slab's buffers (pagemap.h prd__pm_owns: two dependent loads, a 32-bit compare,
  *    a multiplication, a rotation and a compare; no load of the slab or the buffer, so a
  *    foreign, stack or freed-slab address is never read).  Otherwise the free is reported,
  *    naming the cache the buffer belongs to, no cache, or how far into a buffer it points
- *    (prd__pm_bad_free), and nothing is touched.  NOTOUCH caches hand out integers, which
- *    have no entries, and skip it; debugging caches take their own checks (debug.c), which
- *    find the same misuses through the slab layer's hash.
+ *    (prd__pm_bad_free), and nothing is touched.  The check comes before the free mark, so a
+ *    pointer that is not one of the cache's buffers is never written.  NOTOUCH caches hand
+ *    out integers, which have no entries, and skip it; debugging caches take their own checks
+ *    (debug.c), which find the same misuses through the slab layer's hash.
  *    The debug hooks run at the boundary between the user and the layers, so an object
  *    parked in a magazine is free for the checks, and every object meets them whichever
  *    layer below serves it.
@@ -193,7 +196,8 @@ static void cache_init(void)
 
 /* ---- the public front end ------------------------------------------------------------------- */
 /* prd__cache_slow_front (internal.h, where malloc.c's inline hit path tests it too) says
- * whether a cache takes the out-of-line front end: buffer debugging (section 2).  A cache with
+ * whether a cache takes the out-of-line front end: buffer debugging, or no free mark
+ * (section 2).  A cache with
  * Prudence deferrals stays on the magazine layer's hit path: its latent generations live in
  * the same CPU caches (defer.c section 2). */
 
@@ -202,9 +206,9 @@ static void cache_init(void)
  * back to the slab layer as it came. */
 static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
 {
-  void *buf = prd__mag_alloc(cp, flags);
-  if (buf == NULL)
-    return NULL;
+  void *buf = prd__mag_alloc(cp, flags, false);
+  if (buf == NULL || !(cp->cache_flags & PRD_CF_DEBUG))
+    return buf;   /* no debugging: a cache without the free mark */
   if (prd_likely(prd__debug_alloc(cp, buf, flags) != NULL))
     return buf;
   prd__slab_free(cp, buf);
@@ -217,9 +221,9 @@ static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
 
 static PRD_NOINLINE void cache_free_slow(prd_cache_t *cp, void *buf)
 {
-  if (prd__debug_free(cp, buf) != 0)
+  if ((cp->cache_flags & PRD_CF_DEBUG) && prd__debug_free(cp, buf) != 0)
     return;
-  prd__mag_free(cp, buf);
+  prd__mag_free(cp, buf, true);   /* no free mark: the top round is compared */
 }
 
 void *prd_cache_alloc(prd_cache_t *cp, int flags)
@@ -231,7 +235,8 @@ void *prd_cache_alloc(prd_cache_t *cp, int flags)
   }
   if (prd_unlikely(prd__cache_slow_front(cp)))
     return cache_alloc_slow(cp, flags);
-  return prd__mag_alloc(cp, flags);   /* the CPU layer, then the slab layer (magazine.c) */
+  /* the CPU layer, then the slab layer (magazine.c); the free mark cleared on the way out */
+  return prd__mag_alloc(cp, flags, true);
 }
 
 void prd_cache_free(prd_cache_t *cp, void *buf)
@@ -242,18 +247,24 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
     return;
   }
-  /* one flag test: buffer debugging (checks of its own, out of line), or NOTOUCH (integers,
-   * not in the page map); else the ownership check (section 2) */
-  if (prd_unlikely(cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH))) {
-    if (cp->cache_flags & PRD_CF_DEBUG) {
-      cache_free_slow(cp, buf);
+  /* one flag test: buffer debugging (checks of its own, out of line), NOTOUCH (integers, not
+   * in the page map) or no free mark (out of line, after the ownership check); else the
+   * ownership check (section 2) and the free mark inline */
+  uint32_t f = cp->cache_flags;
+  if (prd_unlikely(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH | PRD_CF_NOMARK))) {
+    if (!(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH)) && !prd__pm_owns(cp, buf)) {
+      prd__pm_bad_free(cp, buf, "free");
       return;
     }
-  } else if (prd_unlikely(!prd__pm_owns(cp, buf))) {
+    cache_free_slow(cp, buf);
+    return;
+  }
+  if (prd_unlikely(!prd__pm_owns(cp, buf))) {
     prd__pm_bad_free(cp, buf, "free");
     return;
   }
-  prd__mag_free(cp, buf);   /* the CPU layer, then the slab layer (magazine.c) */
+  if (prd__mark_free(cp, buf))   /* a double free stops here */
+    prd__mag_free(cp, buf, false);   /* the CPU layer, then the slab layer (magazine.c) */
 }
 
 /* ---- creating and destroying caches (section 3) --------------------------------------------- */

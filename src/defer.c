@@ -709,7 +709,11 @@ static void defer_callback(struct prd_rcu_head *h)
       prd__slab_free(cp, buf);
     return;
   }
-  prd__mag_free(cp, buf);   /* as prd_cache_free does without debugging: the CPU layer */
+  /* as prd_cache_free does without debugging: the free mark (its readers are gone), then
+   * the CPU layer */
+  if (!(cp->cache_flags & PRD_CF_NOMARK))
+    prd__mark_set(buf);
+  prd__mag_free(cp, buf, false);
 }
 
 /* Out of line: the hit path of prd_cache_free_deferred then needs no stack frame. */
@@ -815,6 +819,13 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
   if (prd_likely(!(cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH))) &&
       prd_unlikely(!prd__pm_owns(cp, buf))) {
     prd__pm_bad_free(cp, buf, "deferred free");
+    return;
+  }
+  /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
+   * deferred buffer's readers may still read it */
+  if (prd_unlikely(!(cp->cache_flags & PRD_CF_NOMARK) &&
+                   prd__mark_test(buf))) {
+    prd__mag_double_free(cp, buf, "deferred free");
     return;
   }
   if (cp->cache_flags & PRD_CF_DEFERHEAD) {

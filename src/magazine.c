@@ -84,17 +84,18 @@
  *    test first: section 6's enter), the magazine load, the index, the round load, the rounds
  *    store, the hit counter (one add: PRD__MAG_COUNT), the busy store, the return value; no
  *    stack frame.  A hit of prd_cache_free is the same with the front end's NULL-buffer test
- *    and the round stored instead of loaded, and the top-round test below when the magazine
- *    holds a round.  No lock, no atomic read-modify-write, no fence on the path taken: the
+ *    and the round stored instead of loaded, and the free mark's test and store (below).
+ *    No lock, no atomic read-modify-write, no fence on the path taken: the
  *    `lock orq` in the listing is the seq_cst fence of the fallback (section 6), reached only
  *    without membarrier.  The miss goes to prd__mag_alloc_miss / prd__mag_free_miss.  A hit
  *    of prd_cache_free_deferred (defer.c) reads the grace-period state inline
  *    (prd__rcu_get_state: no call, no stack frame).  docs/benchmarks.md ("Magazine layer")
  *    gives the instruction counts with the command that measures them.
- *    The free hit also compares the buffer with the loaded magazine's top round (a load from
- *    the line the push writes, a compare and a branch): equal is a double free, reported by
- *    prd__mag_double_free and not pushed (src/malloc.c section 4).  malloc.c calls the plain
- *    tier-1 halves (prd__mag_alloc_plain / prd__mag_free_plain) itself, on a magazine id it
+ *    A free of a cache with the free mark (section 15) first tests and writes word 0 of the
+ *    buffer (a load, a compare and a branch, a store), and an allocation hit clears it (a
+ *    store): a double free is found wherever the first copy is, so the push itself tests
+ *    nothing.  malloc.c calls the plain tier-1 halves (prd__mag_alloc_plain /
+ *    prd__mag_free_plain) itself, on a magazine id it
  *    enables only when prd__mag_plain is set (membarrier registered, no tool annotating), so
  *    that its hits test neither mode and only a miss pays its re-entry bookkeeping; its
  *    re-entry guard is the layer's hold (prd__mag_hold: the thread's bound is 0 meanwhile,
@@ -312,6 +313,57 @@
  *    dp_lock, so it sees the table; tier 4 alone starts from a relaxed load of the cache's
  *    deferral bit and tests the pointer (a thread that sees the bit first takes tier 4 from
  *    the slab layer one object at a time, which stays correct).
+ *
+ * 15. The free mark: a double free found wherever the first copy is (after mimalloc's
+ *    double-free check, made exact).  A free buffer parked in this layer may sit in any
+ *    thread's magazine, the depot or a slab; a search of them all on every free is out of
+ *    the question, so the buffer says it itself.  A free (prd_cache_free, malloc.c's
+ *    class_free: prd__mark_free in magazine.h) first tests word 0 of the buffer: when it
+ *    holds the mark, the buffer's address XOR prd__mark_secret (a per-process random word
+ *    with bit 63 set, so never a user-space pointer, and not a value a program writes by
+ *    accident), the buffer is free already: reported ("cache NAME: double free of buffer
+ *    P") and dropped, nothing else changes.  Otherwise the free writes the mark and pushes
+ *    the buffer on as before.  Every path that hands a buffer out clears the word: the
+ *    allocation hit (magazine.h, also malloc.c's plain one) and prd__mag_alloc_miss, the one
+ *    way out of tiers 1-3 under tc_lock, Prudence's safe latent objects and refill and the
+ *    slab layer.  So the mark is there exactly while the buffer is free and not handed out
+ *    since, whatever layer holds it: no scan, one load, compare and branch and one store on
+ *    a free, one store on an allocation (docs/benchmarks.md, "The hit paths, counted").  It
+ *    makes the free hit's compare of the buffer with the loaded magazine's top round
+ *    (free(p); free(p)) redundant: only a free of a cache without the mark makes it.
+ *    Which caches (mark_cache_init; the others are PRD_CF_NOMARK and take the front end's
+ *    out-of-line path, cache.c, which only calls this layer): word 0 must be the cache's to
+ *    write while the buffer is free, and its own checks must not do better.  Not: a cache
+ *    with a constructor (word 0 may be constructed state; the word the slab layer reserves
+ *    past the object is its freelist word), an 8-byte chunk (word 0 is the freelist word:
+ *    a mark written into a buffer whose first copy is on its slab would cut the freelist;
+ *    the slab layer's freelist check finds that double free when the second copy reaches
+ *    the slab, slab.c section 4; free(p); free(p) is the top-round compare's), a cache
+ *    without magazines (every free reaches the slab
+ *    layer at the call, whose checks are exact there), PRD_CACHE_NOTOUCH (nothing may be
+ *    written) and buffer debugging (its checks see every double free, and its free buffers
+ *    hold patterns or are not mapped).  For a chunk above 8 bytes the small layout's
+ *    freelist word is the chunk's last word, so the mark survives the slab's freelist.
+ *    Deferral (prd_cache_free_deferred, defer.c) only tests the mark: a deferred buffer's
+ *    readers may still read it, nothing is written into it, so deferring a freed buffer is
+ *    found, and a plain free of a buffer already deferred is not (it carries no mark until
+ *    its grace period ends; the call_rcu path writes the mark then, the latent generations
+ *    hand their buffers back without one).  malloc.c's realloc tests it too.
+ *    Memory ordering: none of its own.  The mark is a plain word of the buffer, written by
+ *    the freeing thread before the buffer enters any list (its magazine push, a depot or
+ *    slab put under their locks) and read by the next free of it or cleared by the thread
+ *    it is handed to.  In a correct program each of those reaches the buffer only through
+ *    a hand-off that orders it after the free: the same thread, a lock of the depot or the
+ *    slab layer, the handshake's release and acquire for a reaper (section 6), or the
+ *    program's own synchronization that passed the pointer on after the allocation that
+ *    cleared it.  A double free from two threads at once is a race only in a wrong
+ *    program, and may then be missed (both see no mark), never falsely reported.  The
+ *    secret is written once, before any cache exists (prd__mag_cache_init's pthread_once),
+ *    and read-only after.  Tools: under ASan the test reads a free buffer, which is
+ *    poisoned (annotate.h): prd__mark_test alone is not instrumented, the mark is written
+ *    before the buffer is poisoned and cleared after it is made accessible again
+ *    (prd__mag_annot_out_mark).  Under valgrind a double free reads a word memcheck
+ *    considers inaccessible, and memcheck reports that read besides this layer's report.
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -332,6 +384,8 @@ _Thread_local prd__mag_tls_t prd__mag_tls __attribute__((tls_model("initial-exec
 int prd__mag_membarrier;
 int prd__mag_annot;
 int prd__mag_plain;
+uintptr_t prd__mark_secret;   /* section 15: set by mark_init_once, before any cache */
+static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
 
 /* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}. */
@@ -1230,6 +1284,13 @@ PRD_NOINLINE void *prd__mag_annot_out(prd_cache_t *cp, void *buf)
   return buf;
 }
 
+PRD_NOINLINE void *prd__mag_annot_out_mark(prd_cache_t *cp, void *buf)
+{
+  prd__annot_object_out(cp, buf);
+  prd__mark_clear(buf);
+  return buf;
+}
+
 /* Tier 2: loaded and previous change places; the old loaded, holding old_rounds, becomes the
  * previous (tc_lock held). */
 static void cc_exchange(prd_cpu_cache_t *cc, uint32_t old_rounds)
@@ -1335,7 +1396,20 @@ static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t
   }
 }
 
+static void *mag_alloc_miss(prd_cache_t *cp, int flags);
+
+/* Every buffer that leaves the layers below tier 1 (tiers 1-3 under tc_lock, Prudence's
+ * safe latent objects and refill, the slab layer) leaves through here: the free mark is
+ * cleared once, after the tools made the buffer accessible (section 15). */
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
+{
+  void *buf = mag_alloc_miss(cp, flags);
+  if (buf != NULL && !(cp->cache_flags & PRD_CF_NOMARK))
+    prd__mark_clear(buf);
+  return buf;
+}
+
+static void *mag_alloc_miss(prd_cache_t *cp, int flags)
 {
   uint32_t id = cp->cache_magid;
   prd_tcache_t *tc;
@@ -1379,12 +1453,14 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
   return prd__slab_alloc(cp, flags);
 }
 
-/* The hit path found buf on top of the loaded magazine (magazine.h): it was freed already.
- * Nothing is changed: the magazine keeps one copy of it. */
-void prd__mag_double_free(prd_cache_t *cp, void *buf)
+/* A free or a deferral found the free mark in buf (section 15): it is free already, and
+ * its first copy stays where it is.  free and prd_free_deferred keep errno (malloc.c). */
+void prd__mag_double_free(prd_cache_t *cp, void *buf, const char *what)
 {
-  prd__error("cache %s: double free of buffer %p (it is already free: the last buffer freed "
-             "to this thread's magazine; not freed again)", cp->cache_name, buf);
+  int saved = errno;
+  prd__error("cache %s: %s of buffer %p (it is already free; not freed again)",
+             cp->cache_name, what, buf);
+  errno = saved;
 }
 
 PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
@@ -1405,10 +1481,12 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     /* tier 1: room in the loaded magazine (we came here for a steal request) */
     if (r < cc->cc_magsize) {
-      if (prd_unlikely(r > 0 && cc->cc_loaded->mag_round[r - 1] == buf)) {
-        /* the hit path's double-free check, for frees that come here under the tools */
+      if ((cp->cache_flags & PRD_CF_NOMARK) && r > 0 &&
+          cc->cc_loaded->mag_round[r - 1] == buf) {
+        /* the top-round compare of a hit without the free mark, for frees that come here
+         * under the tools */
         pthread_mutex_unlock(&tc->tc_lock);
-        prd__mag_double_free(cp, buf);
+        prd__mag_double_free(cp, buf, "double free");
         return;
       }
       if (prd_unlikely(prd__mag_annot))
@@ -1486,7 +1564,51 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 }
 
 /* ---- caches ------------------------------------------------------------------------------ */
+/* The per-process secret of the free mark (section 15): random, with bit 63 set so that a
+ * mark is never a user-space address; from getrandom, else from the clock and the address
+ * space layout (a program still cannot produce it by accident). */
+static void mark_init_once(void)
+{
+  uint64_t r = 0;
+  if (syscall(SYS_getrandom, &r, sizeof(r), 1 /* GRND_NONBLOCK */) != (long)sizeof(r)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uintptr_t)&r ^
+        ((uint64_t)(uintptr_t)&mark_once << 17);
+  }
+  prd__mark_secret = (uintptr_t)(r | (1ull << 63));
+}
+
+/* Whether cp has the free mark (section 15), else PRD_CF_NOMARK.  The mark is word 0 of the
+ * buffer, so none where word 0 is the user's constructed state (a constructor: the slab
+ * layer's reserved word past the object is the small layout's freelist word, and the large
+ * layout has none), where word 0 is the freelist word (an 8-byte chunk: a mark written into
+ * a buffer whose first copy is on its slab would cut the slab's freelist) or not a whole
+ * word of the object, without magazines (every free reaches the slab layer at the call,
+ * whose checks are exact there), where nothing may be written (NOTOUCH), and where buffer
+ * debugging watches free buffers (its own checks find double frees).  After cache_magid is
+ * known. */
+static void mark_cache_init(prd_cache_t *cp)
+{
+  pthread_once(&mark_once, mark_init_once);
+  uint32_t f = cp->cache_flags & ~PRD_CF_NOMARK;
+  if (cp->cache_magid == 0 || (f & (PRD_CACHE_NOTOUCH | PRD_CF_DEBUG)) ||
+      cp->cache_ctor != NULL || cp->cache_bufsize < sizeof(uintptr_t) ||
+      (!(f & PRD_CF_HASH) && cp->cache_link_off == 0))
+    f |= PRD_CF_NOMARK;
+  cp->cache_flags = f;
+}
+
+static int mag_cache_init(prd_cache_t *cp);
+
 int prd__mag_cache_init(prd_cache_t *cp)
+{
+  int rc = mag_cache_init(cp);
+  mark_cache_init(cp);
+  return rc;
+}
+
+static int mag_cache_init(prd_cache_t *cp)
 {
   cp->cache_magid = 0;
   if ((cp->cache_flags & (PRD_CACHE_NOMAGAZINE | PRD_CF_INTERNAL)) || !prd__opt(magazines))

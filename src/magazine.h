@@ -48,6 +48,8 @@ extern int prd__mag_plain __attribute__((visibility("hidden")));
 PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags);
 /* The annotations of annotate.h, out of line (only when prd__mag_annot): returns buf. */
 PRD_NOINLINE void *prd__mag_annot_out(prd_cache_t *cp, void *buf);
+/* The same, then the free mark cleared (section 15). */
+PRD_NOINLINE void *prd__mag_annot_out_mark(prd_cache_t *cp, void *buf);
 PRD_NOINLINE void  prd__mag_free_miss(prd_cache_t *cp, void *buf);
 
 /* For Prudence (defer.c), which keeps its latent generations in the CPU cache. */
@@ -235,11 +237,47 @@ static inline bool prd__mag_late_steal(prd_cpu_cache_t *cc, prd_tcache_t *tc)
                         memory_order_relaxed)
 #endif
 
+/* The free mark (magazine.c section 15): word 0 of a free buffer of a cache that has it
+ * (not PRD_CF_NOMARK), holding the buffer's address XOR a per-process random secret (bit 63
+ * set: never a pointer a program holds).  Written by the free step (prd__mark_free) before the
+ * buffer enters any layer, cleared by every path that hands the buffer out, so "the mark is
+ * there" is "freed and not handed out since", whichever layer holds the first copy.
+ * prd__mark_secret is set once, before the first cache exists, and never changes. */
+extern uintptr_t prd__mark_secret __attribute__((visibility("hidden")));
+typedef uintptr_t __attribute__((may_alias)) prd__mark_word_t;
+
+static inline uintptr_t prd__mark_of(const void *buf)
+{
+  return (uintptr_t)buf ^ prd__mark_secret;
+}
+
+/* The test reads the word of a buffer that, on a double free, is free: poisoned under ASan
+ * (annotate.h), so this read alone is not instrumented; the write of the mark comes before
+ * the buffer is poisoned and its clear after it is made accessible again. */
+#ifdef PRD_ASAN
+__attribute__((no_sanitize_address))
+#endif
+static inline bool prd__mark_test(const void *buf)
+{
+  return *(const prd__mark_word_t *)buf == prd__mark_of(buf);
+}
+
+static inline void prd__mark_set(void *buf)
+{
+  *(prd__mark_word_t *)buf = prd__mark_of(buf);
+}
+
+static inline void prd__mark_clear(void *buf)
+{
+  *(prd__mark_word_t *)buf = 0;
+}
+
 /* Tier 1 of allocation on the CPU cache of magazine id `id`: pop from the loaded magazine
  * into *bufp; false when the magazine layer must take the miss.  `plain` (a constant after
  * inlining): the caller knows prd__mag_plain is set, so neither the membarrier mode nor the
- * tools are tested (cp is then not used, and may be NULL). */
-static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool plain,
+ * tools are tested (cp is then not used, and may be NULL).  `mark` (a constant too): the
+ * hit clears the free mark (section 15). */
+static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool plain, bool mark,
                                            void **bufp)
 {
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
@@ -255,8 +293,10 @@ static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool pl
         atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
         PRD__MAG_COUNT(cc->cc_alloc_hits);
         prd__mag_exit(cc);
-        if (!plain && prd_unlikely(prd__mag_annot))
-          buf = prd__mag_annot_out(cp, buf);
+        if (!plain && prd_unlikely(prd__mag_annot))   /* the tools, then the mark */
+          buf = mark ? prd__mag_annot_out_mark(cp, buf) : prd__mag_annot_out(cp, buf);
+        else if (mark)
+          prd__mark_clear(buf);
         *bufp = buf;
         return true;
       }
@@ -266,43 +306,55 @@ static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool pl
   return false;
 }
 
-/* Tier 1 of prd_cache_alloc; NULL when the caller calls prd__mag_alloc_miss. */
-static inline void *prd__mag_alloc_hit(prd_cache_t *cp)
-{
-  void *buf;
-  return prd__mag_alloc_hit_mode(cp, cp->cache_magid, false, &buf) ? buf : NULL;
-}
-
 /* Tier 1 for a caller that has seen prd__mag_plain set (malloc.c's classes: their hit ids
  * are enabled only then, section 8 there); false: the caller takes its miss, marking itself
  * re-entrant first (src/malloc.c section 5).  The result is a flag, not a NULL test of the
  * round, so the caller's hit returns without a second test. */
 static inline bool prd__mag_alloc_plain(uint32_t id, void **bufp)
 {
-  return prd__mag_alloc_hit_mode(NULL, id, true, bufp);
+  return prd__mag_alloc_hit_mode(NULL, id, true, true, bufp);
 }
 
 /* prd_cache_alloc's CPU layer: the plain hit half when prd__mag_plain is set (one test in
- * place of the membarrier-mode and tool tests), else the full one; then the miss. */
-static inline void *prd__mag_alloc(prd_cache_t *cp, int flags)
+ * place of the membarrier-mode and tool tests), else the full one; then the miss.  `mark`
+ * (a constant after inlining): the caller knows cp has the free mark, which a hit clears
+ * (the miss clears it itself, by the cache's flags). */
+static inline void *prd__mag_alloc(prd_cache_t *cp, int flags, bool mark)
 {
   void *buf;
   uint32_t id = cp->cache_magid;
-  if (prd_likely(prd__mag_plain) ? prd__mag_alloc_hit_mode(NULL, id, true, &buf)
-                                 : prd__mag_alloc_hit_mode(cp, id, false, &buf))
+  if (prd_likely(prd__mag_plain) ? prd__mag_alloc_hit_mode(NULL, id, true, mark, &buf)
+                                 : prd__mag_alloc_hit_mode(cp, id, false, mark, &buf))
     return buf;
   return prd__mag_alloc_miss(cp, flags);
 }
 
-/* A free of the round on top of the loaded magazine: the buffer is free already (the common
- * free(p); free(p)).  Reported, not pushed (magazine.c). */
-PRD_NOINLINE PRD_COLD void prd__mag_double_free(prd_cache_t *cp, void *buf);
+/* The free mark found in a buffer being freed: it is free already, wherever its first copy
+ * is.  Reported (naming the cache, the buffer and `what`: "double free", "deferral"), not
+ * freed again; keeps errno (magazine.c section 15). */
+PRD_NOINLINE PRD_COLD void prd__mag_double_free(prd_cache_t *cp, void *buf, const char *what);
+
+/* The free step of the mark (section 15), for a cache that has it: false when buf holds the
+ * mark (a double free, reported, the caller drops the call); else the mark is written and
+ * the caller pushes buf on.  One load, compare and branch, one store: in the line the user
+ * last wrote, before buf enters any list, so a reaper or another thread that takes buf
+ * from a magazine later sees it (its hand-off orders the store, section 15). */
+static inline bool prd__mark_free(prd_cache_t *cp, void *buf)
+{
+  if (prd_unlikely(prd__mark_test(buf))) {
+    prd__mag_double_free(cp, buf, "double free");
+    return false;
+  }
+  prd__mark_set(buf);
+  return true;
+}
 
 /* Tier 1 of free: push onto the loaded magazine of magazine id `id`.  1: pushed; 0: the
- * caller takes the miss (prd__mag_free_miss); -1: buf is the loaded magazine's top round, a
- * double free, not pushed (one load and compare on the hit path, in the cache line the push
- * writes).  `plain` as for allocation. */
-static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain)
+ * caller takes the miss (prd__mag_free_miss).  A double free is the free mark's to find
+ * (prd__mark_free, before this); a caller without it passes `top` (a constant after
+ * inlining) and gets -1 when buf is the loaded magazine's top round (free(p); free(p):
+ * reported by the caller, not pushed).  `plain` as for allocation. */
+static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain, bool top)
 {
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
@@ -315,7 +367,7 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain)
        * annotates the object before it enters the magazine */
       if (prd_likely(r < cc->cc_magsize && (plain || !prd__mag_annot))) {
         prd_mag_t *mp = cc->cc_loaded;
-        if (r > 0 && prd_unlikely(mp->mag_round[r - 1] == buf)) {
+        if (top && r > 0 && prd_unlikely(mp->mag_round[r - 1] == buf)) {
           prd__mag_exit(cc);
           return -1;
         }
@@ -332,26 +384,23 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain)
   return 0;
 }
 
-static inline int prd__mag_free_hit(prd_cache_t *cp, void *buf)
-{
-  return prd__mag_free_hit_mode(cp->cache_magid, buf, false);
-}
-
 /* Tier 1 of free for a caller that has seen prd__mag_plain set (as prd__mag_alloc_plain). */
-static inline int prd__mag_free_plain(uint32_t id, void *buf)
+static inline int prd__mag_free_plain(uint32_t id, void *buf, bool top)
 {
-  return prd__mag_free_hit_mode(id, buf, true);
+  return prd__mag_free_hit_mode(id, buf, true, top);
 }
 
-static inline void prd__mag_free(prd_cache_t *cp, void *buf)
+/* The CPU layer of a free: the caller ran the mark's step (`top` false), or cp has no mark
+ * and the top round is compared (`top`, a constant after inlining). */
+static inline void prd__mag_free(prd_cache_t *cp, void *buf, bool top)
 {
   uint32_t id = cp->cache_magid;
-  int r = prd_likely(prd__mag_plain) ? prd__mag_free_hit_mode(id, buf, true)
-                                     : prd__mag_free_hit_mode(id, buf, false);
+  int r = prd_likely(prd__mag_plain) ? prd__mag_free_hit_mode(id, buf, true, top)
+                                     : prd__mag_free_hit_mode(id, buf, false, top);
   if (prd_likely(r > 0))
     return;
-  if (r < 0)
-    prd__mag_double_free(cp, buf);
+  if (top && r < 0)
+    prd__mag_double_free(cp, buf, "double free");
   else
     prd__mag_free_miss(cp, buf);
 }

@@ -127,15 +127,21 @@
  *    its class (checked against the slab's geometry), is reported with prd__error naming the
  *    function and the pointer and is not touched (Debug builds abort after the report unless
  *    abort_on_error=0).  A double free of a big block is seen as a missing entry.  A double
- *    free of a class buffer, without PRUDENCE_DEBUG: (a) at once when the buffer is the top
- *    round of the thread's loaded magazine (free(p); free(p): magazine.h compares the round
- *    it would push onto, one load in the line the push writes); (b) when the second copy
- *    reaches the slab layer and finds the first there: the large layout's bufctl flag, the
- *    small layout's freelist (slab.c small_on_freelist).  Both report "cache malloc-N: double
- *    free of buffer P" and drop the second copy, so nothing else changes.  Not seen: a
- *    double free whose first copy is still in a magazine, not on top, when the second
- *    arrives (the block is then handed out twice); PRUDENCE_DEBUG=verify (or more) catches
- *    every one, at every free.  Sizes that overflow (calloc, reallocarray, pvalloc, anything
+ *    free of a class buffer, without PRUDENCE_DEBUG, is seen at the call by the free mark
+ *    (magazine.c section 15: word 0 of a free buffer, tested and written by class_free,
+ *    cleared when the buffer is handed out), wherever the first copy is: this thread's
+ *    magazine, another thread's, the depot, the slab.  It reports "cache malloc-N: double
+ *    free of buffer P" and drops the second copy, so nothing else changes.  The 8-byte class
+ *    has no mark (word 0 is its slab freelist word): its double free is seen when the second
+ *    copy reaches the slab layer and finds the first on the freelist (slab.c
+ *    small_on_freelist), and not while the first copy is in a magazine (the block is then
+ *    handed out twice).  realloc of a freed class block is seen by the same mark: reported
+ *    ("cache malloc-N: realloc of freed block P"), NULL and EINVAL, the block not touched;
+ *    prd_free_deferred of a freed block as a deferred free (prd_cache_free_deferred).  Not
+ *    seen: a free of a block after its prd_free_deferred and before its grace period ends
+ *    (a deferred block carries no mark).  PRUDENCE_DEBUG=verify (or more) catches every
+ *    double free, at every free, through its own checks.
+ *    Sizes that overflow (calloc, reallocarray, pvalloc, anything
  *    above PTRDIFF_MAX) fail with ENOMEM; posix_memalign with an alignment
  *    that is not a power of two multiple of sizeof(void *) returns EINVAL; aligned_alloc with
  *    a non-power-of-two alignment fails with EINVAL; memalign rounds it up, as glibc does.
@@ -206,8 +212,9 @@
  *    through prd_cache_alloc / prd_cache_free.
  *    What a hit of prd_malloc (a size up to 1 KiB) does: the size test, the hit id, the
  *    thread's bound, array and set, the CPU layer's pop with its handshake; a hit of prd_free:
- *    NULL and range, the page map, the class and start test (section 3), the hit id, the CPU
- *    layer's push with its handshake and top-round compare.  No lock, no atomic
+ *    NULL and range, the page map, the class and start test (section 3), the hit id, the free
+ *    mark's test and store (magazine.c section 15), the CPU layer's push with its handshake.
+ *    No lock, no atomic
  *    read-modify-write, no call; docs/benchmarks.md ("The hit paths, counted") gives the
  *    instruction counts and the command.  The wrappers of override.c add a jmp each.
  */
@@ -230,11 +237,14 @@
 #define MALLOC_MAG_BYTES 16384u   /* bytes of objects per magazine (section 2) */
 
 /* 32 bytes, the array 64-aligned: what a hit reads of its class (mc_hitid, and for a free
- * the start test's mc_inv, mc_shift and mc_chunks) is in one cache line, and the class cache
- * itself is not read. */
+ * the start test's mc_inv, mc_shift, mc_chunks and mc_mark) is in one cache line, and the
+ * class cache itself is not read. */
 typedef struct prd_mclass {
   uint32_t mc_inv;        /* the chunk is m << mc_shift, m odd: m's inverse mod 2^32 */
-  uint32_t mc_shift;
+  uint16_t mc_shift;
+  _Atomic uint16_t mc_mark;    /* 1: the hit path is enabled and the cache has the free mark
+                                * (magazine.c section 15; not the 8-byte class), so free tests
+                                * and writes it (class_free) */
   uint32_t mc_chunks;     /* buffers per slab (0 in the sentinel) */
   _Atomic uint32_t mc_hitid;   /* the cache's magazine id while the inline hit path may be
                                 * taken (section 8), else MC_NOHIT */
@@ -497,8 +507,12 @@ static inline void malloc_leave(void)
 static PRD_NOINLINE void class_enable(uint32_t c)
 {
   prd_cache_t *cp = malloc_class[c].mc_cache;
-  if (prd__cache_slow_front(cp) || cp->cache_magid == 0 || !prd__mag_plain)
+  if ((cp->cache_flags & PRD_CF_DEBUG) || cp->cache_magid == 0 || !prd__mag_plain)
     return;
+  /* before the id: a free that sees the id and not yet the mark only pushes an unmarked
+   * buffer (a double free of it missed), never the other way round */
+  atomic_store_explicit(&malloc_class[c].mc_mark, !(cp->cache_flags & PRD_CF_NOMARK),
+                        memory_order_relaxed);
   class_set_hitid(c, cp->cache_magid);
 }
 
@@ -543,12 +557,10 @@ static PRD_NOINLINE void malloc_class_free(uint32_t c, void *p)
   errno = saved;
 }
 
-/* The report of a double free seen by the hit path, keeping errno (section 4). */
+/* The report of a double free seen by the free mark (keeps errno, section 4). */
 static PRD_NOINLINE PRD_COLD void malloc_double_free(const prd_mclass_t *mc, void *p)
 {
-  int saved = errno;
-  prd__mag_double_free(mc->mc_cache, p);
-  errno = saved;
+  prd__mag_double_free(mc->mc_cache, p, "double free");
 }
 
 /* The hit paths (section 8): the magazine layer's plain tier 1 inline on the class's hit id,
@@ -569,13 +581,31 @@ static inline void *class_alloc(uint32_t c)
 static inline void class_free(const prd_mclass_t *mc, void *p)
 {
   uint32_t id = atomic_load_explicit(&mc->mc_hitid, memory_order_relaxed);
-  int r = prd__mag_free_plain(id, p);
-  if (prd_likely(r > 0))
-    return;
-  if (r < 0)
-    malloc_double_free(mc, p);   /* already the top round: reported */
-  else
-    malloc_class_free((uint32_t)(mc - malloc_class), p);
+  /* the free mark, word 0 of the buffer (magazine.c section 15), for a class with a hit
+   * path and the mark (class_enable: never with buffer debugging, whose free buffers may
+   * not even be mapped): tested and written before the push, so a double free stops here
+   * wherever the first copy is.  On a miss it is taken off again: prd_cache_free (or a
+   * re-entrant free's later prd_free) runs the same step. */
+  if (prd_likely(atomic_load_explicit(&mc->mc_mark, memory_order_relaxed) != 0)) {
+    if (prd_unlikely(prd__mark_test(p))) {
+      malloc_double_free(mc, p);
+      return;
+    }
+    prd__mark_set(p);
+    if (prd_likely(prd__mag_free_plain(id, p, false) > 0))
+      return;
+    prd__mark_clear(p);
+  } else {
+    /* no mark (the 8-byte class): the top round is compared, free(p); free(p) */
+    int r = prd__mag_free_plain(id, p, true);
+    if (prd_likely(r > 0))
+      return;
+    if (r < 0) {
+      malloc_double_free(mc, p);
+      return;
+    }
+  }
+  malloc_class_free((uint32_t)(mc - malloc_class), p);
 }
 
 /* ---- the huge-block cache (section 1b) ------------------------------------------------------ */
@@ -1247,6 +1277,14 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
     errno = EINVAL;
     return NULL;
   }
+  if ((e & PM_KIND_MASK) == PM_CLASS && !(class_cache_of(e)->cache_flags & PRD_CF_NOMARK) &&
+      prd__mark_test(ptr)) {
+    /* a freed class block (its free mark, magazine.c section 15): not copied, not freed */
+    prd__error("cache %s: realloc of freed block %p (not touched)",
+               class_cache_of(e)->cache_name, ptr);
+    errno = EINVAL;
+    return NULL;
+  }
   if (size == 0) {   /* glibc: free and return NULL */
     free_entry("realloc", ptr, e);
     return NULL;
@@ -1314,7 +1352,14 @@ void *prd_realloc(void *ptr, size_t size)
       uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
       uint32_t kind = e & PM_KIND_MASK;
       if (kind == PM_CLASS) {
-        if (size <= MC_MAX && class_start_ok(e, a) && malloc_class_index(size) == pm_class_of(e))
+        /* and not freed, as the class's free mark says (class_free); a class without
+         * mc_mark (the 8-byte one, one without a hit path) asks realloc_slow, which tests
+         * the mark by the class cache's flags */
+        const prd_mclass_t *mc = pm_mclass(e);
+        if (size <= MC_MAX && mclass_start_ok(mc, e, a) &&
+            malloc_class_index(size) == pm_class_of(e) &&
+            atomic_load_explicit(&mc->mc_mark, memory_order_relaxed) != 0 &&
+            !prd__mark_test(ptr))
           return ptr;
       } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {
         size_t old = big_bytes(e);

@@ -1,0 +1,326 @@
+/*
+ * test_free_mark.c: the free mark (src/magazine.c section 15) finds a double free wherever the
+ * first copy is: under other frees in this thread's magazine, in another thread's magazine,
+ * in the depot, on its slab; a deferral of a freed buffer; realloc of a freed block.  Each
+ * misuse runs in a child with abort_on_error=0: it must be reported with the cache's name,
+ * the process must go on, and no buffer may be handed out twice afterwards.  Also the
+ * caches without the mark: a constructed cache (word 0 is its state, which survives), and
+ * an 8-byte chunk (word 0 is its freelist word), whose double free the slab layer finds.
+ * The maintenance thread is off, so nothing moves buffers between layers behind the test.
+ */
+// prd-test-timeout: 120
+#include <pthread.h>
+
+#include "internal.h"
+#include "magazine.h"
+#include "prd_test.h"
+
+enum { NDISTINCT = 256 };
+
+static prd_cache_stats_t stats(prd_cache_t *cp)
+{
+  prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
+  CHECK_EQ(prd_cache_stats(cp, &st), 0);
+  return st;
+}
+
+/* n fresh allocations (through alloc) hold no buffer twice; they are freed afterwards. */
+static int distinct(void *(*alloc)(void *), void (*release)(void *, void *), void *arg, int n)
+{
+  static void *b[NDISTINCT];
+  int dup = 0;
+  for (int i = 0; i < n && i < NDISTINCT; i++) {
+    b[i] = alloc(arg);
+    for (int k = 0; k < i; k++)
+      dup += b[k] == b[i];
+  }
+  for (int i = 0; i < n && i < NDISTINCT; i++)
+    release(arg, b[i]);
+  return dup;
+}
+
+static void *c_alloc(void *cp)
+{
+  return prd_cache_alloc(cp, PRD_SLEEP);
+}
+
+static void c_free(void *cp, void *buf)
+{
+  prd_cache_free(cp, buf);
+}
+
+static void *m_alloc(void *sz)
+{
+  return prd_malloc(*(size_t *)sz);
+}
+
+static void m_free(void *sz, void *buf)
+{
+  (void)sz;
+  prd_free(buf);
+}
+
+/* The second free of p is reported once and dropped: the next allocations differ. */
+static void expect_caught(prd_cache_t *cp, void *p)
+{
+  uint64_t before = prd__error_count();
+  prd_cache_free(cp, p);
+  CHECK_EQ(prd__error_count(), before + 1);
+  CHECK_EQ(distinct(c_alloc, c_free, cp, NDISTINCT), 0);
+  CHECK_EQ(prd__cache_check(cp), 0);
+}
+
+static void *free_in_thread(void *p)
+{
+  void **a = p;
+  prd_cache_free(a[0], a[1]);
+  return NULL;
+}
+
+/* A thread that frees p, then holds it in its magazine until told to exit. */
+struct holder {
+  prd_cache_t *h_cp;
+  void *h_buf;
+  pthread_mutex_t h_lock;
+  pthread_cond_t h_cond;
+  int h_state;   /* 0 start, 1 freed, 2 may exit */
+};
+
+static void *hold_in_thread(void *arg)
+{
+  struct holder *h = arg;
+  prd_cache_free(h->h_cp, h->h_buf);
+  pthread_mutex_lock(&h->h_lock);
+  h->h_state = 1;
+  pthread_cond_broadcast(&h->h_cond);
+  while (h->h_state != 2)
+    pthread_cond_wait(&h->h_cond, &h->h_lock);
+  pthread_mutex_unlock(&h->h_lock);
+  return NULL;
+}
+
+static void cache_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_cache_t *cp = prd_cache_create("fm64", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  CHECK(cp != NULL && cp->cache_magid != 0 && !(cp->cache_flags & PRD_CF_NOMARK));
+
+  /* after other frees: p is under q in this thread's loaded magazine */
+  void *p = prd_cache_alloc(cp, PRD_SLEEP), *q = prd_cache_alloc(cp, PRD_SLEEP);
+  prd_cache_free(cp, p);
+  prd_cache_free(cp, q);
+  expect_caught(cp, p);
+
+  /* in another thread's magazine, that thread still running */
+  struct holder h = { cp, prd_cache_alloc(cp, PRD_SLEEP), PTHREAD_MUTEX_INITIALIZER,
+                      PTHREAD_COND_INITIALIZER, 0 };
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, hold_in_thread, &h), 0);
+  pthread_mutex_lock(&h.h_lock);
+  while (h.h_state != 1)
+    pthread_cond_wait(&h.h_cond, &h.h_lock);
+  pthread_mutex_unlock(&h.h_lock);
+  expect_caught(cp, h.h_buf);
+  pthread_mutex_lock(&h.h_lock);
+  h.h_state = 2;
+  pthread_cond_broadcast(&h.h_cond);
+  pthread_mutex_unlock(&h.h_lock);
+  pthread_join(t, NULL);
+
+  /* freed by a thread that exited: the first copy went to the depot with its magazine */
+  void *a[2] = { cp, prd_cache_alloc(cp, PRD_SLEEP) };
+  CHECK_EQ(pthread_create(&t, NULL, free_in_thread, a), 0);
+  pthread_join(t, NULL);
+  expect_caught(cp, a[1]);
+
+  /* in the depot: freed first of enough buffers that its full magazine went there */
+  enum { NMANY = 100 };
+  static void *many[NMANY];
+  for (int i = 0; i < NMANY; i++)
+    many[i] = prd_cache_alloc(cp, PRD_SLEEP);
+  for (int i = 0; i < NMANY; i++)
+    prd_cache_free(cp, many[i]);
+  CHECK(stats(cp).depot_rounds > 0);
+  expect_caught(cp, many[0]);
+
+  /* on its slab: every magazine back to the slab layer */
+  p = prd_cache_alloc(cp, PRD_SLEEP);
+  prd_cache_free(cp, p);
+  prd__mag_purge_all();
+  CHECK_EQ(stats(cp).depot_rounds, 0u);
+  expect_caught(cp, p);
+
+  /* a deferral of a freed buffer: reported, not deferred */
+  p = prd_cache_alloc(cp, PRD_SLEEP);
+  prd_cache_free(cp, p);
+  uint64_t before = prd__error_count();
+  prd_cache_free_deferred(cp, p);
+  CHECK_EQ(prd__error_count(), before + 1);
+  prd_synchronize_rcu();
+  prd_rcu_barrier();
+  CHECK_EQ(distinct(c_alloc, c_free, cp, NDISTINCT), 0);
+  CHECK_EQ(prd__cache_check(cp), 0);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_cache(void)
+{
+  static char out[16384];
+  int st = prd_test_child(cache_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "cache fm64: double free of buffer");
+  CHECK_STR_CONTAINS(out, "cache fm64: deferred free of buffer");
+  if (prd_t_failures != 0)
+    fprintf(stderr, "%s", out);
+}
+
+static int ctor_word(void *buf, void *priv, int flags)
+{
+  (void)priv;
+  (void)flags;
+  memset(buf, 0x5c, 24);
+  return 0;
+}
+
+/* The caches without the mark (magazine.c section 15): a constructed cache's state is not
+ * touched by free and reallocation; an 8-byte chunk's double free is found on its slab. */
+static void layout_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_cache_t *cp = prd_cache_create("fmctor", 24, 0, ctor_word, NULL, NULL, NULL, NULL, 0);
+  CHECK(cp != NULL && (cp->cache_flags & PRD_CF_NOMARK));
+  unsigned char *p = prd_cache_alloc(cp, PRD_SLEEP), *q = prd_cache_alloc(cp, PRD_SLEEP);
+  prd_cache_free(cp, p);
+  prd_cache_free(cp, q);
+  expect_caught(cp, q);   /* the top round of the magazine: compared there */
+  p = prd_cache_alloc(cp, PRD_SLEEP);
+  for (int i = 0; i < 24; i++)
+    CHECK_EQ(p[i], 0x5c);
+  prd_cache_free(cp, p);
+
+  prd_cache_t *c8 = prd_cache_create("fm8", 8, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  CHECK(c8 != NULL && (c8->cache_flags & PRD_CF_NOMARK));
+  p = prd_cache_alloc(c8, PRD_SLEEP);
+  prd_cache_free(c8, p);
+  expect_caught(c8, p);
+  p = prd_cache_alloc(c8, PRD_SLEEP);
+  prd_cache_free(c8, p);
+  prd__mag_purge_all();   /* on its slab, the freelist word over the mark */
+  uint64_t before = prd__error_count();
+  prd_cache_free(c8, p);   /* into the magazine: the mark is gone */
+  CHECK_EQ(prd__error_count(), before);
+  prd__mag_purge_all();    /* the second copy reaches the slab, which finds the first */
+  CHECK_EQ(prd__error_count(), before + 1);
+  CHECK_EQ(distinct(c_alloc, c_free, c8, NDISTINCT), 0);
+  CHECK_EQ(prd__cache_check(c8), 0);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_layouts(void)
+{
+  static char out[16384];
+  int st = prd_test_child(layout_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "cache fmctor: double free of buffer");
+  CHECK_STR_CONTAINS(out, "cache fm8: double free of buffer");
+  CHECK_STR_CONTAINS(out, "already free in its slab");
+  if (prd_t_failures != 0)
+    fprintf(stderr, "%s", out);
+}
+
+static void *mfree_in_thread(void *p)
+{
+  prd_free(p);
+  return NULL;
+}
+
+static void malloc_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  static const size_t sizes[] = { 64, 4096 };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    size_t sz = sizes[i];
+    /* warm the class (its first miss enables the inline hit path) */
+    void *w = prd_malloc(sz);
+    prd_free(w);
+    /* after other frees */
+    void *p = prd_malloc(sz), *q = prd_malloc(sz);
+    prd_free(p);
+    prd_free(q);
+    uint64_t before = prd__error_count();
+    prd_free(p);
+    CHECK_EQ(prd__error_count(), before + 1);
+    CHECK_EQ(distinct(m_alloc, m_free, &sz, NDISTINCT), 0);
+    /* freed by another thread */
+    pthread_t t;
+    p = prd_malloc(sz);
+    CHECK_EQ(pthread_create(&t, NULL, mfree_in_thread, p), 0);
+    pthread_join(t, NULL);
+    before = prd__error_count();
+    prd_free(p);
+    CHECK_EQ(prd__error_count(), before + 1);
+    CHECK_EQ(distinct(m_alloc, m_free, &sz, NDISTINCT), 0);
+    /* realloc of a freed block, same class and another: NULL, the block untouched */
+    p = prd_malloc(sz);
+    prd_free(p);
+    before = prd__error_count();
+    errno = 0;
+    CHECK(prd_realloc(p, sz) == NULL);
+    CHECK_EQ(errno, EINVAL);
+    CHECK(prd_realloc(p, 3 * sz) == NULL);
+    CHECK_EQ(prd__error_count(), before + 2);
+    CHECK_EQ(distinct(m_alloc, m_free, &sz, NDISTINCT), 0);
+    /* a deferral of a freed block */
+    p = prd_malloc(sz);
+    prd_free(p);
+    before = prd__error_count();
+    prd_free_deferred(p);
+    CHECK_EQ(prd__error_count(), before + 1);
+    prd_synchronize_rcu();
+    prd_rcu_barrier();
+    CHECK_EQ(distinct(m_alloc, m_free, &sz, NDISTINCT), 0);
+    CHECK_EQ(prd__cache_check(prd__malloc_class_cache(sz)), 0);
+  }
+  /* the 8-byte class has no mark: free(p); free(p) is its magazine's top round */
+  char *e = prd_malloc(8);
+  prd_free(e);
+  uint64_t before = prd__error_count();
+  prd_free(e);
+  CHECK_EQ(prd__error_count(), before + 1);
+  size_t eight = 8;
+  CHECK_EQ(distinct(m_alloc, m_free, &eight, NDISTINCT), 0);
+  /* a live block reallocated in place is not mistaken for a freed one */
+  char *r = prd_malloc(40);
+  memset(r, 1, 40);
+  CHECK(prd_realloc(r, 48) == r);
+  prd_free(r);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_malloc(void)
+{
+  static char out[16384];
+  int st = prd_test_child(malloc_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "cache malloc-64: double free of buffer");
+  CHECK_STR_CONTAINS(out, "cache malloc-4096: double free of buffer");
+  CHECK_STR_CONTAINS(out, "cache malloc-64: realloc of freed block");
+  CHECK_STR_CONTAINS(out, "cache malloc-4096: realloc of freed block");
+  CHECK_STR_CONTAINS(out, "cache malloc-64: deferred free of buffer");
+  CHECK_STR_CONTAINS(out, "cache malloc-8: double free of buffer");
+  if (prd_t_failures != 0)
+    fprintf(stderr, "%s", out);
+}
+
+int main(void)
+{
+  prd_option_set("maint_thread", "0");
+  prd_option_set("maint_interval", "100000000");
+  RUN(test_cache);
+  RUN(test_layouts);
+  RUN(test_malloc);
+  return prd_test_done();
+}
