@@ -454,16 +454,31 @@ static void cache_reap(prd_cache_t *cp, bool all)
   prd__slab_reap(cp, all);
 }
 
-/* Reaps every cache (cache_reap_lock held): user caches first, then the internal caches,
- * which the user caches' slabs just gave bufctls and slab structures back to. */
-static void reap_all_locked(bool all)
+/* The head of the cache list, for a walk under cache_reap_lock: the list only loses members
+ * under it, and new caches go in at the head, behind the walker, so the walk is safe with the
+ * list lock dropped. */
+static prd_cache_t *cache_first(void)
 {
   pthread_mutex_lock(&cache_list_lock);
   prd_cache_t *cp = cache_list;
   pthread_mutex_unlock(&cache_list_lock);
-  /* The list only loses members under cache_reap_lock, which we hold; new caches go in at the
-   * head, behind us, so the walk is safe with the list lock dropped. */
-  for (; cp != NULL; cp = cp->cache_next)
+  return cp;
+}
+
+/* Whether cp's depot took and gave no full magazine since *last was taken; takes it anew. */
+static bool depot_idle(prd_cache_t *cp, uint64_t *last)
+{
+  uint64_t moves = prd__mag_depot_moves(cp);
+  bool idle = moves == *last;
+  *last = moves;
+  return idle;
+}
+
+/* Reaps every cache (cache_reap_lock held): user caches first, then the internal caches,
+ * which the user caches' slabs just gave bufctls and slab structures back to. */
+static void reap_all_locked(bool all)
+{
+  for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next)
     cache_reap(cp, all);
 }
 
@@ -553,16 +568,10 @@ static void cache_decay(void *arg)
   atomic_store_explicit(&cache_decay_last_ns, now, memory_order_relaxed);
   bool nested = cache_in_reclaim;
   cache_in_reclaim = true;
-  pthread_mutex_lock(&cache_list_lock);
-  prd_cache_t *cp = cache_list;
-  pthread_mutex_unlock(&cache_list_lock);
-  for (; cp != NULL; cp = cp->cache_next) {   /* safe unlocked: as in reap_all_locked */
+  for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
     /* a depot that took and gave no full magazine for a whole pass has no working set to
      * keep: all of its magazines go to the slabs (section 4) */
-    uint64_t moves = prd__mag_depot_moves(cp);
-    bool idle = moves == cp->cache_decay_depot;
-    cp->cache_decay_depot = moves;
-    prd__mag_depot_reap(cp, idle);
+    prd__mag_depot_reap(cp, depot_idle(cp, &cp->cache_decay_depot));
     prd__slab_reap(cp, false);
   }
   pthread_mutex_unlock(&cache_reap_lock);
@@ -590,16 +599,9 @@ static void cache_grow_reap(void)
   if (cache_in_reclaim || pthread_mutex_trylock(&cache_reap_lock) != 0)
     return;
   cache_in_reclaim = true;
-  pthread_mutex_lock(&cache_list_lock);
-  prd_cache_t *cp = cache_list;
-  pthread_mutex_unlock(&cache_list_lock);
-  for (; cp != NULL; cp = cp->cache_next) {   /* safe unlocked: as in reap_all_locked */
-    uint64_t moves = prd__mag_depot_moves(cp);
-    bool idle = moves == cp->cache_grow_depot;
-    cp->cache_grow_depot = moves;
-    if (idle)
+  for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next)
+    if (depot_idle(cp, &cp->cache_grow_depot))
       prd__mag_depot_reap(cp, true);
-  }
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = false;
 }

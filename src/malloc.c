@@ -885,6 +885,19 @@ static PRD_NOINLINE void *malloc_big(size_t size, size_t align, bool zero)
   return p;
 }
 
+/* A big block that could not be made whole goes back where it came from: NULL, ENOMEM. */
+static void *big_undo(void *p, size_t bytes, uintptr_t kind)
+{
+  if (kind == PM_HUGE)
+    prd__os_unmap(p, bytes);
+  else if (kind == PM_LARGEX)
+    prd_vmem_xfree(malloc_heap, p, bytes);
+  else
+    prd_vmem_free(malloc_heap, p, bytes);
+  errno = ENOMEM;
+  return NULL;
+}
+
 static void *malloc_big_in(size_t size, size_t align, bool zero)
 {
   if (size > (size_t)PTRDIFF_MAX - 3 * malloc_page) {
@@ -923,29 +936,14 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
     return NULL;
   }
   prd_pm_entry_t *slot = prd__pm_slot_make((uintptr_t)p);
-  if (slot == NULL) {
-    if (kind == PM_HUGE)
-      prd__os_unmap(p, bytes);
-    else if (kind == PM_LARGEX)
-      prd_vmem_xfree(malloc_heap, p, bytes);
-    else
-      prd_vmem_free(malloc_heap, p, bytes);
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (slot == NULL)
+    return big_undo(p, bytes, kind);
   if (zero && !fresh)
     memset(p, 0, size);
   size_t data = PRD_P2ROUNDUP(size + BG_TAG, malloc_page);   /* when guarded (1c) */
   if (malloc_guard && !big_guard_make(p, size, data, bytes)) {
     (void)big_guard_drop(p, data, bytes);   /* the guard may be half made */
-    if (kind == PM_HUGE)
-      prd__os_unmap(p, bytes);
-    else if (kind == PM_LARGEX)
-      prd_vmem_xfree(malloc_heap, p, bytes);
-    else
-      prd_vmem_free(malloc_heap, p, bytes);
-    errno = ENOMEM;
-    return NULL;
+    return big_undo(p, bytes, kind);
   }
   size_t npages = bytes / malloc_page;
   atomic_store_explicit(slot, ((uintptr_t)npages << PM_BIG_SHIFT) | kind, memory_order_release);
