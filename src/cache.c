@@ -44,8 +44,10 @@
  *    debug.c), gives the cache its CPU layer (prd__mag_cache_init) and only then puts it on
  *    the list, where reaps and the statistics can see it.  prd_cache_destroy undoes it in
  *    the reverse order: Prudence's deferred buffers first (grace periods waited for), off the
- *    list, every magazine back to the slabs, the buffers still allocated reported (with
- *    their stacks when audited), then the slab layer's part (prd__slab_cache_fini).
+ *    list, every magazine back to the slabs, then the deferred buffers a reap running
+ *    meanwhile moved into the latent slabs (it held them outside the depot's lock while the
+ *    drain ran) waited for too, the buffers still allocated reported (with their stacks
+ *    when audited), then the slab layer's part (prd__slab_cache_fini).
  *    prd__cache_create_packed is prd_cache_create for malloc.c's size classes: the same
  *    checks and steps, with the internal flag PRD_CF_PACKED (slab.c section 2: the small
  *    layout in slabs of several pages), which no public flag can ask for.
@@ -435,6 +437,11 @@ void prd_cache_destroy(prd_cache_t *cp)
   /* off the list, no statistics snapshot or reap can see the CPU layer go: every magazine's
    * rounds back to the slabs first (magazine.c) */
   prd__mag_cache_fini(cp);
+  /* a reap (a depot reap or the magazine layer's tick) may have held latent magazines of
+   * this cache outside the depot's lock while the drain above ran, and put them into the
+   * latent slabs after it: none can still be at work now (off the list, the CPU layer gone),
+   * so what they put there waits for its grace period here */
+  prd__defer_cache_settle(cp, false);
 
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t live = cp->cache_bufs_inuse;

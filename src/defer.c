@@ -894,11 +894,17 @@ void prd__defer_cache_destroy(prd_cache_t *cp)
     (void)prd__mag_visit(cp, PRD_VISIT_WAIT, cc_latent_out, NULL);
   prd__mag_lat_out(cp);
   gp_requests();
+  prd__defer_cache_settle(cp, true);
+}
+
+void prd__defer_cache_settle(prd_cache_t *cp, bool report)
+{
   prd_gp_t maxgp;
   if (prd__slab_lat_pending(cp, &maxgp)) {
     if (in_read_section()) {
-      prd__report("prd_cache_destroy(%s): called inside an RCU read-side section with "
-                  "deferred objects waiting: they are reported as live", cp->cache_name);
+      if (report)
+        prd__report("prd_cache_destroy(%s): called inside an RCU read-side section with "
+                    "deferred objects waiting: they are reported as live", cp->cache_name);
     } else {
       prd__rcu_request_expedited(maxgp);
       prd_rcu_wait_state(maxgp);

@@ -282,6 +282,10 @@ bool  prd__defer_oom(prd_cache_t *cp, int flags);
 /* Before a cache is destroyed: every thread's latent generations to the latent slabs, their
  * grace periods waited for. */
 void  prd__defer_cache_destroy(prd_cache_t *cp);
+/* After the CPU layer of a cache being destroyed is gone: deferred buffers that reached the
+ * latent slabs after prd__defer_cache_destroy (a reap that held a depot's latent magazines
+ * while it ran) wait for their grace period and are merged; `report` as above. */
+void  prd__defer_cache_settle(prd_cache_t *cp, bool report);
 /* Prudence's fields of a cache's statistics, after the magazine layer's (cache_lock not held). */
 void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 

@@ -7,6 +7,8 @@
  *   prd_test_child(fn, arg, buf, len) runs fn in a child process with stderr captured into
  *                  buf; returns the child's wait status (for reports that abort); the fork
  *                  and the capture are prd_child_run (prd_child.h), which bench/ uses too
+ *   prd_test_segv(st, buf) whether a prd_test_child died of a fault (under a sanitizer,
+ *                  whose own handler reports the fault and exits, from the report in buf)
  *   prd_test_bounded(fn, what, seconds) runs fn in a child process group with a deadline;
  *                  returns its exit status, or -1 after killing it (a deadlock fails fast)
  *   prd_rng_*      a seeded xorshift generator; the seed comes from PRD_SEED or the clock
@@ -100,6 +102,18 @@ static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_
 {
   struct prd_test_child_call c = { fn, arg };
   return prd_child_run(prd_test_child_body, &c, buf, len);
+}
+
+static inline bool prd_test_segv(int st, const char *buf)
+{
+  if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV)
+    return true;
+#if defined(PRD_ASAN) || defined(PRD_TSAN)
+  return strstr(buf, "Sanitizer:DEADLYSIGNAL") != NULL || strstr(buf, "SEGV") != NULL;
+#else
+  (void)buf;
+  return false;
+#endif
 }
 
 /* Runs fn() in a child process that leads its own process group, and waits for it at most

@@ -86,7 +86,7 @@ static void check_walk(size_t size, size_t first)
   static char out[4096];
   struct walk w = { size, first };
   int st = prd_test_child(walk_child, &w, out, sizeof(out));
-  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+  CHECK(prd_test_segv(st, out));
 }
 
 static void test_guard_page(void)
