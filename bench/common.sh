@@ -75,3 +75,34 @@ progress_done() {
   [ "$progress_on" = 1 ] || return 0
   printf '\r%78s\r' '' >&2
 }
+
+# Runs FN once per allocator per round, in pick's rotated order (so that no allocator always
+# runs first or last), with $n and $pre set for it and the progress line shown; ARGS go to
+# every call.  Sets nalloc.
+#   each_run NAME ROUNDS JSON FN [ARGS...]
+each_run() {
+  er_name=$1 er_rounds=$2 er_json=$3 er_fn=$4
+  shift 4
+  nalloc=$(echo $names | wc -w)
+  progress_init "$er_name" "$er_json"
+  er_steps=$((er_rounds * nalloc)) er_step=0 er_r=0
+  while [ $er_r -lt "$er_rounds" ]; do
+    er_i=0
+    while [ $er_i -lt "$nalloc" ]; do
+      pick $er_i $er_r
+      er_step=$((er_step + 1))
+      progress "round $((er_r + 1)): $n" $er_step $er_steps
+      "$er_fn" "$@"
+      er_i=$((er_i + 1))
+    done
+    er_r=$((er_r + 1))
+  done
+  progress_done
+}
+
+# The median of arr[1..n] (sorted in place), for the scripts' awk programs: awk "$AWK_MEDIAN ..."
+AWK_MEDIAN='
+function median(arr, n,   i, j, t) {
+  for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
+  return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
+}'

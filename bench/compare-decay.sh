@@ -25,30 +25,14 @@ done
 peers compare-decay "$build" jemalloc mimalloc
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-nalloc=$(echo $names | wc -w)
-progress_init compare-decay $json
-steps=$((rounds * nalloc)) step=0
-r=0
-while [ $r -lt "$rounds" ]; do
-  i=0
-  while [ $i -lt "$nalloc" ]; do
-    pick $i $r
-    step=$((step + 1))
-    progress "round $((r + 1)): $n" $step $steps
-    line=$(LD_PRELOAD=$pre "$bench" decay --json "$@")
-    vals=$(echo "$line" | sed -n 's/.*"live_kb":\([0-9]*\),"rss_peak_kb":\([0-9]*\),"rss_free_kb":\([0-9]*\),"rss_wait_kb":\([0-9]*\),"goal_kb":\([0-9]*\),"goal_ms":\(-*[0-9]*\).*/\1 \2 \3 \4 \5 \6/p')
-    [ -n "$vals" ] || { echo "compare-decay: under $n printed: $line" >&2; exit 1; }
-    echo "$n $vals" >> "$tmp"
-    i=$((i + 1))
-  done
-  r=$((r + 1))
-done
-progress_done
-awk -v json=$json -v names="$names" '
-function median(arr, n,   i, j, t) {
-  for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
-  return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
+run_decay() {
+  line=$(LD_PRELOAD=$pre "$bench" decay --json "$@")
+  vals=$(echo "$line" | sed -n 's/.*"live_kb":\([0-9]*\),"rss_peak_kb":\([0-9]*\),"rss_free_kb":\([0-9]*\),"rss_wait_kb":\([0-9]*\),"goal_kb":\([0-9]*\),"goal_ms":\(-*[0-9]*\).*/\1 \2 \3 \4 \5 \6/p')
+  [ -n "$vals" ] || { echo "compare-decay: under $n printed: $line" >&2; exit 1; }
+  echo "$n $vals" >> "$tmp"
 }
+each_run compare-decay "$rounds" $json run_decay "$@"
+awk -v json=$json -v names="$names" "$AWK_MEDIAN"'
 { a = $1; ns[a]++; for (c = 2; c <= 7; c++) v[a, c, ns[a]] = $c }
 END {
   na = split(names, A, " ")

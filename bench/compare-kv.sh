@@ -26,30 +26,14 @@ done
 peers compare-kv "$build" jemalloc mimalloc tcmalloc
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-nalloc=$(echo $names | wc -w)
-progress_init compare-kv $json
-steps=$((rounds * nalloc)) step=0
-r=0
-while [ $r -lt "$rounds" ]; do
-  i=0
-  while [ $i -lt "$nalloc" ]; do
-    pick $i $r
-    step=$((step + 1))
-    progress "round $((r + 1)): $n" $step $steps
-    out=$(LD_PRELOAD=$pre "$bench" kv --json "$@")
-    vals=$(echo "$out" | sed -n 's/.*"phase":"\([AB]\)".*"set_per_s":\([0-9]*\),"rss_kb":\([0-9]*\),"usable_kb":\([0-9]*\),"ratio":\([0-9.]*\),"drop_rss_kb":\([0-9]*\),"wait_rss_kb":\([0-9]*\).*/\1 \2 \3 \4 \5 \6 \7/p')
-    [ -n "$vals" ] || { echo "compare-kv: under $n printed: $out" >&2; exit 1; }
-    echo "$vals" | while read -r line; do echo "$n $line"; done >> "$tmp"
-    i=$((i + 1))
-  done
-  r=$((r + 1))
-done
-progress_done
-awk -v json=$json -v names="$names" '
-function median(arr, n,   i, j, t) {
-  for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
-  return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
+run_kv() {
+  out=$(LD_PRELOAD=$pre "$bench" kv --json "$@")
+  vals=$(echo "$out" | sed -n 's/.*"phase":"\([AB]\)".*"set_per_s":\([0-9]*\),"rss_kb":\([0-9]*\),"usable_kb":\([0-9]*\),"ratio":\([0-9.]*\),"drop_rss_kb":\([0-9]*\),"wait_rss_kb":\([0-9]*\).*/\1 \2 \3 \4 \5 \6 \7/p')
+  [ -n "$vals" ] || { echo "compare-kv: under $n printed: $out" >&2; exit 1; }
+  echo "$vals" | while read -r line; do echo "$n $line"; done >> "$tmp"
 }
+each_run compare-kv "$rounds" $json run_kv "$@"
+awk -v json=$json -v names="$names" "$AWK_MEDIAN"'
 { k = $1 SUBSEP $2; ns[k]++; seen[$2] = 1; for (c = 3; c <= 8; c++) v[k, c, ns[k]] = $c }
 END {
   na = split(names, A, " ")

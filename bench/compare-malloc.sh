@@ -59,11 +59,7 @@ while [ $r -lt "$rounds" ]; do
   r=$((r + 1))
 done
 progress_done
-awk -v json=$json -v names="$names" -v workloads="$workloads" '
-function median(arr, n,   i, j, t) {
-  for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
-  return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
-}
+awk -v json=$json -v names="$names" -v workloads="$workloads" "$AWK_MEDIAN"'
 { k = $1 SUBSEP $2; ns[k]++; t[k, ns[k]] = $3; m[k, ns[k]] = $4 }
 END {
   na = split(names, A, " "); nw = split(workloads, W, " ")
