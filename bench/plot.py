@@ -318,6 +318,23 @@ def plot_rcuhash(objs, outdir, written):
     save(fig, outdir, "rcuhash", written)
 
 
+def _paired_bars(names, left, left_label, right, right_label, line, line_label, ylabel, name,
+                 outdir, written):
+    """Two bars per allocator (left and right values) and one dashed reference line."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], left, 0.4, label=left_label)
+    ax.bar([x + 0.2 for x in xs], right, 0.4, label=right_label)
+    ax.axhline(line, color="k", linestyle="--", label=line_label)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names)
+    ax.set_ylabel(ylabel)
+    ax.set_title(name, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    save(fig, outdir, name, written)
+
+
 def plot_decay(objs, outdir, written):
     """RSS right after the free-all and after the wait, a pair of bars per allocator
     (bench/compare-decay.sh; one unnamed pair for a plain prd-bench decay), the goal a line."""
@@ -326,21 +343,10 @@ def plot_decay(objs, outdir, written):
         return
     names = list(dict.fromkeys(o.get("allocator", "this run") for o in pts))
     sel = lambda n, k: _median([o[k] / 1024 for o in pts if o.get("allocator", "this run") == n])
-    fig, ax = plt.subplots(figsize=(6, 4))
-    xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], [sel(n, "rss_free_kb") for n in names], 0.4,
-           label="after the free-all")
-    ax.bar([x + 0.2 for x in xs], [sel(n, "rss_wait_kb") for n in names], 0.4,
-           label="after the wait")
-    ax.axhline(_median([o["goal_kb"] / 1024 for o in pts]), color="k", linestyle="--",
-               label="goal: 1.5 x live + floor")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels(names)
-    ax.set_ylabel("RSS, MiB")
-    ax.set_title("decay", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
-    save(fig, outdir, "decay", written)
+    _paired_bars(names, [sel(n, "rss_free_kb") for n in names], "after the free-all",
+                 [sel(n, "rss_wait_kb") for n in names], "after the wait",
+                 _median([o["goal_kb"] / 1024 for o in pts]), "goal: 1.5 x live + floor",
+                 "RSS, MiB", "decay", outdir, written)
 
 
 def plot_kv(objs, outdir, written):
@@ -353,18 +359,9 @@ def plot_kv(objs, outdir, written):
     sel = lambda n, ph: _median([o["ratio"] for o in pts
                                  if o.get("allocator", "this run") == n and o["phase"] == ph]
                                 or [0])
-    fig, ax = plt.subplots(figsize=(6, 4))
-    xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], [sel(n, "A") for n in names], 0.4, label="A: fresh")
-    ax.bar([x + 0.2 for x in xs], [sel(n, "B") for n in names], 0.4, label="B: after a phase")
-    ax.axhline(1.0, color="k", linestyle="--", label="RSS = usable")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels(names)
-    ax.set_ylabel("RSS / usable bytes")
-    ax.set_title("kv", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
-    save(fig, outdir, "kv", written)
+    _paired_bars(names, [sel(n, "A") for n in names], "A: fresh",
+                 [sel(n, "B") for n in names], "B: after a phase", 1.0, "RSS = usable",
+                 "RSS / usable bytes", "kv", outdir, written)
 
 
 PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot_cache,

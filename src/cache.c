@@ -75,11 +75,11 @@
  *    most decay_ms.  It takes cache_reap_lock with a try-lock (the maintenance work may run
  *    inline on a slow path; a reap running now does the same work); cache_decay_last_ns is
  *    read before it only as a hint and written under it (relaxed: a stale read at worst runs
- *    a pass early or late by one wake-up, never two passes at once).  A pass that leaves more than DECAY_THREAD_BYTES
- *    of dirty free heap pages for the next one asks for the maintenance thread
- *    (prd__maint_wake), so a single-threaded program whose slow paths ran one pass inline
- *    (once a maint_interval) gets the rest back while it idles, and one that frees less
- *    stays single-threaded.  Two other events ask for it while no thread runs, since a
+ *    a pass early or late by one wake-up, never two passes at once).  A pass that leaves
+ *    more than DECAY_THREAD_BYTES of dirty free heap pages for the next one asks for the
+ *    maintenance thread (prd__maint_wake), so a single-threaded program whose slow paths
+ *    ran one pass inline (once a maint_interval) gets the rest back while it idles, and one
+ *    that frees less stays single-threaded.  Two other events ask for it while no thread runs, since a
  *    program that frees and then idles runs no slow path that would get to a pass: a thread
  *    that parked more than 8 MiB net in depots (magazine.c section 9), and a large block
  *    freed to the heap arena while it holds more than DECAY_THREAD_BYTES dirty
@@ -254,19 +254,13 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
    * ownership check (section 2) and the free mark inline */
   uint32_t f = cp->cache_flags;
   if (prd_unlikely(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH | PRD_CF_NOMARK))) {
-    if (!(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH)) && !prd__pm_owns(cp, buf)) {
-      prd__pm_bad_free(cp, buf, "free");
-      return;
-    }
-    cache_free_slow(cp, buf);
+    if ((f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH)) || prd__pm_check(cp, buf, "free"))
+      cache_free_slow(cp, buf);
     return;
   }
-  if (prd_unlikely(!prd__pm_owns(cp, buf))) {
-    prd__pm_bad_free(cp, buf, "free");
-    return;
-  }
-  if (prd__mark_free(cp, buf))   /* a double free stops here */
-    prd__mag_free(cp, buf, false);   /* the CPU layer, then the slab layer (magazine.c) */
+  /* a bad pointer and a double free stop here; then the CPU layer, the slab layer */
+  if (prd__pm_check(cp, buf, "free") && prd__mark_free(cp, buf))
+    prd__mag_free(cp, buf, false);
 }
 
 /* ---- creating and destroying caches (section 3) --------------------------------------------- */

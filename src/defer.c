@@ -817,10 +817,8 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
   /* ownership first (as prd_cache_free, cache.c section 2): nothing below reads a buffer, its
    * slab record or its memory before the page map said it is one of this cache's */
   if (prd_likely(!(cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH))) &&
-      prd_unlikely(!prd__pm_owns(cp, buf))) {
-    prd__pm_bad_free(cp, buf, "deferred free");
+      !prd__pm_check(cp, buf, "deferred free"))
     return;
-  }
   /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
    * deferred buffer's readers may still read it */
   if (prd_unlikely(!(cp->cache_flags & PRD_CF_NOMARK) &&

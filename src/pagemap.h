@@ -100,4 +100,14 @@ static inline bool prd__pm_owns(const prd_cache_t *cp, const void *buf)
                           cp->cache_chunks);
 }
 
+/* prd__pm_owns, and the report (prd__pm_bad_free, naming `what`) when buf is not cp's: the
+ * check of a free (cache.c section 2), in one place for prd_cache_free and the deferral. */
+static inline bool prd__pm_check(const prd_cache_t *cp, const void *buf, const char *what)
+{
+  if (prd_likely(prd__pm_owns(cp, buf)))
+    return true;
+  prd__pm_bad_free(cp, buf, what);
+  return false;
+}
+
 #endif
