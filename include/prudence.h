@@ -86,9 +86,11 @@ PRD_API prd_vmem_t *prd_heap_arena(void);
   X(bad_frees,      "bad frees reported (never allocated, wrong size, twice, mispaired)")   \
   X(segs_alloc,     "allocated segments now")                                               \
   X(segs_free,      "free segments now")                                                    \
-  X(spans,          "spans now")
+  X(spans,          "spans now")                                                            \
+  X(decommits,      "free segments decommitted (decay passes, the dirty bound, reaps)")     \
+  X(purges,         "frees that found the dirty free bytes above their bound (vmem.c 16)")
 
-#define PRD_VMEM_STATS_VERSION 1
+#define PRD_VMEM_STATS_VERSION 2
 typedef struct prd_vmem_stats_s {
   size_t   size;     /* set by the caller to sizeof(prd_vmem_stats_t); nothing past it is written */
   uint32_t version;  /* set by prd_vmem_stats to PRD_VMEM_STATS_VERSION */

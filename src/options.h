@@ -30,6 +30,12 @@
   X(MS, decay_ms, 10000,                                                                       \
     "ms free memory stays committed: free slabs go back to the heap arena and its free pages "  \
     "are decommitted (MADV_DONTNEED) within decay_ms/2 to 2 x decay_ms (0: only on reaps)")     \
+  X(LONG, heap_dirty_pct, 3,                                                                   \
+    "percent of the heap arena's allocated bytes its free pages may keep committed (dirty) "  \
+    "before the free that passes the bound decommits the excess, down to half the bound")      \
+  X(LONG, heap_dirty_min, 4l << 20,                                                            \
+    "bytes of dirty free heap pages always allowed, whatever heap_dirty_pct says (the bound "   \
+    "is the larger of the two)")                                                               \
   X(LONG, malloc_mmap_threshold, 4l << 20,                                                      \
     "malloc: blocks of at least this many bytes are mapped on their own and unmapped on free " \
     "(0: never; smaller big blocks come from the heap arena)")                                 \

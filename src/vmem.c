@@ -294,14 +294,18 @@ static void alist_remove(prd_vmem_t *vmp, prd_vseg_t *vsp)
 
 /* ---- freelists (section 3) ------------------------------------------------------------ */
 
+/* A dirty segment goes to the head of its list, a clean one to the tail: instant-fit takes a
+ * list's first member, so within a list it reuses resident pages before it faults in clean
+ * ones (section 16). */
 static void flist_insert(prd_vmem_t *vmp, prd_vseg_t *vsp)
 {
   int n = vmem_highbit(vseg_size(vsp));
   prd_vseg_t *head = &vmp->vm_freelist[n];
-  vsp->vs_kprev = head;
-  vsp->vs_knext = head->vs_knext;
-  head->vs_knext->vs_kprev = vsp;
-  head->vs_knext = vsp;
+  prd_vseg_t *after = vsp->vs_dirty == PRD_VS_CLEAN ? head->vs_kprev : head;
+  vsp->vs_kprev = after;
+  vsp->vs_knext = after->vs_knext;
+  after->vs_knext->vs_kprev = vsp;
+  after->vs_knext = vsp;
   vmp->vm_freemap |= (uint64_t)1 << n;
 }
 
@@ -869,6 +873,17 @@ einval:
 
 /* ---- freeing (section 11 for bad frees) ----------------------------------------------- */
 
+/* The bound on vm_dirty (section 16): the larger of the option heap_dirty_min and
+ * heap_dirty_pct percent of the bytes allocated (vm_lock held). */
+static size_t dirty_cap(const prd_vmem_t *vmp)
+{
+  size_t floor = (size_t)prd__opt(heap_dirty_min);
+  size_t prop = (size_t)(vmp->vm_stats.bytes_alloc / 100 * (uint64_t)prd__opt(heap_dirty_pct));
+  return PRD_MAX(floor, prop);
+}
+
+static void vmem_purge(prd_vmem_t *vmp);
+
 /* Says what is wrong with freeing addr, which is not the start of an allocated segment. */
 static void vmem_report_bad_addr(prd_vmem_t *vmp, uintptr_t addr, size_t size, const char *fn)
 {
@@ -895,7 +910,7 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
     prd__error("vmem: %s(%p, %zu): NULL arena", fn, addr, size);
     return;
   }
-  bool bad = false;
+  bool bad = false, purge = false;
   struct vrelease rel;
   bool release = false;
   pthread_mutex_lock(&vmp->vm_lock);
@@ -918,6 +933,7 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
     }
     *pp = vsp->vs_knext;
     release = seg_free(vmp, vsp, &rel);
+    purge = vmp->vm_decommit && vmp->vm_dirty > dirty_cap(vmp);   /* section 16 */
     if (vmp->vm_waiters > 0)
       pthread_cond_broadcast(&vmp->vm_cv);   /* pairs with vmem_wait: both under vm_lock */
   }
@@ -926,6 +942,8 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
   pthread_mutex_unlock(&vmp->vm_lock);
   if (release)
     vmp->vm_ffunc(vmp->vm_source, (void *)rel.vl_start, rel.vl_size);
+  if (purge)
+    vmem_purge(vmp);
   if (bad)
     prd__report_done();
 }
@@ -1349,6 +1367,7 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
           continue;   /* stays dirty: the next pass tries again */
         dirty_drop(vmp, f);
         f->vs_dirty = PRD_VS_CLEAN;
+        vmp->vm_stats.decommits++;
         batch += vseg_size(f);
       }
     }
@@ -1363,6 +1382,58 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
     total += batch;
   } while (more);
   return total;
+}
+
+/* One hold of vm_lock for vmem_purge: decommits dirty free segments, AGED ones before NEW
+ * ones, from the largest freelist down and the oldest first within a list (its tail: lists
+ * take dirty segments at the head), until vm_dirty is at most `target`.  True when it
+ * stopped after VMEM_DECAY_BATCH bytes with more to do.  A decommitted segment moves to the
+ * tail of its list (clean ones go there), behind the walk, which goes on from its old
+ * neighbour. */
+static bool purge_batch(prd_vmem_t *vmp, size_t target)
+{
+  size_t batch = 0;
+  for (int age = 0; age < 2; age++) {
+    uint8_t want = age == 0 ? PRD_VS_AGED : PRD_VS_NEW;
+    for (int n = PRD_VMEM_FREELISTS - 1; n >= 0; n--) {
+      prd_vseg_t *head = &vmp->vm_freelist[n];
+      for (prd_vseg_t *f = head->vs_kprev, *prev; f != head; f = prev) {
+        prev = f->vs_kprev;
+        if (vmp->vm_dirty <= target)
+          return false;
+        if (f->vs_dirty != want)
+          continue;
+        if (batch >= VMEM_DECAY_BATCH)
+          return true;
+        if (prd__os_decommit((void *)f->vs_start, vseg_size(f)) != 0)
+          continue;   /* stays dirty: the next purge or decay pass tries again */
+        dirty_drop(vmp, f);
+        f->vs_dirty = PRD_VS_CLEAN;
+        vmp->vm_stats.decommits++;
+        batch += vseg_size(f);
+        flist_remove(vmp, f);
+        flist_insert(vmp, f);
+      }
+    }
+  }
+  return false;
+}
+
+/* The dirty bound (section 16), run by a free that left vm_dirty above dirty_cap, with no
+ * lock held: decommits down to half the cap, in batches as a decay pass does.  A free that
+ * finds the bound already restored by another thread's purge does nothing. */
+static void vmem_purge(prd_vmem_t *vmp)
+{
+  pthread_mutex_lock(&vmp->vm_lock);
+  size_t cap = dirty_cap(vmp);
+  if (vmp->vm_dirty > cap) {
+    vmp->vm_stats.purges++;
+    while (purge_batch(vmp, cap / 2)) {
+      pthread_mutex_unlock(&vmp->vm_lock);
+      pthread_mutex_lock(&vmp->vm_lock);
+    }
+  }
+  pthread_mutex_unlock(&vmp->vm_lock);
 }
 
 size_t prd__vmem_dirty(prd_vmem_t *vmp)

@@ -491,9 +491,10 @@ static void test_stats_write(void)
   CHECK_STR_CONTAINS(buf, "segs_alloc=1 segs_free=1 spans=1");
   json = true;
   prd_test_child(stats_write_child, &json, buf, sizeof(buf));
-  CHECK_STR_CONTAINS(buf, "{\"arena\":\"printed\",\"version\":1,\"bytes_total\":4096,");
+  CHECK_STR_CONTAINS(buf, "{\"arena\":\"printed\",\"version\":2,\"bytes_total\":4096,");
   CHECK_STR_CONTAINS(buf, "\"allocs\":1,");
-  CHECK_STR_CONTAINS(buf, "\"spans\":1}");
+  CHECK_STR_CONTAINS(buf, "\"spans\":1,");
+  CHECK_STR_CONTAINS(buf, "\"purges\":0}");
 }
 
 static void test_stats_versioned(void)
@@ -588,6 +589,25 @@ static void test_bad_free_reports(void)
   }
 }
 
+/* Reuse prefers resident pages (vmem.c sections 3 and 16): of two free segments on one
+ * freelist, an allocation takes the dirty one even when a clean one went on the list after it.
+ * Guards the freelist order that put every segment at the head, so a span added (or imported)
+ * after a free hid the free, resident segment and the allocation faulted in fresh pages. */
+static void test_dirty_first(void)
+{
+  prd_vmem_t *a = prd_vmem_create("dirtyfirst", P(0x10000), 8 * Q, Q, NULL, NULL, NULL, 0, 0);
+  void *x = prd_vmem_alloc(a, 4 * Q, PRD_VM_NOSLEEP), *y = prd_vmem_alloc(a, 4 * Q, PRD_VM_NOSLEEP);
+  CHECK(x != NULL && y != NULL);
+  prd_vmem_free(a, x, 4 * Q);   /* dirty: y keeps it from coalescing */
+  CHECK(prd_vmem_add(a, P(0x20000), 4 * Q, PRD_VM_NOSLEEP) != NULL);   /* clean, same list */
+  void *z = prd_vmem_alloc(a, 4 * Q, PRD_VM_NOSLEEP);
+  CHECK(z == x);
+  CHECK_EQ(prd__vmem_check(a), 0);
+  prd_vmem_free(a, z, 4 * Q);
+  prd_vmem_free(a, y, 4 * Q);
+  prd_vmem_destroy(a);
+}
+
 static void test_destroy_non_empty(void)
 {
   prd_vmem_t *parent = prd_vmem_create("p2", P(0x100000), 0x10000, Q, NULL, NULL, NULL, 0, 0);
@@ -621,6 +641,7 @@ int main(void)
   RUN(test_stats_write);
   RUN(test_bad_frees_keep_arena_consistent);
   RUN(test_bad_free_reports);
+  RUN(test_dirty_first);
   RUN(test_destroy_non_empty);
   return prd_test_done();
 }

@@ -1,0 +1,109 @@
+/*
+ * test_dirty.c: the bound on the heap arena's dirty free pages (vmem.c section 16, options
+ * heap_dirty_pct and heap_dirty_min).  Each case runs in a child of its own (options are per
+ * process) with decay off and no maintenance thread, so only the bound can decommit, and it
+ * must do so in the freeing thread.  The blocks come straight from the heap arena
+ * (prd_vmem_alloc of 64 KiB: above its quantum caches), each touched.
+ *
+ *   bound       free most of 64 MiB while 4 MiB stays live: the dirty free bytes are within
+ *               the bound as soon as the frees return, not after a decay period
+ *   hysteresis  free and refill around the bound: a purge goes down to half the bound, so the
+ *               purges are a handful, not one for every block freed past the bound
+ */
+// prd-test-labels: unit
+#include "internal.h"
+#include "prd_test.h"
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+#define BLK (64 * KIB)
+#define NBLK 1024   /* 64 MiB */
+
+static void *blk[NBLK];
+
+static prd_vmem_stats_t heap_stats(void)
+{
+  prd_vmem_stats_t st;
+  memset(&st, 0, sizeof(st));
+  st.size = sizeof(st);
+  if (prd_vmem_stats(prd_heap_arena(), &st) != 0)
+    _exit(2);
+  return st;
+}
+
+/* Decay and the maintenance thread off, the bound set; the pool of NBLK touched blocks. */
+static void setup(const char *pct, const char *min)
+{
+  if (prd_option_set("decay_ms", "0") != 0 || prd_option_set("maint_thread", "0") != 0 ||
+      prd_option_set("heap_dirty_pct", pct) != 0 || prd_option_set("heap_dirty_min", min) != 0)
+    _exit(2);
+  for (int i = 0; i < NBLK; i++) {
+    blk[i] = prd_vmem_alloc(prd_heap_arena(), BLK, PRD_VM_SLEEP);
+    if (blk[i] == NULL)
+      _exit(2);
+    memset(blk[i], 0x5a, BLK);
+  }
+}
+
+/* Guards the defect the bound fixes: memory freed to the heap arena stayed committed until a
+ * decay pass (decay_ms later, or never with decay off or no maintenance thread), so a phase
+ * of a program that ended before that kept its peak's pages resident. */
+static int case_bound(void)
+{
+  setup("3", "4m");
+  for (int i = 0; i < NBLK; i++)
+    if (i % 16 != 0)
+      prd_vmem_free(prd_heap_arena(), blk[i], BLK);
+  prd_vmem_stats_t st = heap_stats();
+  size_t dirty = prd__vmem_heap_dirty();
+  size_t cap = PRD_MAX(4 * MIB, (size_t)st.bytes_alloc / 100 * 3);
+  printf("# bound: allocated %zu KiB, dirty free %zu KiB, bound %zu KiB, %llu purges, %llu "
+         "decommits\n", (size_t)st.bytes_alloc / KIB, dirty / KIB, cap / KIB,
+         (unsigned long long)st.purges, (unsigned long long)st.decommits);
+  fflush(stdout);
+  return dirty <= cap && st.purges >= 1 && st.decommits >= 1 ? 0 : 1;
+}
+
+/* Guards the bound's hysteresis: a purge that stopped at the bound itself would leave the
+ * arena at the bound, and every block freed after it would purge again (a madvise per free
+ * of a program that frees and refills around the bound). */
+#define CYCLES 40
+#define FREED  12   /* blocks freed per cycle (every other one of the pool: no coalescing) */
+#define REFILL 6    /* blocks allocated per cycle: a net 384 KiB more dirty per cycle */
+static void *refill[CYCLES * REFILL];
+
+static int case_hysteresis(void)
+{
+  setup("0", "4m");   /* the bound is 4 MiB: 64 blocks */
+  int next = 0, nref = 0;
+  for (int c = 0; c < CYCLES; c++) {
+    for (int k = 0; k < FREED; k++, next += 2)
+      prd_vmem_free(prd_heap_arena(), blk[next], BLK);
+    for (int k = 0; k < REFILL; k++) {
+      refill[nref] = prd_vmem_alloc(prd_heap_arena(), BLK, PRD_VM_SLEEP);
+      if (refill[nref] == NULL)
+        return 2;
+      memset(refill[nref++], 0x5a, BLK);
+    }
+  }
+  prd_vmem_stats_t st = heap_stats();
+  size_t dirty = prd__vmem_heap_dirty();
+  /* 15 MiB net freed past a 4 MiB bound that purges down to 2 MiB: about 6 purges */
+  printf("# hysteresis: %d cycles, dirty free %zu KiB, %llu purges, %llu decommits\n", CYCLES,
+         dirty / KIB, (unsigned long long)st.purges, (unsigned long long)st.decommits);
+  fflush(stdout);
+  return dirty <= 4 * MIB && st.purges >= 2 && st.purges <= CYCLES / 4 ? 0 : 1;
+}
+
+static void test_bound(void) { CHECK_EQ(prd_test_bounded(case_bound, "bound", 60), 0); }
+static void test_hysteresis(void)
+{
+  CHECK_EQ(prd_test_bounded(case_hysteresis, "hysteresis", 60), 0);
+}
+
+int main(void)
+{
+  RUN(test_bound);
+  RUN(test_hysteresis);
+  return prd_test_done();
+}
