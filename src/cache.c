@@ -600,9 +600,15 @@ static void cache_grow_reap(void)
   if (cache_in_reclaim || pthread_mutex_trylock(&cache_reap_lock) != 0)
     return;
   cache_in_reclaim = true;
-  for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next)
-    if (depot_idle(cp, &cp->cache_grow_depot))
+  for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
+    if (cp->cache_flags & PRD_CF_INTERNAL)
+      /* the internal caches come last: the magazines (and slab structures) the depots just
+       * gave back leave slabs free, which go to the heap arena too, rather than after
+       * decay_ms / 2 */
+      prd__slab_reap(cp, true);
+    else if (depot_idle(cp, &cp->cache_grow_depot))
       prd__mag_depot_reap(cp, true);
+  }
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = false;
 }
