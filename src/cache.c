@@ -91,7 +91,16 @@
  *    emptied into its slabs (cache_grow_reap): a finished phase's memory, parked in the
  *    depot of its class, goes to the heap arena (a packed cache's free slabs go at once)
  *    where the growing class takes it, within two growth reaps rather than decay_ms / 2.
- *    Same try-lock and reclaim guard as the decay pass.
+ *    The internal caches (last on the list) then give back all their free slabs: the
+ *    magazines a dropped phase filled, freed by those depot reaps, would otherwise hold
+ *    megabytes of free slabs until a decay pass.  Same try-lock and reclaim guard as the
+ *    decay pass.
+ *    What reaches the heap arena does not wait for decay to leave the resident set: the
+ *    arena's dirty bound (vmem.c section 16, options heap_dirty_pct and heap_dirty_min)
+ *    decommits, in the freeing thread, the free pages beyond a few percent of the heap.  So
+ *    decay is for the last few percent and for the memory above the heap arena (depots,
+ *    slabs); the bound, not a thread, is what keeps a finished phase's peak from staying
+ *    resident while the program goes on.
  *    prd_reap ends with the heap arena's pass in its `all` form, which decommits every free
  *    page at once; prd__cache_trim (malloc_trim) also reaps every free slab and magazine
  *    regardless of working sets.

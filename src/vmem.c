@@ -124,7 +124,8 @@
  *    VMEM_SLEEP_SLICE_MS 10 (a retry every 10 ms costs nothing and reacts quickly to a source
  *    that frees), VMEM_LEAKS_SHOWN 16 (enough to see the pattern, short enough to read),
  *    HEAP_CHUNK 4 MiB (section 7), VMEM_DECAY_BATCH 32 MiB (section 16: a madvise of that
- *    much takes a few milliseconds, the longest an allocation waits behind a decay pass).
+ *    much takes a few milliseconds, the longest an allocation waits behind a decay pass or a
+ *    purge).
  *
  * 14. Quantum caches (paper section 4.4; seed 004 "quantum caching").  An arena created with
  *    qcache_max > 0 (clamped to PRD_VMEM_NQCACHE quanta) gets, at its first prd_vmem_alloc of
@@ -162,6 +163,32 @@
  *    none); a pass drops the lock after every VMEM_DECAY_BATCH bytes decommitted, so other
  *    threads wait at most for one batch.  A madvise that fails leaves the segment dirty: the
  *    next pass tries again.
+ *    The dirty bound (jemalloc 3's lg_dirty_mult, glibc's trim threshold).  Decay acts on
+ *    time, so a program phase that frees its peak and ends (or goes on allocating other
+ *    sizes) within decay_ms keeps every freed page resident until then.  So an arena with
+ *    vm_decommit also bounds vm_dirty by space: cap = max(option heap_dirty_min, option
+ *    heap_dirty_pct percent of bytes_alloc).  A free that leaves vm_dirty above the cap
+ *    (tested under vm_lock, where both change) purges, after it dropped the lock and gave
+ *    back any wholly free span (vmem_purge): under vm_lock again, it re-tests the cap (a
+ *    purge by another thread may have restored it) and decommits whole free segments, AGED
+ *    ones before NEW ones (the older first: NEW ones are likelier to be taken again soon),
+ *    from the largest freelist down and from each list's tail (its oldest members), until
+ *    vm_dirty is at most cap / 2, in VMEM_DECAY_BATCH batches as a pass does.  The half is
+ *    the hysteresis: a program that frees and refills around the cap purges once per cap / 2
+ *    of net frees, not on every free past it.  Who does it: the freeing thread, inline.  A
+ *    free to the arena is already a slow path (a slab or a big block given back), the result
+ *    is deterministic (the bound holds when the free returns, which the tests check), it
+ *    needs no maintenance thread, which may be off or unable to start, and it keeps the
+ *    layers: vmem.c only reads its options and calls os.c.  The cost stays with the thread
+ *    that made the excess; the madvise of a large drop runs in batches, so others wait for
+ *    the lock at most one batch, as behind a decay pass.  Each decommitted segment counts in
+ *    the statistics' decommits (and in decay passes too), each purge in purges.
+ *    Reuse prefers resident pages: flist_insert puts a dirty segment at the head of its list
+ *    and a clean one at the tail, and instant-fit takes a list's first member, so of the
+ *    segments of one list a dirty one is taken before a clean one (an import's clean rest,
+ *    a decommitted segment).  Across lists instant-fit stays constant time and takes the
+ *    lowest list that surely fits, clean or not; a decay pass marks segments clean where they
+ *    stand (its walk goes on from them), so the order is a preference, not an invariant.
  *
  * 15. fork: prd__vmem_fork_prepare_early takes heap_lock and vmem_qcache_lock (they nest the
  *    slab layer's locks, so they come first), prd__vmem_fork_prepare every arena's vm_lock
