@@ -905,8 +905,10 @@ einval:
 static size_t dirty_cap(const prd_vmem_t *vmp)
 {
   size_t floor = (size_t)prd__opt(heap_dirty_min);
-  size_t prop = (size_t)(vmp->vm_stats.bytes_alloc / 100 * (uint64_t)prd__opt(heap_dirty_pct));
-  return PRD_MAX(floor, prop);
+  uint64_t pct = (uint64_t)prd__opt(heap_dirty_pct), part = vmp->vm_stats.bytes_alloc / 100;
+  if (pct != 0 && part > SIZE_MAX / pct)
+    return SIZE_MAX;   /* a percentage that large is no bound */
+  return PRD_MAX(floor, (size_t)(part * pct));
 }
 
 static void vmem_purge(prd_vmem_t *vmp);
