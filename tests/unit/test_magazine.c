@@ -10,6 +10,7 @@
 // prd-test-timeout: 300
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 
 #include "internal.h"
 #include "magazine.h"
@@ -561,6 +562,30 @@ static void test_model(void)
   }
 }
 
+/* What the hit paths of prd_cache_alloc and prd_cache_free read of the cache (the flags, the
+ * page-map check's constants, the magazine id) is one cache line that nothing writes after
+ * creation.  Guards the defect where cache_magid sat beside the depot, in the line of dp_lock,
+ * so that every depot visit of one thread took away the line that every hit of every other
+ * thread reads. */
+static void test_hit_fields_one_line(void)
+{
+  prd_cache_t *cp = prd_cache_create("hitline", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  CHECK(cp != NULL);
+  CHECK_EQ((uintptr_t)cp % 64, 0);   /* lines of the struct are lines of memory */
+  size_t line = offsetof(prd_cache_t, cache_flags) / 64;
+  size_t hit[] = { offsetof(prd_cache_t, cache_magid), offsetof(prd_cache_t, cache_pm_tag),
+                   offsetof(prd_cache_t, cache_pm_inv), offsetof(prd_cache_t, cache_pm_shift),
+                   offsetof(prd_cache_t, cache_chunks) };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(hit); i++)
+    CHECK_EQ(hit[i] / 64, line);
+  /* the locks the misses take are in other lines */
+  size_t dp = offsetof(prd_cache_t, cache_depot) + offsetof(prd_depot_t, dp_lock);
+  CHECK(dp / 64 != line && (dp + sizeof(pthread_mutex_t) - 1) / 64 != line);
+  size_t cl = offsetof(prd_cache_t, cache_lock);
+  CHECK(cl / 64 != line && (cl + sizeof(pthread_mutex_t) - 1) / 64 != line);
+  prd_cache_destroy(cp);
+}
+
 /* ---- two threads' per-thread state is never in one cache line --------------------------- */
 /* The hit paths write a thread's CPU cache (cc_rounds, its counters) and its loaded magazine
  * (mag_round[] on every free hit) with no lock: if a line held another thread's CPU cache or
@@ -672,5 +697,6 @@ int main(void)
   RUN(test_quantum_caches);
   RUN(test_model);
   RUN(test_threads_lines_apart);
+  RUN(test_hit_fields_one_line);
   return prd_test_done();
 }
