@@ -14,13 +14,18 @@
  *             first and last byte; no block crosses threads.  One operation: a free and a
  *             malloc.
  *   prodcons  producer/consumer hand-off: thread i mallocs blocks of 8 - 512 B (writing
- *             them) into a single-producer ring read by thread i + 1 (mod T: with one thread,
- *             its own ring), and frees the blocks its own ring brings, 32 at a time.  One
- *             operation: a block allocated by one thread and freed by another.
+ *             them) into a single-producer ring of 1,024 slots read by thread i + 1 (mod T:
+ *             with one thread, its own ring), up to 32 at a time while there is room, and
+ *             frees the blocks its own ring brings; it yields when it could do neither (its
+ *             consumer is not running), so no work is dropped.  One operation: a block freed
+ *             by the thread it was handed to.
  *   larson    larson-like churn: as loop (8 - 512 B, 1,024 slots each), but one replaced
- *             block in eight is handed to the next thread's ring instead of freed, and each
- *             thread frees what its ring brings: threads replace random blocks and free some
- *             of each other's.  One operation: a replacement.
+ *             block in eight is handed to the next thread's ring instead of freed (freed here
+ *             when that ring is full), and each thread frees what its ring brings: threads
+ *             replace random blocks and free some of each other's.  One operation: a
+ *             replacement.
+ * The harness writes nothing shared while it runs (each consumer sums what it reads in a
+ * local), so the only lines threads share are the rings' and the allocator's.
  * Thread counts: 1, 2, 4 ... up to the online CPUs (sysconf), or --threads LIST.  Each
  * (workload, threads) point runs --runs times (default 6) per allocator, for --seconds
  * (default 1) each, in rounds: round r runs every allocator once, in an order rotated by r,
@@ -62,6 +67,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +117,7 @@ struct th_thread {
   uint64_t t_ops;
   uint64_t t_handouts, t_shared;
   uint64_t t_end_ns;
+  uintptr_t t_sink;            /* what the consumer read of its blocks */
   pthread_t t_th;
   void *t_slot[TH_SLOTS];
   struct th_ring t_ring;       /* what the previous thread hands this one */
@@ -170,28 +177,29 @@ static bool th_lines_shared(struct th_run *run, unsigned me, const char *p, size
   return false;
 }
 
-static void ring_put_or_free(struct th_ring *q, void *p)
+/* Puts p on the ring; false when the ring is full (the consumer is behind). */
+static bool ring_put(struct th_ring *q, void *p)
 {
   unsigned long h = atomic_load_explicit(&q->r_head, memory_order_relaxed);
   /* acquire: pairs with the consumer's release of the tail (the slot is free again) */
-  if (h - atomic_load_explicit(&q->r_tail, memory_order_acquire) >= TH_RING) {
-    free(p);   /* the consumer is behind: this one is not handed on */
-    return;
-  }
+  if (h - atomic_load_explicit(&q->r_tail, memory_order_acquire) >= TH_RING)
+    return false;
   q->r_slot[h & (TH_RING - 1)] = p;
   /* release: the slot and the block's bytes before the head that shows them */
   atomic_store_explicit(&q->r_head, h + 1, memory_order_release);
+  return true;
 }
 
-/* Frees every block the ring holds; returns how many. */
-static uint64_t ring_drain(struct th_ring *q)
+/* Frees every block the ring holds (reading a byte of each into *sink: the consumer uses
+ * what it is handed); returns how many. */
+static uint64_t ring_drain(struct th_ring *q, uintptr_t *sink)
 {
   unsigned long t = atomic_load_explicit(&q->r_tail, memory_order_relaxed);
   /* acquire: pairs with the producer's release of the head */
   unsigned long h = atomic_load_explicit(&q->r_head, memory_order_acquire);
   for (unsigned long i = t; i != h; i++) {
     char *p = q->r_slot[i & (TH_RING - 1)];
-    th_sink += (uintptr_t)p[0];
+    *sink += (uintptr_t)p[0];
     free(p);
   }
   /* release: the slots are read before the producer may write them again */
@@ -239,22 +247,38 @@ static void th_loop(struct th_thread *t, struct th_run *run, uint64_t *seed)
   t->t_ops = ops;
 }
 
+/* The producer waits for room rather than drop work: when its consumer is behind (or not
+ * running) it drains its own ring, and yields when that was empty too. */
 static void th_prodcons(struct th_thread *t, struct th_run *run, uint64_t *seed)
 {
   struct th_ring *out = &run->tr_thr[(t->t_id + 1) % run->tr_threads].t_ring;
+  uintptr_t sink = 0;
+  char *next = NULL;
   pthread_barrier_wait(&run->tr_start);
   uint64_t ops = 0;
   do {
-    for (unsigned i = 0; i < TH_BATCH; i++)
-      ring_put_or_free(out, th_malloc(th_size(seed)));
-    ops += ring_drain(&t->t_ring);
+    unsigned put = 0;
+    for (; put < TH_BATCH; put++) {
+      if (next == NULL)
+        next = th_malloc(th_size(seed));
+      if (!ring_put(out, next))
+        break;
+      next = NULL;
+    }
+    uint64_t got = ring_drain(&t->t_ring, &sink);
+    if (put == 0 && got == 0)
+      sched_yield();
+    ops += got;
   } while (!atomic_load_explicit(&run->tr_stop, memory_order_relaxed));
+  free(next);
   t->t_ops = ops;
+  t->t_sink = sink;
 }
 
 static void th_larson(struct th_thread *t, struct th_run *run, uint64_t *seed)
 {
   struct th_ring *out = &run->tr_thr[(t->t_id + 1) % run->tr_threads].t_ring;
+  uintptr_t sink = 0;
   for (unsigned k = 0; k < TH_SLOTS; k++)
     t->t_slot[k] = th_malloc(th_size(seed));
   pthread_barrier_wait(&run->tr_start);
@@ -262,16 +286,16 @@ static void th_larson(struct th_thread *t, struct th_run *run, uint64_t *seed)
   do {
     for (unsigned i = 0; i < TH_CHECK; i++) {
       unsigned k = (unsigned)(th_rand(seed) % TH_SLOTS);
-      if (i % TH_HANDOFF == 0)
-        ring_put_or_free(out, t->t_slot[k]);
-      else
+      /* a full ring: the next thread is behind, this block is freed here */
+      if (i % TH_HANDOFF != 0 || !ring_put(out, t->t_slot[k]))
         free(t->t_slot[k]);
       t->t_slot[k] = th_malloc(th_size(seed));
     }
-    ring_drain(&t->t_ring);
+    ring_drain(&t->t_ring, &sink);
     ops += TH_CHECK;
   } while (!th_stopped(run, ops));
   t->t_ops = ops;
+  t->t_sink = sink;
 }
 
 static void *th_main(void *arg)
@@ -335,7 +359,8 @@ static int th_child(int workload, unsigned threads, double seconds, uint64_t sha
       end = t->t_end_ns;
   }
   for (unsigned i = 0; i < threads; i++) {   /* what is left, untimed */
-    ring_drain(&run.tr_thr[i].t_ring);
+    th_sink += run.tr_thr[i].t_sink;
+    ring_drain(&run.tr_thr[i].t_ring, &run.tr_thr[i].t_sink);
     if (workload != 1)
       for (unsigned k = 0; k < TH_SLOTS; k++)
         free(run.tr_thr[i].t_slot[k]);
