@@ -364,9 +364,38 @@ def plot_kv(objs, outdir, written):
                  "RSS / usable bytes", "kv", outdir, written)
 
 
+def plot_threads(objs, outdir, written):
+    """Mops/s against threads, a panel per workload, a line per allocator: the median solid,
+    the worst run dotted (prd-bench threads); the summary's scaling figures in the title."""
+    pts = [o for o in objs if "median" in o and "threads" in o]
+    if not pts:
+        return
+    works = list(dict.fromkeys(o["workload"] for o in pts))
+    fig, axes = plt.subplots(1, len(works), figsize=(4.5 * len(works), 4), squeeze=False)
+    for ax, w in zip(axes[0], works):
+        for alloc in dict.fromkeys(o["allocator"] for o in pts if o["workload"] == w):
+            xs = sorted((o["threads"], o["median"], o["worst"]) for o in pts
+                        if o["workload"] == w and o["allocator"] == alloc)
+            line, = ax.plot([x for x, _, _ in xs], [m for _, m, _ in xs], marker="o",
+                            label=alloc)
+            ax.plot([x for x, _, _ in xs], [v for _, _, v in xs], linestyle=":",
+                    color=line.get_color())
+        ax.set_xlabel("threads")
+        ax.set_ylabel("Mops/s (median solid, worst dotted)")
+        ax.set_title(w, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    s = summary(objs)
+    fmt = lambda k: "%.2f" % s[k] if isinstance(s.get(k), (int, float)) else "-"
+    fig.suptitle("threads: 2-thread worst / 1-thread median %s, vs best peer %s"
+                 % (fmt("min_scaling_2t"), fmt("ratio_vs_best_2t")), fontsize=10)
+    save(fig, outdir, "threads", written)
+
+
 PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot_cache,
             "malloc": plot_malloc, "deferred": plot_deferred, "endurance": plot_endurance,
-            "rcuhash": plot_rcuhash, "decay": plot_decay, "kv": plot_kv}
+            "rcuhash": plot_rcuhash, "decay": plot_decay, "kv": plot_kv,
+            "threads": plot_threads}
 
 
 def main(argv):

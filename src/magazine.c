@@ -163,7 +163,12 @@
  *
  * 8. Magazine size (seed 004; libumem's umem_magtype table: {magsize, align, minbuf,
  *    maxbuf}).  A cache starts with the first row whose minbuf is below its chunk size (small
- *    objects 15 rounds, 4 KiB objects 7, 64 KiB ones 1).  Each failed try-lock of the depot
+ *    objects 15 rounds, 4 KiB objects 7, 64 KiB ones 1).  Every magazine is aligned to a
+ *    cache line and a whole number of lines long (libumem aligns the 1-, 3- and 7-round rows
+ *    to 8, 16 and 32 bytes): the free hit writes mag_round[] of the thread's loaded magazine,
+ *    and magazines made one after the other for two threads would otherwise share a line,
+ *    which every hit of either would then move between their cores (docs/benchmarks.md,
+ *    "threads", lists what was checked for sharing between threads).  Each failed try-lock of the depot
  *    counts as contention; when an interval saw more than the option depot_contention
  *    (kmem's 3), and the chunk is below the row's maxbuf, the cache moves to the next row:
  *    new magazines are larger, so depot visits become rarer (sizes only grow).  A magazine
@@ -388,11 +393,14 @@ uintptr_t prd__mark_secret;   /* section 15: set by mark_init_once, before any c
 static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
 
-/* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}. */
+/* libumem's table (section 8): {rounds, alignment, start above chunk, grow below chunk}.
+ * Every row is aligned to a cache line, where libumem aligns its three smallest to 8, 16 and
+ * 32 bytes: a thread writes its loaded magazine on every free hit, and two threads that take
+ * magazines one after the other would otherwise share a line (section 8). */
 static prd_magtype_t mag_types[] = {
-  { 1, 8, 3200, 65536, NULL },
-  { 3, 16, 256, 32768, NULL },
-  { 7, 32, 64, 16384, NULL },
+  { 1, 64, 3200, 65536, NULL },
+  { 3, 64, 256, 32768, NULL },
+  { 7, 64, 64, 16384, NULL },
   { 15, 64, 0, 8192, NULL },
   { 31, 64, 0, 4096, NULL },
   { 47, 64, 0, 2048, NULL },

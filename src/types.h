@@ -322,6 +322,11 @@ struct prd_cache {
   uint32_t cache_pm_tag;
   uint32_t cache_pm_inv;
   uint32_t cache_pm_shift;
+  /* magazine.c: the index of this cache in every thread's CPU caches (0: no magazines).  Here,
+   * in the line of the fields above, and not with the depot: the hit paths of prd_cache_alloc
+   * and prd_cache_free read only this line, which nothing writes after creation, while every
+   * depot visit writes dp_lock's line */
+  uint32_t cache_magid;
   size_t cache_bufsize;          /* object size asked for */
   size_t cache_align;
   size_t cache_chunksize;        /* distance between buffers */
@@ -381,8 +386,7 @@ struct prd_cache {
   _Atomic uint64_t cache_defer_direct;   /* deferrals that went straight to the latent slabs
                                           * (no CPU cache: no magazines, thread exiting) */
   _Atomic uint64_t cache_oom_waits;  /* grace periods waited for by the slab layer's OOM path */
-  /* magazine.c: the index of this cache in every thread's CPU caches (0: no magazines) */
-  uint32_t cache_magid;
+  /* magazine.c (its id, cache_magid, is with the identity above) */
   prd_depot_t cache_depot;
   /* cache.c's decay job (under cache_reap_lock): the depot's full-magazine gets and puts at
    * its last pass; unchanged at the next, the depot was idle for a whole pass */

@@ -10,6 +10,7 @@
 // prd-test-timeout: 300
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 
 #include "internal.h"
 #include "magazine.h"
@@ -561,6 +562,122 @@ static void test_model(void)
   }
 }
 
+/* What the hit paths of prd_cache_alloc and prd_cache_free read of the cache (the flags, the
+ * page-map check's constants, the magazine id) is one cache line that nothing writes after
+ * creation.  Guards the defect where cache_magid sat beside the depot, in the line of dp_lock,
+ * so that every depot visit of one thread took away the line that every hit of every other
+ * thread reads. */
+static void test_hit_fields_one_line(void)
+{
+  prd_cache_t *cp = prd_cache_create("hitline", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  CHECK(cp != NULL);
+  CHECK_EQ((uintptr_t)cp % 64, 0);   /* lines of the struct are lines of memory */
+  size_t line = offsetof(prd_cache_t, cache_flags) / 64;
+  size_t hit[] = { offsetof(prd_cache_t, cache_magid), offsetof(prd_cache_t, cache_pm_tag),
+                   offsetof(prd_cache_t, cache_pm_inv), offsetof(prd_cache_t, cache_pm_shift),
+                   offsetof(prd_cache_t, cache_chunks) };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(hit); i++)
+    CHECK_EQ(hit[i] / 64, line);
+  /* the locks the misses take are in other lines */
+  size_t dp = offsetof(prd_cache_t, cache_depot) + offsetof(prd_depot_t, dp_lock);
+  CHECK(dp / 64 != line && (dp + sizeof(pthread_mutex_t) - 1) / 64 != line);
+  size_t cl = offsetof(prd_cache_t, cache_lock);
+  CHECK(cl / 64 != line && (cl + sizeof(pthread_mutex_t) - 1) / 64 != line);
+  prd_cache_destroy(cp);
+}
+
+/* ---- two threads' per-thread state is never in one cache line --------------------------- */
+/* The hit paths write a thread's CPU cache (cc_rounds, its counters) and its loaded magazine
+ * (mag_round[] on every free hit) with no lock: if a line held another thread's CPU cache or
+ * magazine, every hit of the two would move that line between their cores (false sharing).
+ * Guards the defect where the small magazines (1, 3 and 7 rounds: caches of objects above
+ * 256 B, malloc's classes from 2 KiB up) were 8-, 16- or 32-byte aligned, so that two threads
+ * that got magazines one after the other held one line between them.  The records and arrays
+ * of the threads are checked too (they are whole pages of their own today). */
+#define APART_CACHES 8
+static prd_cache_t *apart_cp[APART_CACHES];
+static pthread_barrier_t apart_bar;
+struct apart_state {
+  uintptr_t as_lo[2 * APART_CACHES + 2], as_hi[2 * APART_CACHES + 2];   /* [lo, hi) ranges */
+  int as_n;
+};
+static struct apart_state apart[2];
+
+static void apart_add(struct apart_state *s, const void *p, size_t bytes)
+{
+  s->as_lo[s->as_n] = (uintptr_t)p;
+  s->as_hi[s->as_n++] = (uintptr_t)p + bytes;
+}
+
+static void *apart_thread(void *arg)
+{
+  int me = (int)(intptr_t)arg;
+  for (int c = 0; c < APART_CACHES; c++)
+    for (int turn = 0; turn < 2; turn++) {
+      if (turn == me) {   /* one thread after the other: their magazines come in turn */
+        void *o[3];
+        for (int i = 0; i < 3; i++)
+          o[i] = prd_cache_alloc(apart_cp[c], PRD_SLEEP);
+        for (int i = 0; i < 3; i++)
+          prd_cache_free(apart_cp[c], o[i]);
+      }
+      pthread_barrier_wait(&apart_bar);
+    }
+  struct apart_state *s = &apart[me];
+  prd_tcache_t *tc = prd__mag_here();
+  apart_add(s, tc, sizeof(*tc));
+  apart_add(s, tc->tc_cc, (size_t)tc->tc_ncc * sizeof(prd_cpu_cache_t));
+  for (int c = 0; c < APART_CACHES; c++) {
+    prd_cpu_cache_t *cc = my_cc(apart_cp[c]);
+    CHECK(cc != NULL && cc->cc_loaded != NULL);
+    prd_mag_t *mags[2] = { cc->cc_loaded, cc->cc_previous };
+    for (int k = 0; k < 2; k++)
+      if (mags[k] != NULL)
+        apart_add(s, mags[k], sizeof(prd_mag_t) + mags[k]->mag_size * sizeof(void *));
+  }
+  pthread_barrier_wait(&apart_bar);   /* both hold their magazines while main compares */
+  pthread_barrier_wait(&apart_bar);
+  return NULL;
+}
+
+static void test_threads_lines_apart(void)
+{
+  for (int c = 0; c < APART_CACHES; c++) {
+    apart_cp[c] = prd_cache_create("apart", 4096, 0, NULL, NULL, NULL, NULL, NULL, 0);
+    CHECK(apart_cp[c] != NULL && apart_cp[c]->cache_magid != 0);
+  }
+  memset(apart, 0, sizeof(apart));
+  pthread_barrier_init(&apart_bar, NULL, 3);
+  pthread_barrier_t *bar = &apart_bar;
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, apart_thread, (void *)(intptr_t)i);
+  for (int c = 0; c < APART_CACHES; c++)   /* the threads' turns (main takes part) */
+    for (int turn = 0; turn < 2; turn++)
+      pthread_barrier_wait(bar);
+  pthread_barrier_wait(bar);
+  CHECK_EQ(stats(apart_cp[0]).mag_size, 1);   /* the smallest magazines of the table */
+  int shared = 0;
+  for (int i = 0; i < apart[0].as_n; i++)
+    for (int j = 0; j < apart[1].as_n; j++) {
+      uintptr_t lo0 = apart[0].as_lo[i] >> 6, hi0 = (apart[0].as_hi[i] - 1) >> 6;
+      uintptr_t lo1 = apart[1].as_lo[j] >> 6, hi1 = (apart[1].as_hi[j] - 1) >> 6;
+      if (lo0 <= hi1 && lo1 <= hi0) {
+        if (shared++ < 4)
+          fprintf(stderr, "thread 0's [%#lx, %#lx) and thread 1's [%#lx, %#lx) share a line\n",
+                  (unsigned long)apart[0].as_lo[i], (unsigned long)apart[0].as_hi[i],
+                  (unsigned long)apart[1].as_lo[j], (unsigned long)apart[1].as_hi[j]);
+      }
+    }
+  CHECK_EQ(shared, 0);
+  pthread_barrier_wait(bar);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&apart_bar);
+  for (int c = 0; c < APART_CACHES; c++)
+    prd_cache_destroy(apart_cp[c]);
+}
+
 int main(void)
 {
   prd_option_set("maint_thread", "0");
@@ -579,5 +696,7 @@ int main(void)
   RUN(test_debug_with_magazines);
   RUN(test_quantum_caches);
   RUN(test_model);
+  RUN(test_threads_lines_apart);
+  RUN(test_hit_fields_one_line);
   return prd_test_done();
 }
