@@ -130,7 +130,7 @@ static const long opt_values[][3] = { { 0, 1, 15000 }, { 0, 8, 16384 }, { 0, 4, 
                                       { 0, 65536, 4194304 } };
 
 static struct prd_rcu_head heads[NHEADS];
-static bool head_busy[NHEADS];
+static _Atomic bool head_busy[NHEADS];   /* written by the callback thread, read by the main thread */
 static unsigned heads_pending;
 
 /* ---- failure: say what, where, and abort (libFuzzer saves the input) ---- */
