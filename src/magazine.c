@@ -40,7 +40,12 @@
  *      tier 2  cc_loaded empty, cc_previous full: exchange them, pop
  *      tier 3  both empty: cc_previous goes to the depot's empty list, a full magazine comes
  *              from the depot's full list, previous = loaded, loaded = full, pop
- *      tier 4  the depot has no full magazine: the slab layer (which constructs if needed)
+ *      tier 4  the depot has no full magazine: the slab layer (which constructs if needed);
+ *              for malloc's classes (PRD_CF_PACKED) a magazine's worth at once, the rest
+ *              pushed onto the loaded magazine (mag_refill), so that a class that only grows
+ *              visits the layers below once per magazine rather than once per allocation;
+ *              object caches take one object, as the paper's (their parked objects are
+ *              constructed memory the caller sized)
  *    Free mirrors it:
  *      tier 1  push onto cc_loaded                                           (fast path)
  *      tier 2  cc_loaded full, cc_previous empty: exchange them, push
@@ -539,8 +544,9 @@ static prd_mag_t *mag_new(const prd_magtype_t *mt)
  * but possibly the owner's tc_lock. */
 static void mag_destroy(prd_cache_t *cp, prd_mag_t *mp, uint32_t rounds)
 {
-  for (uint32_t i = 0; i < rounds; i++)
-    prd__slab_free(cp, mp->mag_round[i]);
+  /* the rounds under one hold of the slab lock (a reap empties whole depots this way) */
+  if (rounds != 0)
+    prd__slab_free_bulk(cp, mp->mag_round, rounds);
   prd__slab_free(mag_type_of(mp->mag_size)->mt_cache, mp);
 }
 
