@@ -41,7 +41,7 @@
  *      tier 3  both empty: cc_previous goes to the depot's empty list, a full magazine comes
  *              from the depot's full list, previous = loaded, loaded = full, pop
  *      tier 4  the depot has no full magazine: the slab layer (which constructs if needed);
- *              for malloc's classes (PRD_CF_PACKED) a magazine's worth at once, the rest
+ *              for malloc's classes (PRD_CF_PACKED) half a magazine at once, the rest
  *              pushed onto the loaded magazine (mag_refill), so that a class that only grows
  *              visits the layers below once per magazine rather than once per allocation;
  *              object caches take one object, as the paper's (their parked objects are
@@ -1418,7 +1418,12 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
 /* Tier 4's refill (section 3): up to `want` buffers from the slab layer under one hold of its
  * lock (no other lock held: it may grow the cache, and growth may reap), one returned and
  * the others pushed onto the loaded magazine (a new one when the thread has none), so that
- * the next allocations hit.  Nothing is written into the buffers: a buffer the slab layer
+ * the next allocations hit.  Half a magazine, as jemalloc fills half a thread cache's bin:
+ * the frees that follow find room in the loaded magazine, so that the refilled buffers are
+ * not parked in the depot as they are and the thread's magazines do not hold more of the
+ * slabs than a round trip of half a magazine needs (a full refill left a churning
+ * single-threaded program's heap with twice the free dirty pages, and its decay asked for
+ * the maintenance thread).  Nothing is written into the buffers: a buffer the slab layer
  * kept since its free still carries the free mark (the slab's link word is the chunk's
  * last, section 15), a fresh one was never handed out, so the mark is in the magazine
  * exactly where it was in the slab and the hit that hands a buffer out clears it.  What the
@@ -1491,11 +1496,11 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
   }
   if (buf == NULL && (cp->cache_flags & (PRD_CF_PACKED | PRD_CF_DEBUG)) == PRD_CF_PACKED &&
       !prd__mag_annot) {
-    /* tier 4 of malloc's classes refills a magazine (section 3): the loaded one's size, or
-     * the depot's for a thread that has none yet (one that only allocates gets its first
-     * magazine here) */
+    /* tier 4 of malloc's classes refills half a magazine (section 3): of the loaded one's
+     * size, or of the depot's for a thread that has none yet (one that only allocates gets
+     * its first magazine here) */
     prd_cpu_cache_t *cc = &tc->tc_cc[id];
-    want = cc->cc_loaded != NULL ? cc->cc_magsize : 0;
+    want = cc->cc_loaded != NULL ? cc->cc_magsize / 2 : 0;
   }
   pthread_mutex_unlock(&tc->tc_lock);
   if (give != NULL)
@@ -1509,9 +1514,9 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
       (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT))
     return h->mh_refill(cp, id, flags);
   /* tier 4: no full magazine in the depot: the slab layer (tc_lock dropped: it may reap),
-   * a magazine's worth at once */
+   * half a magazine at once (mag_refill) */
   if (want == 0)
-    want = prd__mag_cur_size(cp);
+    want = prd__mag_cur_size(cp) / 2;
   return want > 1 ? mag_refill(cp, tc, want, flags) : prd__slab_alloc(cp, flags);
 }
 

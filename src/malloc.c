@@ -924,12 +924,21 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
       if (p == NULL && hc_release(UINT64_MAX))
         p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
     }
-  } else if (align > malloc_page) {
-    kind = PM_LARGEX;
-    p = prd_vmem_xalloc(malloc_heap, bytes, align, 0, 0, NULL, NULL, PRD_VM_NOSLEEP);
   } else {
-    kind = PM_LARGE;
-    p = prd_vmem_alloc(malloc_heap, bytes, PRD_VM_NOSLEEP);
+    kind = align > malloc_page ? PM_LARGEX : PM_LARGE;
+    /* a heap arena that could not import: free slabs go back to it (the pressure policy
+     * of the class caches' out-of-memory hook), then once more, import included, so that a
+     * mapping the kernel refused once is retried, as a class allocation's is.  Not from a
+     * re-entrant call, whose thread may hold the locks a reclaim takes (section 5) */
+    for (int tries = 0;; tries++) {
+      p = kind == PM_LARGEX
+              ? prd_vmem_xalloc(malloc_heap, bytes, align, 0, 0, NULL, NULL, PRD_VM_NOSLEEP)
+              : prd_vmem_alloc(malloc_heap, bytes, PRD_VM_NOSLEEP);
+      if (p != NULL || tries == 1)
+        break;
+      if (malloc_depth == 0)
+        prd__cache_reclaim();
+    }
   }
   if (p == NULL) {
     errno = ENOMEM;
