@@ -10,7 +10,9 @@
  *        applies to malloc'd memory unchanged;
  *      - large blocks (16 KiB .. option malloc_mmap_threshold, 4 MiB): whole pages from the
  *        heap vmem arena, which coalesces freed neighbours by boundary tags (seed 003
- *        §3.3.4's coalesce-to-vmblk layer, with vmem in place of its page descriptors);
+ *        §3.3.4's coalesce-to-vmblk layer, with vmem in place of its page descriptors); an
+ *        arena that cannot import gets the free slabs back (the class caches' out-of-memory
+ *        policy, prd__cache_reclaim) and one more try, as a class allocation does;
  *      - huge blocks (>= the threshold): mapped on their own by os.c, so a process's largest
  *        buffers never pin an arena span; a freed one is kept for reuse, within bounds
  *        (section 1b), and unmapped when it is not.
@@ -217,6 +219,9 @@
  *    No lock, no atomic
  *    read-modify-write, no call; docs/benchmarks.md ("The hit paths, counted") gives the
  *    instruction counts and the command.  The wrappers of override.c add a jmp each.
+ *    malloc_usable_size of a class buffer takes prd_free's lookup inline and reads the size
+ *    from the class's line (a program that counts its memory calls it beside every malloc
+ *    and free); everything else goes through malloc_owner (usable_slow).
  */
 #include <errno.h>
 #include <pthread.h>
