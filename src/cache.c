@@ -510,6 +510,11 @@ static void reclaim_all(void)
   cache_in_reclaim = false;
 }
 
+void prd__cache_reclaim(void)
+{
+  reclaim_all();
+}
+
 void prd_cache_reap(prd_cache_t *cp)
 {
   if (cp == NULL) {

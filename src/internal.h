@@ -314,6 +314,9 @@ void  prd__cache_reap_all(prd_cache_t *cp);
 /* malloc_trim: every cache's magazines and free slabs back to the heap arena regardless of
  * working sets, then every free heap page decommitted; returns the bytes given back. */
 size_t prd__cache_trim(void);
+/* Memory pressure (cache.c section 4's policy, as the slab layer's out-of-memory hook):
+ * every cache's reclaim callback, then every free slab back to its source.  No lock held. */
+void  prd__cache_reclaim(void);
 /* The one holding above the caches that prd_reap and malloc_trim give back too (malloc.c's
  * kept huge blocks), called first, no lock held (cache.c section 5). */
 void  prd__cache_set_reap_hook(void (*fn)(void));

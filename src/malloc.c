@@ -10,7 +10,9 @@
  *        applies to malloc'd memory unchanged;
  *      - large blocks (16 KiB .. option malloc_mmap_threshold, 4 MiB): whole pages from the
  *        heap vmem arena, which coalesces freed neighbours by boundary tags (seed 003
- *        §3.3.4's coalesce-to-vmblk layer, with vmem in place of its page descriptors);
+ *        §3.3.4's coalesce-to-vmblk layer, with vmem in place of its page descriptors); an
+ *        arena that cannot import gets the free slabs back (the class caches' out-of-memory
+ *        policy, prd__cache_reclaim) and one more try, as a class allocation does;
  *      - huge blocks (>= the threshold): mapped on their own by os.c, so a process's largest
  *        buffers never pin an arena span; a freed one is kept for reuse, within bounds
  *        (section 1b), and unmapped when it is not.
@@ -217,6 +219,9 @@
  *    No lock, no atomic
  *    read-modify-write, no call; docs/benchmarks.md ("The hit paths, counted") gives the
  *    instruction counts and the command.  The wrappers of override.c add a jmp each.
+ *    malloc_usable_size of a class buffer takes prd_free's lookup inline and reads the size
+ *    from the class's line (a program that counts its memory calls it beside every malloc
+ *    and free); everything else goes through malloc_owner (usable_slow).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -924,12 +929,21 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
       if (p == NULL && hc_release(UINT64_MAX))
         p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
     }
-  } else if (align > malloc_page) {
-    kind = PM_LARGEX;
-    p = prd_vmem_xalloc(malloc_heap, bytes, align, 0, 0, NULL, NULL, PRD_VM_NOSLEEP);
   } else {
-    kind = PM_LARGE;
-    p = prd_vmem_alloc(malloc_heap, bytes, PRD_VM_NOSLEEP);
+    kind = align > malloc_page ? PM_LARGEX : PM_LARGE;
+    /* a heap arena that could not import: free slabs go back to it (the pressure policy
+     * of the class caches' out-of-memory hook), then once more, import included, so that a
+     * mapping the kernel refused once is retried, as a class allocation's is.  Not from a
+     * re-entrant call, whose thread may hold the locks a reclaim takes (section 5) */
+    for (int tries = 0;; tries++) {
+      p = kind == PM_LARGEX
+              ? prd_vmem_xalloc(malloc_heap, bytes, align, 0, 0, NULL, NULL, PRD_VM_NOSLEEP)
+              : prd_vmem_alloc(malloc_heap, bytes, PRD_VM_NOSLEEP);
+      if (p != NULL || tries == 1)
+        break;
+      if (malloc_depth == 0)
+        prd__cache_reclaim();
+    }
   }
   if (p == NULL) {
     errno = ENOMEM;
@@ -1191,12 +1205,33 @@ void *prd_calloc(size_t n, size_t size)
   return p;
 }
 
-size_t prd_malloc_usable_size(void *ptr)
+/* malloc_usable_size of anything but a class buffer, and of bad pointers. */
+static PRD_NOINLINE size_t usable_slow(void *ptr)
 {
   if (ptr == NULL)
     return 0;
   uintptr_t e = malloc_owner("malloc_usable_size", ptr);
   return e == 0 ? 0 : entry_usable(ptr, e);
+}
+
+size_t prd_malloc_usable_size(void *ptr)
+{
+  /* a class buffer as prd_free finds it (page map, class and start test), its size from
+   * the class's line: a program that counts its memory calls this beside every malloc and
+   * free.  Anything else, NULL and bad pointers (reported) take usable_slow */
+  uintptr_t a = (uintptr_t)ptr;
+  if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0)) {
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
+    prd_pm_entry_t *leaf = atomic_load_explicit(
+        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
+    if (prd_likely(leaf != NULL)) {
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
+      const prd_mclass_t *mc = pm_mclass(e);
+      if (prd_likely(mclass_start_ok(mc, e, a)))
+        return mc->mc_size;
+    }
+  }
+  return usable_slow(ptr);
 }
 
 /* realloc of a huge block to a size that stays huge (section 1): the kernel resizes or moves
