@@ -40,7 +40,12 @@
  *      tier 2  cc_loaded empty, cc_previous full: exchange them, pop
  *      tier 3  both empty: cc_previous goes to the depot's empty list, a full magazine comes
  *              from the depot's full list, previous = loaded, loaded = full, pop
- *      tier 4  the depot has no full magazine: the slab layer (which constructs if needed)
+ *      tier 4  the depot has no full magazine: the slab layer (which constructs if needed);
+ *              for malloc's classes (PRD_CF_PACKED) a magazine's worth at once, the rest
+ *              pushed onto the loaded magazine (mag_refill), so that a class that only grows
+ *              visits the layers below once per magazine rather than once per allocation;
+ *              object caches take one object, as the paper's (their parked objects are
+ *              constructed memory the caller sized)
  *    Free mirrors it:
  *      tier 1  push onto cc_loaded                                           (fast path)
  *      tier 2  cc_loaded full, cc_previous empty: exchange them, push
@@ -547,8 +552,9 @@ static prd_mag_t *mag_new(const prd_magtype_t *mt)
  * but possibly the owner's tc_lock. */
 static void mag_destroy(prd_cache_t *cp, prd_mag_t *mp, uint32_t rounds)
 {
-  for (uint32_t i = 0; i < rounds; i++)
-    prd__slab_free(cp, mp->mag_round[i]);
+  /* the rounds under one hold of the slab lock (a reap empties whole depots this way) */
+  if (rounds != 0)
+    prd__slab_free_bulk(cp, mp->mag_round, rounds);
   prd__slab_free(mag_type_of(mp->mag_size)->mt_cache, mp);
 }
 
@@ -1417,6 +1423,50 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
   return buf;
 }
 
+/* Tier 4's refill (section 3): up to `want` buffers from the slab layer under one hold of its
+ * lock (no other lock held: it may grow the cache, and growth may reap), one returned and
+ * the others pushed onto the loaded magazine (a new one when the thread has none), so that
+ * the next allocations hit.  Nothing is written into the buffers: a buffer the slab layer
+ * kept since its free still carries the free mark (the slab's link word is the chunk's
+ * last, section 15), a fresh one was never handed out, so the mark is in the magazine
+ * exactly where it was in the slab and the hit that hands a buffer out clears it.  What the
+ * magazine cannot take (a nested call filled it, no magazine could be had) goes back.
+ * Memory ordering: the rounds are written under tc_lock, as tiers 1-3 write them. */
+#define MAG_REFILL_MAX 256   /* buffers one refill takes: its stack array (2 KiB) */
+
+static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, uint32_t want, int flags)
+{
+  void *objs[MAG_REFILL_MAX];
+  size_t got = prd__slab_alloc_bulk(cp, objs, PRD_MIN(want, (uint32_t)MAG_REFILL_MAX), flags);
+  if (got <= 1)
+    return got == 1 ? objs[0] : NULL;
+  uint32_t k = 0;
+  pthread_mutex_lock(&tc->tc_lock);
+  /* taken afresh: a nested call (a constructor) may have remapped the CPU caches */
+  prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
+  uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+  if (cc->cc_loaded == NULL) {
+    prd_mag_t *mp = prd__mag_new(cp);   /* PRD_NOSLEEP, callable under tc_lock */
+    if (mp != NULL) {
+      cc->cc_loaded = mp;
+      cc->cc_magsize = mp->mag_size;
+      r = 0;
+    }
+  }
+  if (cc->cc_loaded != NULL && cc->cc_magsize > r) {
+    /* objs[0] is returned; the rest pushed last first, so that the pops go in their order
+     * (a slab's fresh buffers by rising address) */
+    k = PRD_MIN((uint32_t)got - 1, cc->cc_magsize - r);
+    for (uint32_t i = 0; i < k; i++)
+      cc->cc_loaded->mag_round[r + i] = objs[k - i];
+    atomic_store_explicit(&cc->cc_rounds, r + k, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&tc->tc_lock);
+  if (got - 1 > k)
+    prd__slab_free_bulk(cp, objs + 1 + k, got - 1 - k);
+  return objs[0];
+}
+
 static void *mag_alloc_miss(prd_cache_t *cp, int flags)
 {
   uint32_t id = cp->cache_magid;
@@ -1426,6 +1476,7 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
   prd__maint_poke();
   prd_gp_t wait = 0;
   prd_mag_t *give = NULL;
+  uint32_t want = 1;   /* tier 4's buffers (mag_refill) */
   pthread_mutex_lock(&tc->tc_lock);
   void *buf = alloc_tiers(cp, tc, true, &wait, &give);
   if (wait != 0) {
@@ -1446,6 +1497,14 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
       pthread_mutex_unlock(&cp->cache_depot.dp_lock);
     }
   }
+  if (buf == NULL && (cp->cache_flags & (PRD_CF_PACKED | PRD_CF_DEBUG)) == PRD_CF_PACKED &&
+      !prd__mag_annot) {
+    /* tier 4 of malloc's classes refills a magazine (section 3): the loaded one's size, or
+     * the depot's for a thread that has none yet (one that only allocates gets its first
+     * magazine here) */
+    prd_cpu_cache_t *cc = &tc->tc_cc[id];
+    want = cc->cc_loaded != NULL ? cc->cc_magsize : 0;
+  }
   pthread_mutex_unlock(&tc->tc_lock);
   if (give != NULL)
     mag_destroy(cp, give, 0);
@@ -1457,8 +1516,11 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
   if (h != NULL &&
       (atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) & PRD_DEFER_LATENT))
     return h->mh_refill(cp, id, flags);
-  /* tier 4: no full magazine in the depot: the slab layer (tc_lock dropped: it may reap) */
-  return prd__slab_alloc(cp, flags);
+  /* tier 4: no full magazine in the depot: the slab layer (tc_lock dropped: it may reap),
+   * a magazine's worth at once */
+  if (want == 0)
+    want = prd__mag_cur_size(cp);
+  return want > 1 ? mag_refill(cp, tc, want, flags) : prd__slab_alloc(cp, flags);
 }
 
 /* A free or a deferral found the free mark in buf (section 15): it is free already, and
@@ -1487,16 +1549,17 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
   prd_cpu_cache_t *cc = &tc->tc_cc[id];
   for (;;) {
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+    if (!visited && (cp->cache_flags & PRD_CF_NOMARK) && r > 0 &&
+        cc->cc_loaded->mag_round[r - 1] == buf) {
+      /* the top-round compare of a hit without the free mark, for frees that come here
+       * under the tools, and for a full loaded magazine (free(p); free(p) where the first
+       * free filled it: the hit could not push, so it did not compare) */
+      pthread_mutex_unlock(&tc->tc_lock);
+      prd__mag_double_free(cp, buf, "double free");
+      return;
+    }
     /* tier 1: room in the loaded magazine (we came here for a steal request) */
     if (r < cc->cc_magsize) {
-      if ((cp->cache_flags & PRD_CF_NOMARK) && r > 0 &&
-          cc->cc_loaded->mag_round[r - 1] == buf) {
-        /* the top-round compare of a hit without the free mark, for frees that come here
-         * under the tools */
-        pthread_mutex_unlock(&tc->tc_lock);
-        prd__mag_double_free(cp, buf, "double free");
-        return;
-      }
       if (prd_unlikely(prd__mag_annot))
         prd__annot_object_in(cp, buf);
       cc->cc_loaded->mag_round[r] = buf;

@@ -1191,12 +1191,33 @@ void *prd_calloc(size_t n, size_t size)
   return p;
 }
 
-size_t prd_malloc_usable_size(void *ptr)
+/* malloc_usable_size of anything but a class buffer, and of bad pointers. */
+static PRD_NOINLINE size_t usable_slow(void *ptr)
 {
   if (ptr == NULL)
     return 0;
   uintptr_t e = malloc_owner("malloc_usable_size", ptr);
   return e == 0 ? 0 : entry_usable(ptr, e);
+}
+
+size_t prd_malloc_usable_size(void *ptr)
+{
+  /* a class buffer as prd_free finds it (page map, class and start test), its size from
+   * the class's line: a program that counts its memory calls this beside every malloc and
+   * free.  Anything else, NULL and bad pointers (reported) take usable_slow */
+  uintptr_t a = (uintptr_t)ptr;
+  if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0)) {
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
+    prd_pm_entry_t *leaf = atomic_load_explicit(
+        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
+    if (prd_likely(leaf != NULL)) {
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
+      const prd_mclass_t *mc = pm_mclass(e);
+      if (prd_likely(mclass_start_ok(mc, e, a)))
+        return mc->mc_size;
+    }
+  }
+  return usable_slow(ptr);
 }
 
 /* realloc of a huge block to a size that stays huge (section 1): the kernel resizes or moves

@@ -744,14 +744,25 @@ static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
 }
 
 /* Frees n buffers to their slabs under one hold of cache_lock (a flush of an object cache
- * above gives many back at once).  A bad free is reported with the lock dropped and skipped. */
+ * above gives many back at once).  A bad free is reported with the lock dropped and skipped.
+ * The small layout's link words are prefetched SLAB_FREE_AHEAD buffers ahead: a reap hands
+ * back buffers freed long ago, whose lines are cold, and each is read (the freelist check)
+ * and written (the link); fetched one after the other those misses were most of a reap's
+ * time.  A prefetch never faults, whatever the pointer. */
+#define SLAB_FREE_AHEAD 8
+
 void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
 {
   bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
   prd_slab_link_t *chain = NULL;   /* packed caches' free slabs beyond the reserve */
   pthread_mutex_lock(&cp->cache_lock);
+  if (!hash)
+    for (size_t i = 0; i < n && i < SLAB_FREE_AHEAD; i++)
+      __builtin_prefetch((char *)bufs[i] + cp->cache_link_off, 1);
   for (size_t i = 0; i < n; i++) {
     void *buf = bufs[i];
+    if (!hash && i + SLAB_FREE_AHEAD < n)
+      __builtin_prefetch((char *)bufs[i + SLAB_FREE_AHEAD] + cp->cache_link_off, 1);
     prd_slab_t *sp;
     prd_bufctl_t *bcp;
     if (hash) {

@@ -230,6 +230,67 @@ static void test_layouts(void)
     fprintf(stderr, "%s", out);
 }
 
+/* free(p); free(p) on a cache without the mark where the first free filled the loaded
+ * magazine.  Guards a defect: the top-round compare was made only by a free that could push
+ * (the hit, or the miss's tier 1 with room), so the second free, finding the magazine full,
+ * went on to tier 2 or 3, pushed p into the other magazine and p was handed out twice.  For
+ * a constructed cache and for malloc's 8-byte class (whose tier 4 refills a magazine, so
+ * that the loaded one is often full). */
+static void full_top_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_cache_t *cp = prd_cache_create("fmfull", 24, 0, ctor_word, NULL, NULL, NULL, NULL, 0);
+  CHECK(cp != NULL && (cp->cache_flags & PRD_CF_NOMARK));
+  prd_cache_stats_t st = stats(cp);
+  uint32_t m = (uint32_t)st.mag_size;
+  CHECK(m > 0 && m <= NDISTINCT);
+  static void *b[NDISTINCT];
+  for (uint32_t i = 0; i < m; i++)
+    b[i] = prd_cache_alloc(cp, PRD_SLEEP);
+  for (uint32_t i = 0; i < m; i++)   /* the first free gets an empty magazine; m fill it */
+    prd_cache_free(cp, b[i]);
+  prd_tcache_t *tc = prd__mag_here();
+  CHECK(tc != NULL && tc->tc_cc[cp->cache_magid].cc_rounds == m);
+  expect_caught(cp, b[m - 1]);
+
+  /* malloc-8: blocks freed until the loaded magazine is full, the last freed on top (at
+   * most two magazines' worth of pushes from wherever the loaded one stood) */
+  char *e = prd_malloc(8);
+  prd_free(e);
+  prd_cache_t *c8 = prd__malloc_class_cache(8);
+  prd_cpu_cache_t *cc = &prd__mag_here()->tc_cc[c8->cache_magid];
+  enum { NBLK = 8192 };
+  static void *blk[NBLK];
+  uint32_t n = 2 * cc->cc_magsize + 2;
+  CHECK(cc->cc_magsize > 0 && n <= NBLK);
+  for (uint32_t i = 0; i < n; i++)
+    blk[i] = prd_malloc(8);
+  uint32_t k = 0;
+  while (k < n && cc->cc_rounds < cc->cc_magsize)
+    prd_free(blk[k++]);
+  CHECK(k > 0 && cc->cc_rounds == cc->cc_magsize);
+  uint64_t before = prd__error_count();
+  prd_free(blk[k - 1]);
+  CHECK_EQ(prd__error_count(), before + 1);
+  size_t eight = 8;
+  CHECK_EQ(distinct(m_alloc, m_free, &eight, NDISTINCT), 0);
+  while (k < n)
+    prd_free(blk[k++]);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_full_top(void)
+{
+  static char out[16384];
+  int st = prd_test_child(full_top_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "cache fmfull: double free of buffer");
+  CHECK_STR_CONTAINS(out, "cache malloc-8: double free of buffer");
+  if (prd_t_failures != 0)
+    fprintf(stderr, "%s", out);
+}
+
 static void *mfree_in_thread(void *p)
 {
   prd_free(p);
@@ -322,5 +383,6 @@ int main(void)
   RUN(test_cache);
   RUN(test_layouts);
   RUN(test_malloc);
+  RUN(test_full_top);
   return prd_test_done();
 }

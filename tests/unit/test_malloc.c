@@ -586,6 +586,85 @@ static void test_double_free(void)
     fprintf(stderr, "%s", out);
 }
 
+/* Tier 4 of a class (src/magazine.c section 3, mag_refill): an allocation that finds no
+ * round anywhere takes a magazine's worth from the slab layer at once, so the allocations
+ * after it hit, each buffer once; the buffers keep the free mark they had on their slab, so a
+ * double free of one that now sits in the magazine is still reported. */
+static void refill_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  enum { SZ = 600, NF = 8 };
+  prd_cache_t *cp = prd__malloc_class_cache(SZ);
+  CHECK(cp != NULL);
+  void *w = prd_malloc(SZ);   /* the class's first miss enables its inline hit path */
+  prd_free(w);
+  prd__mag_purge_all();       /* no round anywhere: the next allocation is tier 4 */
+  prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
+  CHECK_EQ(prd_cache_stats(cp, &st), 0);
+  uint64_t inuse0 = st.bufs_inuse, hits0 = st.mag_alloc_hits, mags0 = st.mag_slab_allocs;
+  uint64_t m = st.mag_size;
+  CHECK(m > 2 && m <= 256);
+  static void *b[256];
+  b[0] = prd_malloc(SZ);
+  CHECK_EQ(prd_cache_stats(cp, &st), 0);
+  CHECK_EQ(st.bufs_inuse, inuse0 + m);        /* a magazine's worth left the slab layer */
+  CHECK_EQ(st.mag_slab_allocs, mags0 + 1);    /* in one visit */
+  for (uint64_t i = 1; i < m; i++)
+    b[i] = prd_malloc(SZ);
+  CHECK_EQ(prd_cache_stats(cp, &st), 0);
+  CHECK_EQ(st.mag_alloc_hits, hits0 + m - 1); /* the rest were hits */
+  CHECK_EQ(st.bufs_inuse, inuse0 + m);
+  CHECK_EQ(st.mag_slab_allocs, mags0 + 1);
+  int dup = 0;
+  for (uint64_t i = 0; i < m; i++)
+    for (uint64_t k = 0; k < i; k++)
+      dup += b[i] == b[k];
+  CHECK_EQ(dup, 0);
+  for (uint64_t i = 0; i < m; i++)
+    prd_free(b[i]);
+
+  /* NF blocks freed and sent to their slab (marked there), one allocation refills from
+   * that slab: every block but the one handed out is free, wherever it is now, and a
+   * second free of it is reported and dropped */
+  void *f[NF];
+  for (int i = 0; i < NF; i++)
+    f[i] = prd_malloc(SZ);
+  for (int i = 0; i < NF; i++)
+    prd_free(f[i]);
+  prd__mag_purge_all();
+  void *got = prd_malloc(SZ);
+  uint64_t before = prd__error_count();
+  int freed = 0;
+  for (int i = 0; i < NF; i++)
+    if (f[i] != got) {
+      prd_free(f[i]);
+      freed++;
+    }
+  CHECK_EQ(prd__error_count(), before + (uint64_t)freed);
+  for (uint64_t i = 0; i < m; i++) {
+    b[i] = prd_malloc(SZ);
+    CHECK(b[i] != got);
+    for (uint64_t k = 0; k < i; k++)
+      CHECK(b[i] != b[k]);
+  }
+  for (uint64_t i = 0; i < m; i++)
+    prd_free(b[i]);
+  prd_free(got);
+  CHECK_EQ(prd__cache_check(cp), 0);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_refill(void)
+{
+  static char out[8192];
+  int st = prd_test_child(refill_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "cache malloc-640: double free of buffer");
+  if (prd_t_failures != 0)
+    fprintf(stderr, "%s", out);
+}
+
 int main(void)
 {
   page = (size_t)sysconf(_SC_PAGESIZE);
@@ -603,5 +682,6 @@ int main(void)
   RUN(test_bad_pointer_aborts);
   RUN(test_double_free);
   RUN(test_realloc_huge);
+  RUN(test_refill);
   return prd_test_done();
 }
