@@ -561,7 +561,7 @@ static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool
     }
   }
   void *objs[PRD_DEFER_REFILL_MAX];
-  size_t got = prd__slab_alloc_bulk(cp, objs, want, flags | PRD_NOSLEEP);
+  size_t got = prd__mag_slab_take(cp, tc, objs, want, flags | PRD_NOSLEEP);
   if (got == 0 && !(flags & PRD_NOSLEEP) && !in_read_section()) {
     /* lines 31-32 for this thread's own latent objects: poll for the older generation
      * (section 9); the slab layer's out-of-memory path below polls longer for everyone's */

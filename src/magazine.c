@@ -877,9 +877,15 @@ bool prd__mag_grow(prd_cache_t *cp)
 /* Empties one CPU cache (tc_lock held; its owner is not inside an operation on it).  to_depot:
  * full and empty magazines go to the depot (thread exit, flush); else everything is destroyed,
  * rounds back to the slab layer (reaps, destroy).  Counters are folded into the depot. */
-static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool fold)
+static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *cc,
+                     bool to_depot, bool fold)
 {
   prd_depot_t *dp = &cp->cache_depot;
+  /* the thread's current slab goes back to the cache's lists (section 3, tier 4) */
+  if (cc->cc_own != NULL) {
+    prd__slab_disown(cp, tc, cc->cc_own);
+    cc->cc_own = NULL;
+  }
   /* latent generations: the layer above takes them out first (mh_cc_drain, section 14) */
   if (cc->cc_lat[0] != NULL || cc->cc_lat[1] != NULL)
     mag_hooks()->mh_cc_drain(cp, cc);
@@ -1016,7 +1022,7 @@ static void tc_flush(prd_tcache_t *tc, bool fold)
   for (uint32_t id = 1; id < n; id++) {
     prd_cache_t *cp = mag_cache_of(id);
     if (cp != NULL)
-      cc_empty(cp, &tc->tc_cc[id], true, fold);
+      cc_empty(cp, tc, &tc->tc_cc[id], true, fold);
   }
 }
 
@@ -1158,9 +1164,9 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
         }
       }
       if (cc->cc_loaded != NULL || cc->cc_previous != NULL || cc->cc_lat[0] != NULL ||
-          cc->cc_lat[1] != NULL || mode == STEAL_ONE_CACHE) {
+          cc->cc_lat[1] != NULL || cc->cc_own != NULL || mode == STEAL_ONE_CACHE) {
         PRD_RACE();   /* between the busy test and the changes: the owner may start one */
-        cc_empty(cp, cc, false, mode == STEAL_ONE_CACHE);
+        cc_empty(cp, tc, cc, false, mode == STEAL_ONE_CACHE);
         PRD_RACE();
       }
     }
@@ -1434,16 +1440,64 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
  * Memory ordering: the rounds are written under tc_lock, as tiers 1-3 write them. */
 #define MAG_REFILL_MAX 256   /* buffers one refill takes: its stack array (2 KiB) */
 
-static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, uint32_t want, int flags)
+/* The thread's current slab of cp after a call of the slab layer that began with `hint`
+ * (tc_lock held; section 3, tier 4).  Meanwhile a reaper may have given the hint back (cc_own
+ * NULL: own is still the thread's, or a stale hint the slab layer will refuse), or a nested
+ * call from a constructor may have made another slab current: that one is given back, so
+ * that the thread has one current slab of a cache at most, and every one is in its cc_own,
+ * where its exit and flush find it. */
+static void cc_own_set(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *cc,
+                       void *hint, void *own)
+{
+  void *cur = cc->cc_own;
+  if (cur != NULL && cur != hint && cur != own)
+    prd__slab_disown(cp, tc, cur);
+  cc->cc_own = own;
+}
+
+/* Tier 4's buffers from the slab layer, from the thread's current slab (section 3): `hint`
+ * is cc_own as read under tc_lock before the call (not held now), the new one is stored when
+ * it changed. */
+static size_t mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void *hint, void **objs,
+                            size_t want, int flags)
+{
+  void *own = hint;
+  size_t got = prd__slab_alloc_own(cp, objs, want, flags, tc, &own);
+  if (own != hint) {
+    pthread_mutex_lock(&tc->tc_lock);
+    /* taken afresh: a nested call (a constructor) may have remapped the CPU caches */
+    cc_own_set(cp, tc, &tc->tc_cc[cp->cache_magid], hint, own);
+    pthread_mutex_unlock(&tc->tc_lock);
+  }
+  return got;
+}
+
+size_t prd__mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void **objs, size_t want,
+                          int flags)
+{
+  pthread_mutex_lock(&tc->tc_lock);
+  void *hint = tc->tc_cc[cp->cache_magid].cc_own;
+  pthread_mutex_unlock(&tc->tc_lock);
+  return mag_slab_take(cp, tc, hint, objs, want, flags);
+}
+
+static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, void *hint, uint32_t want,
+                        int flags)
 {
   void *objs[MAG_REFILL_MAX];
-  size_t got = prd__slab_alloc_bulk(cp, objs, PRD_MIN(want, (uint32_t)MAG_REFILL_MAX), flags);
-  if (got <= 1)
-    return got == 1 ? objs[0] : NULL;
+  void *own = hint;
+  size_t got = prd__slab_alloc_own(cp, objs, PRD_MIN(want, (uint32_t)MAG_REFILL_MAX), flags,
+                                   tc, &own);
   uint32_t k = 0;
   pthread_mutex_lock(&tc->tc_lock);
   /* taken afresh: a nested call (a constructor) may have remapped the CPU caches */
   prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
+  if (own != hint)
+    cc_own_set(cp, tc, cc, hint, own);
+  if (got <= 1) {
+    pthread_mutex_unlock(&tc->tc_lock);
+    return got == 1 ? objs[0] : NULL;
+  }
   uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
   if (cc->cc_loaded == NULL) {
     prd_mag_t *mp = prd__mag_new(cp);   /* PRD_NOSLEEP, callable under tc_lock */
@@ -1477,6 +1531,7 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
   prd_gp_t wait = 0;
   prd_mag_t *give = NULL;
   uint32_t want = 1;   /* tier 4's buffers (mag_refill) */
+  void *own = NULL;    /* tier 4's current slab (section 3) */
   pthread_mutex_lock(&tc->tc_lock);
   void *buf = alloc_tiers(cp, tc, true, &wait, &give);
   if (wait != 0) {
@@ -1505,6 +1560,8 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
     prd_cpu_cache_t *cc = &tc->tc_cc[id];
     want = cc->cc_loaded != NULL ? cc->cc_magsize : 0;
   }
+  if (buf == NULL)
+    own = tc->tc_cc[id].cc_own;
   pthread_mutex_unlock(&tc->tc_lock);
   if (give != NULL)
     mag_destroy(cp, give, 0);
@@ -1520,7 +1577,9 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
    * a magazine's worth at once */
   if (want == 0)
     want = prd__mag_cur_size(cp);
-  return want > 1 ? mag_refill(cp, tc, want, flags) : prd__slab_alloc(cp, flags);
+  if (want > 1)
+    return mag_refill(cp, tc, own, want, flags);
+  return mag_slab_take(cp, tc, own, &buf, 1, flags) == 1 ? buf : NULL;
 }
 
 /* A free or a deferral found the free mark in buf (section 15): it is free already, and

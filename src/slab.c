@@ -192,6 +192,7 @@ static prd__slab_oom_fn *_Atomic slab_oom_hook;   /* cache.c's out-of-memory pol
 static prd__slab_grow_fn *_Atomic slab_grow_hook; /* cache.c's growth reap (section 6) */
 static _Atomic uint64_t slab_grown;                /* bytes of user slabs made since it ran */
 static void slab_grown_by(const prd_cache_t *cp);
+static void slab_disown(prd_cache_t *cp, prd_slab_t *sp);
 
 /* The arena slabs come from.  The slab layer's own caches say NULL: the heap arena, looked
  * up when a slab is needed, so that they exist even if the heap's first creation failed. */
@@ -362,6 +363,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   sp->slab_chunks = cp->cache_chunks;
   sp->slab_color = (uint32_t)color;
   sp->slab_bucket = PRD_SLAB_ON_FREE;
+  sp->slab_owner = NULL;
   sp->slab_lat_n[0] = sp->slab_lat_n[1] = 0;
   sp->slab_lat_gp[0] = sp->slab_lat_gp[1] = 0;
   sp->slab_lat_list[0] = sp->slab_lat_list[1] = NULL;
@@ -418,8 +420,6 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 {
   char *base = sp->slab_base;
   prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* the dtor and the source touch it */
-  if (cp->cache_pm_tag != 0)   /* out of the page map while the memory is still this cache's */
-    prd__pm_slab_clear(base, cp->cache_slabsize);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = slab_fl_step(cp, sp, bcp))
       cp->cache_dtor(prd__slab_bufctl_buf(cp, bcp), cp->cache_private);
@@ -437,10 +437,15 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
     prd_vmem_xfree(slab_src(cp), base, cp->cache_slabsize);
 }
 
-/* Takes a slab off its list and its bufctls out of the hash, for destruction (lock held). */
+/* Takes a slab off its list, out of the page map and its bufctls out of the hash, for
+ * destruction (lock held).  Out of the page map here, under the lock, while the memory is
+ * still this cache's: a page-map entry of the cache seen under cache_lock then means a slab
+ * not detached, whose prd_slab_t may be read (slab_owned, section 10). */
 static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
 {
   prd__slab_unlink(cp, sp);
+  if (cp->cache_pm_tag != 0)
+    prd__pm_slab_clear(sp->slab_base, cp->cache_slabsize);
   if (prd__slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
     prd__slab_link_remove(&sp->slab_lat_link);
     __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - prd__slab_ndeferred(sp),
@@ -493,7 +498,7 @@ static bool cache_grow(prd_cache_t *cp)
   /* atomic store under cache_lock, as in slab_detach */
   __atomic_store_n(&cp->cache_bufs_total, cp->cache_bufs_total + sp->slab_chunks,
                    __ATOMIC_RELAXED);
-  uint64_t nslabs = cp->cache_nfull + cp->cache_npartial + cp->cache_nfree;
+  uint64_t nslabs = cp->cache_nfull + cp->cache_npartial + cp->cache_nfree + cp->cache_nowned;
   if (nslabs > cp->cache_slabs_peak)
     cp->cache_slabs_peak = nslabs;
   return true;
@@ -537,6 +542,9 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
   uint64_t now = prd__now_ns();
   prd_slab_link_t *chain = NULL;
   pthread_mutex_lock(&cp->cache_lock);
+  /* a reap of everything takes the threads' current slabs back too (section 10) */
+  while (all && !prd__slab_link_empty(&cp->cache_owned))
+    slab_disown(cp, prd__slab_of_link(cp->cache_owned.sl_next));
   uint64_t n = cp->cache_nfree;
   if (!all && ws != 0) {
     if (now - cp->cache_ws_start_ns >= ws) {
@@ -576,6 +584,69 @@ static void slab_grown_by(const prd_cache_t *cp)
     fn();
 }
 
+/* ---- thread-owned slabs (section 10) --------------------------------------------------------- */
+/* The slab of cp that holds address `hint` when the page map has it as a slab of cp and
+ * `owner` owns it, else NULL (cache_lock held).  The page map first: an entry of cp seen
+ * under cache_lock is a slab not yet detached (slab_detach clears it under the lock), whose
+ * prd_slab_t is live memory; a slab still being made (its entries set, not yet on a list) has
+ * slab_owner NULL, written before the release store of its entries that the acquire load of
+ * prd__pm_get pairs with.  So a stale hint never reads freed memory. */
+static prd_slab_t *slab_owned(prd_cache_t *cp, const void *hint, const void *owner)
+{
+  if (hint == NULL || cp->cache_pm_tag == 0)
+    return NULL;
+  uintptr_t e = prd__pm_get(hint);
+  if ((uint32_t)e != cp->cache_pm_tag)
+    return NULL;
+  prd_slab_t *sp;
+  if (cp->cache_flags & PRD_CF_HASH) {
+    prd_bufctl_t *bcp = prd__slab_hash_find(cp, (void *)prd__pm_first_of(e, (uintptr_t)hint));
+    if (bcp == NULL)   /* being made: not in the hash yet */
+      return NULL;
+    sp = bcp->bc_slab;
+  } else {
+    sp = prd__slab_small(cp, hint);
+  }
+  return sp->slab_owner == owner ? sp : NULL;
+}
+
+/* sp, partial or free and unowned, becomes owner's current slab (lock held). */
+static void slab_own(prd_cache_t *cp, prd_slab_t *sp, const void *owner)
+{
+  sp->slab_owner = owner;
+  prd__slab_relist(cp, sp);
+}
+
+/* sp loses its owner and goes to the list its count says (lock held). */
+static void slab_disown(prd_cache_t *cp, prd_slab_t *sp)
+{
+  sp->slab_owner = NULL;
+  prd__slab_relist(cp, sp);
+}
+
+/* An owned slab with a buffer to hand out, for an allocation that found no memory for a new
+ * slab (lock held): memory before the separation of threads. */
+static prd_slab_t *slab_pick_owned(prd_cache_t *cp)
+{
+  for (prd_slab_link_t *l = cp->cache_owned.sl_next; l != &cp->cache_owned; l = l->sl_next) {
+    prd_slab_t *sp = prd__slab_of_link(l);
+    if (sp->slab_head != NULL || sp->slab_fresh != NULL)
+      return sp;
+  }
+  return NULL;
+}
+
+void prd__slab_disown(prd_cache_t *cp, const void *owner, void *slab)
+{
+  if (slab == NULL || cp->cache_pm_tag == 0)
+    return;
+  pthread_mutex_lock(&cp->cache_lock);
+  prd_slab_t *sp = slab_owned(cp, slab, owner);
+  if (sp != NULL)
+    slab_disown(cp, sp);
+  pthread_mutex_unlock(&cp->cache_lock);
+}
+
 /* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache; when the
  * source is out of memory, a user cache asks the out-of-memory hook (section 6) with the lock
  * dropped whether to try again.  Returns a slab with a free buffer with the lock held, or
@@ -589,6 +660,9 @@ static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
       return sp;
     if (cache_grow(cp))
       continue;
+    /* no memory for a slab: another thread's current slab rather than fail (section 10) */
+    if ((sp = slab_pick_owned(cp)) != NULL)
+      return sp;
     prd__slab_oom_fn *oom = atomic_load_explicit(&slab_oom_hook, memory_order_acquire);
     if (oom != NULL && !(cp->cache_flags & PRD_CF_INTERNAL)) {
       pthread_mutex_unlock(&cp->cache_lock);
@@ -608,24 +682,41 @@ static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
 /* Takes up to `want` buffers into out[] under one hold of cache_lock (a refill of an object
  * cache above takes many at once, seed 001 Algorithm 1 lines 15-25).  Buffers that need their
  * constructor get it after the lock is dropped; one whose constructor fails goes back.
- * Returns how many (at least 1), or 0 with errno ENOMEM. */
-size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
+ * Returns how many (at least 1), or 0 with errno ENOMEM.
+ * With an owner (section 10): from owner's current slab, *slabp, while it is one and has a
+ * buffer; else from a slab picked as without one, which becomes owner's current slab; a
+ * current slab that runs out of free buffers loses its owner.  *slabp is then owner's current
+ * slab, or NULL. */
+size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
+                           const void *owner, void **slabp)
 {
   size_t nc = 0, nf = 0;   /* constructed ones from the front of out[], fresh from the back */
   slab_fl_bad_t bad = { NULL, NULL, NULL };   /* a corrupt freelist word, reported unlocked */
   pthread_mutex_lock(&cp->cache_lock);
+  prd_slab_t *own = owner != NULL ? slab_owned(cp, *slabp, owner) : NULL;
   while (nc + nf < want) {
-    prd_slab_t *sp = slab_pick(cp);
-    if (prd_unlikely(sp == NULL)) {
-      /* a refill that has some buffers grows once more, never waits or fails */
-      if (nc + nf > 0) {
-        if (cache_grow(cp))
-          continue;
-        break;
+    prd_slab_t *sp = own;
+    if (sp == NULL) {
+      sp = slab_pick(cp);
+      if (prd_unlikely(sp == NULL)) {
+        /* a refill that has some buffers grows once more, never waits or fails */
+        if (nc + nf > 0) {
+          if (cache_grow(cp))
+            continue;
+          break;
+        }
+        sp = slab_alloc_miss(cp, flags);
+        if (sp == NULL) {
+          if (owner != NULL)
+            *slabp = NULL;
+          return 0;
+        }
       }
-      sp = slab_alloc_miss(cp, flags);
-      if (sp == NULL)
-        return 0;
+      /* a memory cache's (the page map finds it again); another's only when memory is out */
+      if (owner != NULL && sp->slab_owner == NULL && cp->cache_pm_tag != 0) {
+        slab_own(cp, sp, owner);
+        own = sp;
+      }
     }
     while (nc + nf < want && (sp->slab_head != NULL || sp->slab_fresh != NULL)) {
       prd_bufctl_t *bcp = sp->slab_head;
@@ -658,10 +749,17 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
       else
         out[want - 1 - nf++] = buf;
     }
-    prd__slab_relist(cp, sp);
+    if (sp == own && sp->slab_head == NULL && sp->slab_fresh == NULL) {
+      slab_disown(cp, sp);   /* drained: the next buffers come from another slab */
+      own = NULL;
+    } else {
+      prd__slab_relist(cp, sp);
+    }
   }
   cp->cache_allocs += nc + nf;
   cp->cache_bufs_inuse += nc + nf;
+  if (owner != NULL)
+    *slabp = own != NULL ? own->slab_base : NULL;
   pthread_mutex_unlock(&cp->cache_lock);
   if (prd_unlikely(bad.fb_buf != NULL))
     prd__error("cache %s: corrupt freelist word in free buffer %p of slab %p (it decodes to %p, "
@@ -708,6 +806,11 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
   if (nc == 0)
     errno = ENOMEM;
   return nc;
+}
+
+size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
+{
+  return prd__slab_alloc_own(cp, out, want, flags, NULL, NULL);
 }
 
 void *prd__slab_alloc(prd_cache_t *cp, int flags)
@@ -1025,6 +1128,7 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
   link_init(&cp->cache_full);
   link_init(&cp->cache_latent);
   link_init(&cp->cache_free);
+  link_init(&cp->cache_owned);
   for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     link_init(&cp->cache_partial[b]);
   cp->cache_ws_start_ns = prd__now_ns();
@@ -1193,7 +1297,7 @@ void prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->slab_creates = cp->cache_slab_creates;
   st->slab_destroys = cp->cache_slab_destroys;
   st->slabs_full = cp->cache_nfull;
-  st->slabs_partial = cp->cache_npartial;
+  st->slabs_partial = cp->cache_npartial + cp->cache_nowned;   /* current slabs: partial */
   st->slabs_free = cp->cache_nfree;
   st->slabs_peak = cp->cache_slabs_peak;
   st->bufs_inuse = cp->cache_bufs_inuse;
@@ -1219,7 +1323,7 @@ int prd__cache_check(prd_cache_t *cp)
     }                                                                                           \
   } while (0)
   pthread_mutex_lock(&cp->cache_lock);
-  uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0, latent = 0;
+  uint64_t nfull = 0, npartial = 0, nfree = 0, nowned = 0, inuse = 0, total = 0, hashed = 0, latent = 0;
   for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     CHECK_INV(prd__slab_link_empty(&cp->cache_partial[b]) ==
               !(cp->cache_partial_map & (1ull << b)));
@@ -1234,10 +1338,13 @@ int prd__cache_check(prd_cache_t *cp)
       CHECK_INV(prd__slab_target(cp, sp) == id);
       CHECK_INV(sp->slab_chunks == cp->cache_chunks);
       CHECK_INV(sp->slab_color <= cp->cache_maxcolor);
+      CHECK_INV((sp->slab_owner != NULL) == (id == PRD_SLAB_ON_OWNED));
       if (id == PRD_SLAB_ON_FULL)
         nfull++;
       else if (id == PRD_SLAB_ON_FREE)
         nfree++;
+      else if (id == PRD_SLAB_ON_OWNED)
+        nowned++;
       else
         npartial++;
       if (!(cp->cache_flags & PRD_CF_HASH))
@@ -1306,11 +1413,13 @@ int prd__cache_check(prd_cache_t *cp)
   CHECK_INV(latent_fifo == latent);
   CHECK_INV(npartial == cp->cache_npartial);
   CHECK_INV(nfree == cp->cache_nfree);
+  CHECK_INV(nowned == cp->cache_nowned);
+  CHECK_INV(nowned == 0 || cp->cache_pm_tag != 0);
   CHECK_INV(inuse == cp->cache_bufs_inuse);
   CHECK_INV(total == cp->cache_bufs_total);
   CHECK_INV(cp->cache_allocs - cp->cache_frees == cp->cache_bufs_inuse);
-  CHECK_INV(cp->cache_slab_creates - cp->cache_slab_destroys == nfull + npartial + nfree);
-  CHECK_INV(nfull + npartial + nfree <= cp->cache_slabs_peak);
+  CHECK_INV(cp->cache_slab_creates - cp->cache_slab_destroys == nfull + npartial + nfree + nowned);
+  CHECK_INV(nfull + npartial + nfree + nowned <= cp->cache_slabs_peak);
   CHECK_INV(cp->cache_free_min <= nfree);
   if (cp->cache_flags & PRD_CF_HASH) {
     CHECK_INV(hashed == cp->cache_hash_count);
