@@ -1441,11 +1441,11 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
 #define MAG_REFILL_MAX 256   /* buffers one refill takes: its stack array (2 KiB) */
 
 /* The thread's current slab of cp after a call of the slab layer that began with `hint`
- * (tc_lock held; section 3, tier 4).  Meanwhile a reaper may have given the hint back (cc_own
- * NULL: own is still the thread's, or a stale hint the slab layer will refuse), or a nested
- * call from a constructor may have made another slab current: that one is given back, so
- * that the thread has one current slab of a cache at most, and every one is in its cc_own,
- * where its exit and flush find it. */
+ * (tc_lock held; section 3, tier 4).  Stored even when it is the hint: meanwhile a reaper
+ * may have given the hint back and set cc_own to NULL, and the call then made the same slab
+ * current again.  A nested call from a constructor may have made another slab current: that
+ * one is given back, so that the thread has one current slab of a cache at most, and every
+ * one is in its cc_own, where its exit and flush find it. */
 static void cc_own_set(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *cc,
                        void *hint, void *own)
 {
@@ -1456,14 +1456,16 @@ static void cc_own_set(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t 
 }
 
 /* Tier 4's buffers from the slab layer, from the thread's current slab (section 3): `hint`
- * is cc_own as read under tc_lock before the call (not held now), the new one is stored when
- * it changed. */
+ * is cc_own as read under tc_lock before the call (not held now); the slab the thread has
+ * now is stored under tc_lock (cc_own_set).  Only a call that ends with none, as it began,
+ * skips the lock. */
 static size_t mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void *hint, void **objs,
                             size_t want, int flags)
 {
   void *own = hint;
   size_t got = prd__slab_alloc_own(cp, objs, want, flags, tc, &own);
-  if (own != hint) {
+  PRD_RACE();   /* a reaper may give the slab back before it is stored */
+  if (own != NULL || hint != NULL) {
     pthread_mutex_lock(&tc->tc_lock);
     /* taken afresh: a nested call (a constructor) may have remapped the CPU caches */
     cc_own_set(cp, tc, &tc->tc_cc[cp->cache_magid], hint, own);
@@ -1488,12 +1490,12 @@ static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, void *hint, uint32_t 
   void *own = hint;
   size_t got = prd__slab_alloc_own(cp, objs, PRD_MIN(want, (uint32_t)MAG_REFILL_MAX), flags,
                                    tc, &own);
+  PRD_RACE();   /* a reaper may give the slab back before it is stored */
   uint32_t k = 0;
   pthread_mutex_lock(&tc->tc_lock);
   /* taken afresh: a nested call (a constructor) may have remapped the CPU caches */
   prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
-  if (own != hint)
-    cc_own_set(cp, tc, cc, hint, own);
+  cc_own_set(cp, tc, cc, hint, own);
   if (got <= 1) {
     pthread_mutex_unlock(&tc->tc_lock);
     return got == 1 ? objs[0] : NULL;
