@@ -45,7 +45,24 @@
  *              pushed onto the loaded magazine (mag_refill), so that a class that only grows
  *              visits the layers below once per magazine rather than once per allocation;
  *              object caches take one object, as the paper's (their parked objects are
- *              constructed memory the caller sized)
+ *              constructed memory the caller sized).  Every tier 4 takes from the thread's
+ *              current slab (slab.c section 10): the slab layer hands a thread buffers of a
+ *              slab it owns, so that two threads growing one cache never get blocks of one
+ *              slab, and so never share a cache line.  The CPU cache keeps the hint (cc_own,
+ *              past the hit and latent lines, under tc_lock): read under tc_lock before the
+ *              slab layer is called with the lock dropped, stored under it after
+ *              (cc_own_set, which gives back any other slab a nested call made current: one
+ *              current slab per thread and cache).  Prudence's refill (defer.c, through
+ *              prd__mag_slab_take) does the same: the hint costs a lock pair per refill, and
+ *              its objects are the thread's as much as tier 4's.  Object caches too: the cost
+ *              is the tc_lock pair around a tier-4 visit of the slab layer, which takes
+ *              cache_lock anyway, and their objects share lines between threads the same way
+ *              malloc's do.  cc_empty gives the slab back (thread exit, flush, every reap of
+ *              the CPU cache, destroy), so no slab stays owned by a thread that is gone or idle
+ *              for a whole interval.  A reaper may give it back while the owner is inside the
+ *              slab layer; the owner then stores what the slab layer answered (it owns that slab
+ *              again, or a stale hint the slab layer refuses next time), so every slab the thread
+ *              owns is in its cc_own when it exits
  *    Free mirrors it:
  *      tier 1  push onto cc_loaded                                           (fast path)
  *      tier 2  cc_loaded full, cc_previous empty: exchange them, push

@@ -54,7 +54,9 @@
  *    enough to drain and be freed.  With at most 65 buffers per slab the lists are exact;
  *    above, a bucket holds a range of 2^shift free counts.  Only when no partial slab exists
  *    is a free slab used (002 §3.4: "no complete slab will be broken up unless all partial
- *    slabs have been depleted"), and only when none is free does the cache grow.
+ *    slabs have been depleted"), and only when none is free does the cache grow.  A slab
+ *    that a thread allocates from alone is on none of these but on the owned list (section
+ *    10), whatever its count, so that no one else picks it.
  *
  * 4. Buffers of a slab.  slab_head is the freelist of buffers ready to hand out; slab_fresh
  *    holds the buffers the constructor has not run on (all of a new slab's buffers when the
@@ -124,7 +126,8 @@
  *    The page map (pagemap.c, below this layer) has every slab of a memory cache: its
  *    entries are set when the slab is created, before any of its buffers is handed out (a
  *    slab whose entries cannot be set is not made: that allocation fails, the next tries
- *    again), and cleared when it is destroyed, before its memory goes back; each names the
+ *    again), and cleared when it is detached for destruction, under cache_lock, before its
+ *    memory goes back (section 10 relies on the lock); each names the
  *    cache by the id it took at creation (prd__slab_cache_init; given back in
  *    prd__slab_cache_fini).  So a memory cache's slab is whole pages, aligned to the page.
  *    Hooks: the out-of-memory hook (section 6) is cache.c's, the latent slabs' two hooks
@@ -139,7 +142,8 @@
  *    allocate from caches.  The statistics are plain fields under cache_lock; the few read
  *    without it (cache_bufs_total, cache_lat_slab_objs) are stored atomically under it.
  *    There is no other lock-free path in this layer, hence no memory-ordering argument beyond
- *    the mutexes' acquire/release (and the hooks', at slab_pick).
+ *    the mutexes' acquire/release (and the hooks', at slab_pick, and the page map's, at
+ *    slab_owned: section 10).
  *
  * 9. Latent slabs, the mechanism (seed 001 §4.1; the policy is latent.c's).  A slab holds two
  *    generations of deferred buffers, each with a count and a grace-period state
@@ -155,6 +159,41 @@
  *    latent.c, which decides which generation a buffer joins, when one is merged and, while a
  *    cache has deferred buffers, which slab an allocation takes: slab_pick and the reap call
  *    it through the two hooks it sets before the first deferral (prd__slab_set_latent_hooks).
+ *
+ * 10. Thread-owned slabs (mimalloc's thread-local pages, jemalloc's per-thread runs, SLUB's
+ *    per-CPU slab).  A layer above that keeps per-thread state passes an owner, an opaque
+ *    token (the magazine layer's thread record), and a hint, the slab it allocated from last
+ *    (prd__slab_alloc_own).  Under cache_lock the buffers come from the hinted slab while it
+ *    is a slab of this cache owned by the caller and has a free buffer; else from a slab
+ *    picked as for anyone (section 3: an unowned partial slab, else a free one, else a new
+ *    one), which becomes the caller's current slab: it leaves the partial or free lists for
+ *    the owned list (cache_owned), where no other allocation looks.  So two threads that
+ *    grow one cache at the same time never get buffers of one slab, and their blocks never
+ *    share a cache line.  A slab loses its owner, back to the list its count says, when its
+ *    owner takes its last free buffer (its next buffers come from another slab), when the
+ *    layer above gives it back (prd__slab_disown: the thread's exit, flush, a reap of its
+ *    caches), and at a reap of everything (prd__slab_reap with `all`); destroying the cache
+ *    destroys it with every other slab.  Frees are unchanged: any thread frees into any
+ *    slab, an owned one included, which stays owned (a free slab too: its owner allocates
+ *    from it next).  Memory: a thread owns at most one slab of a cache (the layer above
+ *    keeps one hint per cache and gives back any other, magazine.c cc_own_set), so at most
+ *    one slab per thread and cache is kept from the others and from reaps, and only while
+ *    the thread lives and uses the cache.  When no memory for a new slab can be had, an
+ *    allocation takes a buffer from any thread's owned slab rather than fail (memory before
+ *    separation), without taking the slab over.  With deferred buffers in the cache, the
+ *    latent slabs' choice (section 9) picks the slab an owner takes next, not the one it
+ *    takes from while it has one; the owned slab stays on the FIFO of latent slabs, whose
+ *    merges free its deferred buffers for its owner.  Only memory caches have owners: a NOTOUCH
+ *    cache's buffers are integers (no cache lines to share) and have no page-map entries.
+ *    The hint may be stale (the slab lost its owner, was emptied by frees, destroyed, its
+ *    memory reused) and is checked without reading what may be freed (slab_owned): the page
+ *    map first, under cache_lock; an entry of this cache there means a slab not yet
+ *    detached, because slab_detach clears the entries under the same lock (section 7), so
+ *    its prd_slab_t is live memory, read next (large layout: found through the hash); a
+ *    slab still being made has entries before it is on a list, but its slab_owner (NULL)
+ *    was written before the release store of its entries, which the page map's acquire load
+ *    pairs with.  The hint names the caller's slab when that slab says the caller owns it,
+ *    whatever became of the memory in between.  Everything else is under cache_lock.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -584,7 +623,7 @@ static void slab_grown_by(const prd_cache_t *cp)
     fn();
 }
 
-/* ---- thread-owned slabs (section 10) --------------------------------------------------------- */
+/* ---- thread-owned slabs (section 10) -------------------------------------------------------- */
 /* The slab of cp that holds address `hint` when the page map has it as a slab of cp and
  * `owner` owns it, else NULL (cache_lock held).  The page map first: an entry of cp seen
  * under cache_lock is a slab not yet detached (slab_detach clears it under the lock), whose
@@ -1323,7 +1362,8 @@ int prd__cache_check(prd_cache_t *cp)
     }                                                                                           \
   } while (0)
   pthread_mutex_lock(&cp->cache_lock);
-  uint64_t nfull = 0, npartial = 0, nfree = 0, nowned = 0, inuse = 0, total = 0, hashed = 0, latent = 0;
+  uint64_t nfull = 0, npartial = 0, nfree = 0, nowned = 0, inuse = 0, total = 0, hashed = 0;
+  uint64_t latent = 0;
   for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     CHECK_INV(prd__slab_link_empty(&cp->cache_partial[b]) ==
               !(cp->cache_partial_map & (1ull << b)));
