@@ -154,11 +154,12 @@ static void test_exit_releases(void)
 }
 
 /* ---- the slab layer's check of a hint ------------------------------------------------------ */
-static void test_hint_checked(void)
+static void hint_checked(size_t size, bool large)
 {
-  prd_cache_t *cp = prd_cache_create("own_hint", 64, 0, NULL, NULL, NULL, NULL, NULL,
+  prd_cache_t *cp = prd_cache_create("own_hint", size, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE);
   CHECK(cp != NULL);
+  CHECK(((cp->cache_flags & PRD_CF_HASH) != 0) == large);   /* the layout meant */
   int me, other;   /* two owners' tokens */
   void *b[4];
   void *mine = NULL;
@@ -196,6 +197,12 @@ static void test_hint_checked(void)
   CHECK_EQ(owned_slabs(cp), 0);
   CHECK_EQ(prd__cache_check(cp), 0);
   prd_cache_destroy(cp);
+}
+
+static void test_hint_checked(void)
+{
+  hint_checked(64, false);     /* small layout: the prd_slab_t at the slab's end */
+  hint_checked(1024, true);    /* large layout: found through the hash */
 }
 
 /* ---- threads exiting while others free into their slabs ------------------------------------- */
