@@ -276,7 +276,8 @@
  *    dp_lock and mag_id_lock are held only for list and table operations (nothing is called
  *    under them).  The slow path holds tc_lock across a depot visit and the PRD_NOSLEEP
  *    allocation of a magazine, but calls the slab layer for tier 4 after dropping it (a
- *    PRD_SLEEP allocation may reap, and a reap takes tc_lock).  Statistics take the registry
+ *    PRD_SLEEP allocation may reap, and a reap takes tc_lock); under tc_lock it only gives a
+ *    current slab back (prd__slab_disown: one cache_lock hold, nothing allocated).  Statistics take the registry
  *    and each tc_lock (also under cache_list_lock, from cache.c's statistics snapshot).  Prudence
  *    (defer.c section 8): its visitors take mag_reap_lock -> mag_registry_lock -> tc_lock
  *    (the pre-flush job and the OOM path only try them), its slow paths and the hooks called
