@@ -1963,6 +1963,14 @@ void prd__mag_fork_child(void)
     }
     tc = next;
   }
+  /* a thread that forked inside tier 4 had a slab made current that its cc_own does not name
+   * yet (section 3): every slab not the forking thread's goes back */
+  uint32_t n = mag_id_count();
+  for (uint32_t id = 1; id < n; id++) {
+    prd_cache_t *cp = mag_cache_of(id);
+    if (cp != NULL)
+      prd__slab_disown_except(cp, self);
+  }
   pthread_mutex_unlock(&mag_registry_lock);
 }
 
