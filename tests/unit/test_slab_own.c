@@ -16,12 +16,11 @@
  *   - test_hint_checked: the slab layer takes a hint only for its owner, and a stale one (its
  *     slab given back and destroyed) is refused without harm; a reap of everything takes
  *     every current slab back.
- *   - test_fork_gives_back: a fork child keeps no slab owned by a thread that did not survive
- *     the fork, even one that no thread record names.
  *   - test_exit_torture: producer threads allocate and exit in waves while other threads free
  *     their blocks (into the slabs the producers own, or owned until a moment ago) and a third
  *     reaps all the time, with the race points widened (option race_delay, race.h); at the end
  *     no slab may be owned, no buffer handed out twice and the slab layer consistent.
+ * The fork child's part is test_slab_own_fork.c (TSan needs its deadlock detector off there).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -207,32 +206,6 @@ static void test_hint_checked(void)
   hint_checked(1024, true);    /* large layout: found through the hash */
 }
 
-/* ---- fork: the child keeps only the forking thread's slabs -------------------------------- */
-/* A thread that forks while another is inside tier 4, between the slab layer's answer and the
- * store of its current slab, leaves in the child a slab owned by a thread that is gone and
- * that no flush can find.  Here a slab owned by a token no thread holds stands for it. */
-static void test_fork_gives_back(void)
-{
-  prd_cache_t *cp = prd_cache_create("own_fork", 64, 0, NULL, NULL, NULL, NULL, NULL,
-                                     PRD_CACHE_NODEBUG);   /* with magazines: tier 4's */
-  CHECK(cp != NULL);
-  int gone;   /* the token of a thread inside tier 4 at the fork */
-  void *slab = NULL, *b;
-  CHECK_EQ(prd__slab_alloc_own(cp, &b, 1, 0, &gone, &slab), 1);
-  CHECK_EQ(owned_slabs(cp), 1);
-  pid_t pid = fork();
-  if (pid == 0)
-    _exit(owned_slabs(cp) == 0 && prd__cache_check(cp) == 0 ? 0 : 1);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  CHECK_EQ(owned_slabs(cp), 1);   /* the parent's thread is still there */
-  prd__slab_disown(cp, &gone, slab);
-  prd__slab_free(cp, b);
-  CHECK_EQ(prd__cache_check(cp), 0);
-  prd_cache_destroy(cp);
-}
-
 /* ---- threads exiting while others free into their slabs ------------------------------------- */
 #define TX_SECONDS 2.0
 #define TX_WAVE 3          /* producers alive at once */
@@ -400,7 +373,6 @@ int main(void)
   RUN(test_two_threads_malloc);
   RUN(test_exit_releases);
   RUN(test_hint_checked);
-  RUN(test_fork_gives_back);
   RUN(test_exit_torture);
   return prd_test_done();
 }
