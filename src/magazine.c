@@ -262,7 +262,9 @@
  *    reap and list locks; the registry and every tc_lock before the cache locks; mag_id_lock
  *    and every dp_lock after them) and their release.  In the child, prd__mag_fork_child takes over
  *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
- *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
+ *    and keeps the forking thread's, so that thread's caches stay usable, and gives back every
+ *    current slab (section 3, tier 4) that is not the forking thread's, one a thread inside
+ *    tier 4 at the fork had not stored yet included; the maintenance
  *    thread is restarted lazily, when the child needs it (maint.c section 5).
  *
  * 12. Lock order:
