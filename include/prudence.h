@@ -194,7 +194,7 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, slab_destroys, "slabs destroyed (cache shrinks)")                                      \
   X(U64, slab_churns, "grow/shrink pairs (seed 001 5.4): each shrink pairs an earlier grow")   \
   X(U64, slabs_full, "slabs with every buffer allocated")                                       \
-  X(U64, slabs_partial, "slabs with some buffers allocated")                                    \
+  X(U64, slabs_partial, "slabs with some buffers allocated, and threads' current slabs")        \
   X(U64, slabs_free, "slabs with no buffer allocated (kept for the working set)")               \
   X(U64, slabs_peak, "most slabs the cache held at once")                                       \
   X(U64, bufs_inuse, "buffers allocated now")                                                   \

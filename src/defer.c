@@ -87,7 +87,10 @@
  *      size - latent objects (line 14; at least 1: refill_size, under the hook mh_refill):
  *      the latent objects will fill the rest when their grace period ends.  The slab layer picks slabs with the deferred counts (lines 17-21, Fig. 5,
  *      slab.c lat_pick) under one lock.  The slab layer is called with tc_lock dropped (a
- *      constructor may allocate from its own cache, a sleeping allocation may reap).
+ *      constructor may allocate from its own cache, a sleeping allocation may reap), through
+ *      the magazine layer (prd__mag_slab_take), which passes the thread's current slab as
+ *      tier 4 does (magazine.c section 3, slab.c section 10): the refilled objects are the
+ *      thread's, and another thread's objects never share their slab.
  *    OOM (lines 31-32): when the source is exhausted, the slab layer calls prd__defer_oom:
  *      the latent generations of every CPU cache are moved to latent slabs (try-locks only),
  *      the driver is asked to expedite the latest latent state, the caller polls it for
@@ -561,7 +564,7 @@ static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool
     }
   }
   void *objs[PRD_DEFER_REFILL_MAX];
-  size_t got = prd__slab_alloc_bulk(cp, objs, want, flags | PRD_NOSLEEP);
+  size_t got = prd__mag_slab_take(cp, tc, objs, want, flags | PRD_NOSLEEP);
   if (got == 0 && !(flags & PRD_NOSLEEP) && !in_read_section()) {
     /* lines 31-32 for this thread's own latent objects: poll for the older generation
      * (section 9); the slab layer's out-of-memory path below polls longer for everyone's */

@@ -45,7 +45,24 @@
  *              pushed onto the loaded magazine (mag_refill), so that a class that only grows
  *              visits the layers below once per magazine rather than once per allocation;
  *              object caches take one object, as the paper's (their parked objects are
- *              constructed memory the caller sized)
+ *              constructed memory the caller sized).  Every tier 4 takes from the thread's
+ *              current slab (slab.c section 10): the slab layer hands a thread buffers of a
+ *              slab it owns, so that two threads growing one cache never get blocks of one
+ *              slab, and so never share a cache line.  The CPU cache keeps the hint (cc_own,
+ *              past the hit and latent lines, under tc_lock): read under tc_lock before the
+ *              slab layer is called with the lock dropped, stored under it after
+ *              (cc_own_set, which gives back any other slab a nested call made current: one
+ *              current slab per thread and cache).  Prudence's refill (defer.c, through
+ *              prd__mag_slab_take) does the same: the hint costs a lock pair per refill, and
+ *              its objects are the thread's as much as tier 4's.  Object caches too: the cost
+ *              is the tc_lock pair around a tier-4 visit of the slab layer, which takes
+ *              cache_lock anyway, and their objects share lines between threads the same way
+ *              malloc's do.  cc_empty gives the slab back (thread exit, flush, every reap of
+ *              the CPU cache, destroy), so no slab stays owned by a thread that is gone or idle
+ *              for a whole interval.  A reaper may give it back while the owner is inside the
+ *              slab layer; the owner then stores what the slab layer answered (it owns that slab
+ *              again, or a stale hint the slab layer refuses next time), so every slab the thread
+ *              owns is in its cc_own when it exits
  *    Free mirrors it:
  *      tier 1  push onto cc_loaded                                           (fast path)
  *      tier 2  cc_loaded full, cc_previous empty: exchange them, push
@@ -245,7 +262,9 @@
  *    reap and list locks; the registry and every tc_lock before the cache locks; mag_id_lock
  *    and every dp_lock after them) and their release.  In the child, prd__mag_fork_child takes over
  *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
- *    and keeps the forking thread's, so that thread's caches stay usable; the maintenance
+ *    and keeps the forking thread's, so that thread's caches stay usable, and gives back every
+ *    current slab (section 3, tier 4) that is not the forking thread's, one a thread inside
+ *    tier 4 at the fork had not stored yet included; the maintenance
  *    thread is restarted lazily, when the child needs it (maint.c section 5).
  *
  * 12. Lock order:
@@ -259,7 +278,8 @@
  *    dp_lock and mag_id_lock are held only for list and table operations (nothing is called
  *    under them).  The slow path holds tc_lock across a depot visit and the PRD_NOSLEEP
  *    allocation of a magazine, but calls the slab layer for tier 4 after dropping it (a
- *    PRD_SLEEP allocation may reap, and a reap takes tc_lock).  Statistics take the registry
+ *    PRD_SLEEP allocation may reap, and a reap takes tc_lock); under tc_lock it only gives a
+ *    current slab back (prd__slab_disown: one cache_lock hold, nothing allocated).  Statistics take the registry
  *    and each tc_lock (also under cache_list_lock, from cache.c's statistics snapshot).  Prudence
  *    (defer.c section 8): its visitors take mag_reap_lock -> mag_registry_lock -> tc_lock
  *    (the pre-flush job and the OOM path only try them), its slow paths and the hooks called
@@ -877,9 +897,15 @@ bool prd__mag_grow(prd_cache_t *cp)
 /* Empties one CPU cache (tc_lock held; its owner is not inside an operation on it).  to_depot:
  * full and empty magazines go to the depot (thread exit, flush); else everything is destroyed,
  * rounds back to the slab layer (reaps, destroy).  Counters are folded into the depot. */
-static void cc_empty(prd_cache_t *cp, prd_cpu_cache_t *cc, bool to_depot, bool fold)
+static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *cc,
+                     bool to_depot, bool fold)
 {
   prd_depot_t *dp = &cp->cache_depot;
+  /* the thread's current slab goes back to the cache's lists (section 3, tier 4) */
+  if (cc->cc_own != NULL) {
+    prd__slab_disown(cp, tc, cc->cc_own);
+    cc->cc_own = NULL;
+  }
   /* latent generations: the layer above takes them out first (mh_cc_drain, section 14) */
   if (cc->cc_lat[0] != NULL || cc->cc_lat[1] != NULL)
     mag_hooks()->mh_cc_drain(cp, cc);
@@ -1016,7 +1042,7 @@ static void tc_flush(prd_tcache_t *tc, bool fold)
   for (uint32_t id = 1; id < n; id++) {
     prd_cache_t *cp = mag_cache_of(id);
     if (cp != NULL)
-      cc_empty(cp, &tc->tc_cc[id], true, fold);
+      cc_empty(cp, tc, &tc->tc_cc[id], true, fold);
   }
 }
 
@@ -1158,9 +1184,9 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
         }
       }
       if (cc->cc_loaded != NULL || cc->cc_previous != NULL || cc->cc_lat[0] != NULL ||
-          cc->cc_lat[1] != NULL || mode == STEAL_ONE_CACHE) {
+          cc->cc_lat[1] != NULL || cc->cc_own != NULL || mode == STEAL_ONE_CACHE) {
         PRD_RACE();   /* between the busy test and the changes: the owner may start one */
-        cc_empty(cp, cc, false, mode == STEAL_ONE_CACHE);
+        cc_empty(cp, tc, cc, false, mode == STEAL_ONE_CACHE);
         PRD_RACE();
       }
     }
@@ -1439,16 +1465,66 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
  * Memory ordering: the rounds are written under tc_lock, as tiers 1-3 write them. */
 #define MAG_REFILL_MAX 256   /* buffers one refill takes: its stack array (2 KiB) */
 
-static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, uint32_t want, int flags)
+/* The thread's current slab of cp after a call of the slab layer that began with `hint`
+ * (tc_lock held; section 3, tier 4).  Stored even when it is the hint: meanwhile a reaper
+ * may have given the hint back and set cc_own to NULL, and the call then made the same slab
+ * current again.  A nested call from a constructor may have made another slab current: that
+ * one is given back, so that the thread has one current slab of a cache at most, and every
+ * one is in its cc_own, where its exit and flush find it. */
+static void cc_own_set(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *cc,
+                       void *hint, void *own)
+{
+  void *cur = cc->cc_own;
+  if (cur != NULL && cur != hint && cur != own)
+    prd__slab_disown(cp, tc, cur);
+  cc->cc_own = own;
+}
+
+/* Tier 4's buffers from the slab layer, from the thread's current slab (section 3): `hint`
+ * is cc_own as read under tc_lock before the call (not held now); the slab the thread has
+ * now is stored under tc_lock (cc_own_set).  Only a call that ends with none, as it began,
+ * skips the lock. */
+static size_t mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void *hint, void **objs,
+                            size_t want, int flags)
+{
+  void *own = hint;
+  size_t got = prd__slab_alloc_own(cp, objs, want, flags, tc, &own);
+  PRD_RACE();   /* a reaper may give the slab back before it is stored */
+  if (own != NULL || hint != NULL) {
+    pthread_mutex_lock(&tc->tc_lock);
+    /* taken afresh: a nested call (a constructor) may have remapped the CPU caches */
+    cc_own_set(cp, tc, &tc->tc_cc[cp->cache_magid], hint, own);
+    pthread_mutex_unlock(&tc->tc_lock);
+  }
+  return got;
+}
+
+size_t prd__mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void **objs, size_t want,
+                          int flags)
+{
+  pthread_mutex_lock(&tc->tc_lock);
+  void *hint = tc->tc_cc[cp->cache_magid].cc_own;
+  pthread_mutex_unlock(&tc->tc_lock);
+  return mag_slab_take(cp, tc, hint, objs, want, flags);
+}
+
+static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, void *hint, uint32_t want,
+                        int flags)
 {
   void *objs[MAG_REFILL_MAX];
-  size_t got = prd__slab_alloc_bulk(cp, objs, PRD_MIN(want, (uint32_t)MAG_REFILL_MAX), flags);
-  if (got <= 1)
-    return got == 1 ? objs[0] : NULL;
+  void *own = hint;
+  size_t got = prd__slab_alloc_own(cp, objs, PRD_MIN(want, (uint32_t)MAG_REFILL_MAX), flags,
+                                   tc, &own);
+  PRD_RACE();   /* a reaper may give the slab back before it is stored */
   uint32_t k = 0;
   pthread_mutex_lock(&tc->tc_lock);
   /* taken afresh: a nested call (a constructor) may have remapped the CPU caches */
   prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
+  cc_own_set(cp, tc, cc, hint, own);
+  if (got <= 1) {
+    pthread_mutex_unlock(&tc->tc_lock);
+    return got == 1 ? objs[0] : NULL;
+  }
   uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
   if (cc->cc_loaded == NULL) {
     prd_mag_t *mp = prd__mag_new(cp);   /* PRD_NOSLEEP, callable under tc_lock */
@@ -1482,6 +1558,7 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
   prd_gp_t wait = 0;
   prd_mag_t *give = NULL;
   uint32_t want = 1;   /* tier 4's buffers (mag_refill) */
+  void *own = NULL;    /* tier 4's current slab (section 3) */
   pthread_mutex_lock(&tc->tc_lock);
   void *buf = alloc_tiers(cp, tc, true, &wait, &give);
   if (wait != 0) {
@@ -1510,6 +1587,8 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
     prd_cpu_cache_t *cc = &tc->tc_cc[id];
     want = cc->cc_loaded != NULL ? cc->cc_magsize / 2 : 0;
   }
+  if (buf == NULL)
+    own = tc->tc_cc[id].cc_own;
   pthread_mutex_unlock(&tc->tc_lock);
   if (give != NULL)
     mag_destroy(cp, give, 0);
@@ -1525,7 +1604,9 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
    * half a magazine at once (mag_refill) */
   if (want == 0)
     want = prd__mag_cur_size(cp) / 2;
-  return want > 1 ? mag_refill(cp, tc, want, flags) : prd__slab_alloc(cp, flags);
+  if (want > 1)
+    return mag_refill(cp, tc, own, want, flags);
+  return mag_slab_take(cp, tc, own, &buf, 1, flags) == 1 ? buf : NULL;
 }
 
 /* A free or a deferral found the free mark in buf (section 15): it is free already, and
@@ -1888,6 +1969,14 @@ void prd__mag_fork_child(void)
       tc_unregister_free(tc);
     }
     tc = next;
+  }
+  /* a thread that forked inside tier 4 had a slab made current that its cc_own does not name
+   * yet (section 3): every slab not the forking thread's goes back */
+  uint32_t n = mag_id_count();
+  for (uint32_t id = 1; id < n; id++) {
+    prd_cache_t *cp = mag_cache_of(id);
+    if (cp != NULL)
+      prd__slab_disown_except(cp, self);
   }
   pthread_mutex_unlock(&mag_registry_lock);
 }

@@ -60,6 +60,10 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id);
  * the way back for an empty one.  Callable under tc_lock. */
 prd_mag_t *prd__mag_new(prd_cache_t *cp);
 void prd__mag_free_empty(prd_mag_t *mp);
+/* Up to `want` buffers of cp from the slab layer for tc, the calling thread's record, from
+ * its current slab (section 3, tier 4; slab.c section 10).  No lock held. */
+size_t prd__mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void **objs, size_t want,
+                          int flags);
 /* Rounds of cp's current magazine size. */
 uint32_t prd__mag_cur_size(prd_cache_t *cp);
 /* Moves cp's depot to the next magazine size for Prudence (section 8: a magazine of at most

@@ -54,7 +54,9 @@
  *    enough to drain and be freed.  With at most 65 buffers per slab the lists are exact;
  *    above, a bucket holds a range of 2^shift free counts.  Only when no partial slab exists
  *    is a free slab used (002 §3.4: "no complete slab will be broken up unless all partial
- *    slabs have been depleted"), and only when none is free does the cache grow.
+ *    slabs have been depleted"), and only when none is free does the cache grow.  A slab
+ *    that a thread allocates from alone is on none of these but on the owned list (section
+ *    10), whatever its count, so that no one else picks it.
  *
  * 4. Buffers of a slab.  slab_head is the freelist of buffers ready to hand out; slab_fresh
  *    holds the buffers the constructor has not run on (all of a new slab's buffers when the
@@ -124,7 +126,8 @@
  *    The page map (pagemap.c, below this layer) has every slab of a memory cache: its
  *    entries are set when the slab is created, before any of its buffers is handed out (a
  *    slab whose entries cannot be set is not made: that allocation fails, the next tries
- *    again), and cleared when it is destroyed, before its memory goes back; each names the
+ *    again), and cleared when it is detached for destruction, under cache_lock, before its
+ *    memory goes back (section 10 relies on the lock); each names the
  *    cache by the id it took at creation (prd__slab_cache_init; given back in
  *    prd__slab_cache_fini).  So a memory cache's slab is whole pages, aligned to the page.
  *    Hooks: the out-of-memory hook (section 6) is cache.c's, the latent slabs' two hooks
@@ -139,7 +142,8 @@
  *    allocate from caches.  The statistics are plain fields under cache_lock; the few read
  *    without it (cache_bufs_total, cache_lat_slab_objs) are stored atomically under it.
  *    There is no other lock-free path in this layer, hence no memory-ordering argument beyond
- *    the mutexes' acquire/release (and the hooks', at slab_pick).
+ *    the mutexes' acquire/release (and the hooks', at slab_pick, and the page map's, at
+ *    slab_owned: section 10).
  *
  * 9. Latent slabs, the mechanism (seed 001 §4.1; the policy is latent.c's).  A slab holds two
  *    generations of deferred buffers, each with a count and a grace-period state
@@ -155,6 +159,42 @@
  *    latent.c, which decides which generation a buffer joins, when one is merged and, while a
  *    cache has deferred buffers, which slab an allocation takes: slab_pick and the reap call
  *    it through the two hooks it sets before the first deferral (prd__slab_set_latent_hooks).
+ *
+ * 10. Thread-owned slabs (mimalloc's thread-local pages, jemalloc's per-thread runs, SLUB's
+ *    per-CPU slab).  A layer above that keeps per-thread state passes an owner, an opaque
+ *    token (the magazine layer's thread record), and a hint, the slab it allocated from last
+ *    (prd__slab_alloc_own).  Under cache_lock the buffers come from the hinted slab while it
+ *    is a slab of this cache owned by the caller and has a free buffer; else from a slab
+ *    picked as for anyone (section 3: an unowned partial slab, else a free one, else a new
+ *    one), which becomes the caller's current slab: it leaves the partial or free lists for
+ *    the owned list (cache_owned), where no other allocation looks.  So two threads that
+ *    grow one cache at the same time never get buffers of one slab, and their blocks never
+ *    share a cache line.  A slab loses its owner, back to the list its count says, when its
+ *    owner takes its last free buffer (its next buffers come from another slab), when the
+ *    layer above gives it back (prd__slab_disown: the thread's exit, flush, a reap of its
+ *    caches; prd__slab_disown_except: every thread but the one that forked, in the fork
+ *    child), and at a reap of everything (prd__slab_reap with `all`); destroying the cache
+ *    destroys it with every other slab.  Frees are unchanged: any thread frees into any
+ *    slab, an owned one included, which stays owned (a free slab too: its owner allocates
+ *    from it next).  Memory: a thread owns at most one slab of a cache (the layer above
+ *    keeps one hint per cache and gives back any other, magazine.c cc_own_set), so at most
+ *    one slab per thread and cache is kept from the others and from reaps, and only while
+ *    the thread lives and uses the cache.  When no memory for a new slab can be had, an
+ *    allocation takes a buffer from any thread's owned slab rather than fail (memory before
+ *    separation), without taking the slab over.  With deferred buffers in the cache, the
+ *    latent slabs' choice (section 9) picks the slab an owner takes next, not the one it
+ *    takes from while it has one; the owned slab stays on the FIFO of latent slabs, whose
+ *    merges free its deferred buffers for its owner.  Only memory caches have owners: a NOTOUCH
+ *    cache's buffers are integers (no cache lines to share) and have no page-map entries.
+ *    The hint may be stale (the slab lost its owner, was emptied by frees, destroyed, its
+ *    memory reused) and is checked without reading what may be freed (slab_owned): the page
+ *    map first, under cache_lock; an entry of this cache there means a slab not yet
+ *    detached, because slab_detach clears the entries under the same lock (section 7), so
+ *    its prd_slab_t is live memory, read next (large layout: found through the hash); a
+ *    slab still being made has entries before it is on a list, but its slab_owner (NULL)
+ *    was written before the release store of its entries, which the page map's acquire load
+ *    pairs with.  The hint names the caller's slab when that slab says the caller owns it,
+ *    whatever became of the memory in between.  Everything else is under cache_lock.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -192,6 +232,7 @@ static prd__slab_oom_fn *_Atomic slab_oom_hook;   /* cache.c's out-of-memory pol
 static prd__slab_grow_fn *_Atomic slab_grow_hook; /* cache.c's growth reap (section 6) */
 static _Atomic uint64_t slab_grown;                /* bytes of user slabs made since it ran */
 static void slab_grown_by(const prd_cache_t *cp);
+static void slab_disown(prd_cache_t *cp, prd_slab_t *sp);
 
 /* The arena slabs come from.  The slab layer's own caches say NULL: the heap arena, looked
  * up when a slab is needed, so that they exist even if the heap's first creation failed. */
@@ -362,6 +403,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   sp->slab_chunks = cp->cache_chunks;
   sp->slab_color = (uint32_t)color;
   sp->slab_bucket = PRD_SLAB_ON_FREE;
+  sp->slab_owner = NULL;
   sp->slab_lat_n[0] = sp->slab_lat_n[1] = 0;
   sp->slab_lat_gp[0] = sp->slab_lat_gp[1] = 0;
   sp->slab_lat_list[0] = sp->slab_lat_list[1] = NULL;
@@ -418,8 +460,6 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 {
   char *base = sp->slab_base;
   prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* the dtor and the source touch it */
-  if (cp->cache_pm_tag != 0)   /* out of the page map while the memory is still this cache's */
-    prd__pm_slab_clear(base, cp->cache_slabsize);
   if (cp->cache_dtor != NULL && (cp->cache_flags & PRD_CF_SLABCTOR))
     for (prd_bufctl_t *bcp = sp->slab_head; bcp != NULL; bcp = slab_fl_step(cp, sp, bcp))
       cp->cache_dtor(prd__slab_bufctl_buf(cp, bcp), cp->cache_private);
@@ -437,10 +477,15 @@ static void slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
     prd_vmem_xfree(slab_src(cp), base, cp->cache_slabsize);
 }
 
-/* Takes a slab off its list and its bufctls out of the hash, for destruction (lock held). */
+/* Takes a slab off its list, out of the page map and its bufctls out of the hash, for
+ * destruction (lock held).  Out of the page map here, under the lock, while the memory is
+ * still this cache's: a page-map entry of the cache seen under cache_lock then means a slab
+ * not detached, whose prd_slab_t may be read (slab_owned, section 10). */
 static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
 {
   prd__slab_unlink(cp, sp);
+  if (cp->cache_pm_tag != 0)
+    prd__pm_slab_clear(sp->slab_base, cp->cache_slabsize);
   if (prd__slab_ndeferred(sp) != 0) {   /* destroyed with deferred buffers (destroy only) */
     prd__slab_link_remove(&sp->slab_lat_link);
     __atomic_store_n(&cp->cache_lat_slab_objs, cp->cache_lat_slab_objs - prd__slab_ndeferred(sp),
@@ -493,7 +538,7 @@ static bool cache_grow(prd_cache_t *cp)
   /* atomic store under cache_lock, as in slab_detach */
   __atomic_store_n(&cp->cache_bufs_total, cp->cache_bufs_total + sp->slab_chunks,
                    __ATOMIC_RELAXED);
-  uint64_t nslabs = cp->cache_nfull + cp->cache_npartial + cp->cache_nfree;
+  uint64_t nslabs = cp->cache_nfull + cp->cache_npartial + cp->cache_nfree + cp->cache_nowned;
   if (nslabs > cp->cache_slabs_peak)
     cp->cache_slabs_peak = nslabs;
   return true;
@@ -537,6 +582,9 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
   uint64_t now = prd__now_ns();
   prd_slab_link_t *chain = NULL;
   pthread_mutex_lock(&cp->cache_lock);
+  /* a reap of everything takes the threads' current slabs back too (section 10) */
+  while (all && !prd__slab_link_empty(&cp->cache_owned))
+    slab_disown(cp, prd__slab_of_link(cp->cache_owned.sl_next));
   uint64_t n = cp->cache_nfree;
   if (!all && ws != 0) {
     if (now - cp->cache_ws_start_ns >= ws) {
@@ -576,6 +624,81 @@ static void slab_grown_by(const prd_cache_t *cp)
     fn();
 }
 
+/* ---- thread-owned slabs (section 10) -------------------------------------------------------- */
+/* The slab of cp that holds address `hint` when the page map has it as a slab of cp and
+ * `owner` owns it, else NULL (cache_lock held).  The page map first: an entry of cp seen
+ * under cache_lock is a slab not yet detached (slab_detach clears it under the lock), whose
+ * prd_slab_t is live memory; a slab still being made (its entries set, not yet on a list) has
+ * slab_owner NULL, written before the release store of its entries that the acquire load of
+ * prd__pm_get pairs with.  So a stale hint never reads freed memory. */
+static prd_slab_t *slab_owned(prd_cache_t *cp, const void *hint, const void *owner)
+{
+  if (hint == NULL || cp->cache_pm_tag == 0)
+    return NULL;
+  uintptr_t e = prd__pm_get(hint);
+  if ((uint32_t)e != cp->cache_pm_tag)
+    return NULL;
+  prd_slab_t *sp;
+  if (cp->cache_flags & PRD_CF_HASH) {
+    prd_bufctl_t *bcp = prd__slab_hash_find(cp, (void *)prd__pm_first_of(e, (uintptr_t)hint));
+    if (bcp == NULL)   /* being made: not in the hash yet */
+      return NULL;
+    sp = bcp->bc_slab;
+  } else {
+    sp = prd__slab_small(cp, hint);
+  }
+  return sp->slab_owner == owner ? sp : NULL;
+}
+
+/* sp, partial or free and unowned, becomes owner's current slab (lock held). */
+static void slab_own(prd_cache_t *cp, prd_slab_t *sp, const void *owner)
+{
+  sp->slab_owner = owner;
+  prd__slab_relist(cp, sp);
+}
+
+/* sp loses its owner and goes to the list its count says (lock held). */
+static void slab_disown(prd_cache_t *cp, prd_slab_t *sp)
+{
+  sp->slab_owner = NULL;
+  prd__slab_relist(cp, sp);
+}
+
+/* An owned slab with a buffer to hand out, for an allocation that found no memory for a new
+ * slab (lock held): memory before the separation of threads. */
+static prd_slab_t *slab_pick_owned(prd_cache_t *cp)
+{
+  for (prd_slab_link_t *l = cp->cache_owned.sl_next; l != &cp->cache_owned; l = l->sl_next) {
+    prd_slab_t *sp = prd__slab_of_link(l);
+    if (sp->slab_head != NULL || sp->slab_fresh != NULL)
+      return sp;
+  }
+  return NULL;
+}
+
+void prd__slab_disown(prd_cache_t *cp, const void *owner, void *slab)
+{
+  if (slab == NULL || cp->cache_pm_tag == 0)
+    return;
+  pthread_mutex_lock(&cp->cache_lock);
+  prd_slab_t *sp = slab_owned(cp, slab, owner);
+  if (sp != NULL)
+    slab_disown(cp, sp);
+  pthread_mutex_unlock(&cp->cache_lock);
+}
+
+void prd__slab_disown_except(prd_cache_t *cp, const void *keep)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  for (prd_slab_link_t *l = cp->cache_owned.sl_next, *next; l != &cp->cache_owned; l = next) {
+    next = l->sl_next;   /* a slab given back leaves the list */
+    prd_slab_t *sp = prd__slab_of_link(l);
+    if (sp->slab_owner != keep)
+      slab_disown(cp, sp);
+  }
+  pthread_mutex_unlock(&cp->cache_lock);
+}
+
 /* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache; when the
  * source is out of memory, a user cache asks the out-of-memory hook (section 6) with the lock
  * dropped whether to try again.  Returns a slab with a free buffer with the lock held, or
@@ -589,6 +712,9 @@ static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
       return sp;
     if (cache_grow(cp))
       continue;
+    /* no memory for a slab: another thread's current slab rather than fail (section 10) */
+    if ((sp = slab_pick_owned(cp)) != NULL)
+      return sp;
     prd__slab_oom_fn *oom = atomic_load_explicit(&slab_oom_hook, memory_order_acquire);
     if (oom != NULL && !(cp->cache_flags & PRD_CF_INTERNAL)) {
       pthread_mutex_unlock(&cp->cache_lock);
@@ -608,24 +734,41 @@ static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
 /* Takes up to `want` buffers into out[] under one hold of cache_lock (a refill of an object
  * cache above takes many at once, seed 001 Algorithm 1 lines 15-25).  Buffers that need their
  * constructor get it after the lock is dropped; one whose constructor fails goes back.
- * Returns how many (at least 1), or 0 with errno ENOMEM. */
-size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
+ * Returns how many (at least 1), or 0 with errno ENOMEM.
+ * With an owner (section 10): from owner's current slab, *slabp, while it is one and has a
+ * buffer; else from a slab picked as without one, which becomes owner's current slab; a
+ * current slab that runs out of free buffers loses its owner.  *slabp is then owner's current
+ * slab, or NULL. */
+size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
+                           const void *owner, void **slabp)
 {
   size_t nc = 0, nf = 0;   /* constructed ones from the front of out[], fresh from the back */
   slab_fl_bad_t bad = { NULL, NULL, NULL };   /* a corrupt freelist word, reported unlocked */
   pthread_mutex_lock(&cp->cache_lock);
+  prd_slab_t *own = owner != NULL ? slab_owned(cp, *slabp, owner) : NULL;
   while (nc + nf < want) {
-    prd_slab_t *sp = slab_pick(cp);
-    if (prd_unlikely(sp == NULL)) {
-      /* a refill that has some buffers grows once more, never waits or fails */
-      if (nc + nf > 0) {
-        if (cache_grow(cp))
-          continue;
-        break;
+    prd_slab_t *sp = own;
+    if (sp == NULL) {
+      sp = slab_pick(cp);
+      if (prd_unlikely(sp == NULL)) {
+        /* a refill that has some buffers grows once more, never waits or fails */
+        if (nc + nf > 0) {
+          if (cache_grow(cp))
+            continue;
+          break;
+        }
+        sp = slab_alloc_miss(cp, flags);
+        if (sp == NULL) {
+          if (owner != NULL)
+            *slabp = NULL;
+          return 0;
+        }
       }
-      sp = slab_alloc_miss(cp, flags);
-      if (sp == NULL)
-        return 0;
+      /* a memory cache's (the page map finds it again); another's only when memory is out */
+      if (owner != NULL && sp->slab_owner == NULL && cp->cache_pm_tag != 0) {
+        slab_own(cp, sp, owner);
+        own = sp;
+      }
     }
     while (nc + nf < want && (sp->slab_head != NULL || sp->slab_fresh != NULL)) {
       prd_bufctl_t *bcp = sp->slab_head;
@@ -658,10 +801,17 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
       else
         out[want - 1 - nf++] = buf;
     }
-    prd__slab_relist(cp, sp);
+    if (sp == own && sp->slab_head == NULL && sp->slab_fresh == NULL) {
+      slab_disown(cp, sp);   /* drained: the next buffers come from another slab */
+      own = NULL;
+    } else {
+      prd__slab_relist(cp, sp);
+    }
   }
   cp->cache_allocs += nc + nf;
   cp->cache_bufs_inuse += nc + nf;
+  if (owner != NULL)
+    *slabp = own != NULL ? own->slab_base : NULL;
   pthread_mutex_unlock(&cp->cache_lock);
   if (prd_unlikely(bad.fb_buf != NULL))
     prd__error("cache %s: corrupt freelist word in free buffer %p of slab %p (it decodes to %p, "
@@ -708,6 +858,11 @@ size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
   if (nc == 0)
     errno = ENOMEM;
   return nc;
+}
+
+size_t prd__slab_alloc_bulk(prd_cache_t *cp, void **out, size_t want, int flags)
+{
+  return prd__slab_alloc_own(cp, out, want, flags, NULL, NULL);
 }
 
 void *prd__slab_alloc(prd_cache_t *cp, int flags)
@@ -1025,6 +1180,7 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
   link_init(&cp->cache_full);
   link_init(&cp->cache_latent);
   link_init(&cp->cache_free);
+  link_init(&cp->cache_owned);
   for (size_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     link_init(&cp->cache_partial[b]);
   cp->cache_ws_start_ns = prd__now_ns();
@@ -1193,7 +1349,7 @@ void prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->slab_creates = cp->cache_slab_creates;
   st->slab_destroys = cp->cache_slab_destroys;
   st->slabs_full = cp->cache_nfull;
-  st->slabs_partial = cp->cache_npartial;
+  st->slabs_partial = cp->cache_npartial + cp->cache_nowned;   /* current slabs: partial */
   st->slabs_free = cp->cache_nfree;
   st->slabs_peak = cp->cache_slabs_peak;
   st->bufs_inuse = cp->cache_bufs_inuse;
@@ -1219,7 +1375,8 @@ int prd__cache_check(prd_cache_t *cp)
     }                                                                                           \
   } while (0)
   pthread_mutex_lock(&cp->cache_lock);
-  uint64_t nfull = 0, npartial = 0, nfree = 0, inuse = 0, total = 0, hashed = 0, latent = 0;
+  uint64_t nfull = 0, npartial = 0, nfree = 0, nowned = 0, inuse = 0, total = 0, hashed = 0;
+  uint64_t latent = 0;
   for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
     CHECK_INV(prd__slab_link_empty(&cp->cache_partial[b]) ==
               !(cp->cache_partial_map & (1ull << b)));
@@ -1234,10 +1391,13 @@ int prd__cache_check(prd_cache_t *cp)
       CHECK_INV(prd__slab_target(cp, sp) == id);
       CHECK_INV(sp->slab_chunks == cp->cache_chunks);
       CHECK_INV(sp->slab_color <= cp->cache_maxcolor);
+      CHECK_INV((sp->slab_owner != NULL) == (id == PRD_SLAB_ON_OWNED));
       if (id == PRD_SLAB_ON_FULL)
         nfull++;
       else if (id == PRD_SLAB_ON_FREE)
         nfree++;
+      else if (id == PRD_SLAB_ON_OWNED)
+        nowned++;
       else
         npartial++;
       if (!(cp->cache_flags & PRD_CF_HASH))
@@ -1306,11 +1466,13 @@ int prd__cache_check(prd_cache_t *cp)
   CHECK_INV(latent_fifo == latent);
   CHECK_INV(npartial == cp->cache_npartial);
   CHECK_INV(nfree == cp->cache_nfree);
+  CHECK_INV(nowned == cp->cache_nowned);
+  CHECK_INV(nowned == 0 || cp->cache_pm_tag != 0);
   CHECK_INV(inuse == cp->cache_bufs_inuse);
   CHECK_INV(total == cp->cache_bufs_total);
   CHECK_INV(cp->cache_allocs - cp->cache_frees == cp->cache_bufs_inuse);
-  CHECK_INV(cp->cache_slab_creates - cp->cache_slab_destroys == nfull + npartial + nfree);
-  CHECK_INV(nfull + npartial + nfree <= cp->cache_slabs_peak);
+  CHECK_INV(cp->cache_slab_creates - cp->cache_slab_destroys == nfull + npartial + nfree + nowned);
+  CHECK_INV(nfull + npartial + nfree + nowned <= cp->cache_slabs_peak);
   CHECK_INV(cp->cache_free_min <= nfree);
   if (cp->cache_flags & PRD_CF_HASH) {
     CHECK_INV(hashed == cp->cache_hash_count);

@@ -43,9 +43,12 @@ static inline uint32_t prd__slab_ndeferred(const prd_slab_t *sp)
 
 /* The list a slab belongs on, from its reference count (slab.c section 3).  Deferred buffers
  * count as free already (slab.c section 9, slab pre-movement): a full slab with a deferred
- * buffer is partial, a slab whose every allocated buffer is deferred is on the free list. */
+ * buffer is partial, a slab whose every allocated buffer is deferred is on the free list.
+ * A thread's current slab stays on the owned list whatever its count (slab.c section 10). */
 static inline uint32_t prd__slab_target(const prd_cache_t *cp, const prd_slab_t *sp)
 {
+  if (sp->slab_owner != NULL)
+    return PRD_SLAB_ON_OWNED;
   uint32_t live = sp->slab_refcnt - prd__slab_ndeferred(sp);
   uint32_t nfree = sp->slab_chunks - live;
   if (nfree == 0)
@@ -61,14 +64,17 @@ static inline prd_slab_link_t *prd__slab_list(prd_cache_t *cp, uint32_t b)
     return &cp->cache_full;
   if (b == PRD_SLAB_ON_FREE)
     return &cp->cache_free;
+  if (b == PRD_SLAB_ON_OWNED)
+    return &cp->cache_owned;
   return &cp->cache_partial[b];
 }
 
 /* Every list of a cache, for walks: index i in [0, PRD_SLAB_NLISTS) -> list id. */
-#define PRD_SLAB_NLISTS (PRD_SLAB_BUCKETS + 2)
+#define PRD_SLAB_NLISTS (PRD_SLAB_BUCKETS + 3)
 static inline uint32_t prd__slab_list_id(size_t i)
 {
-  return i == 0 ? PRD_SLAB_ON_FULL : i == 1 ? PRD_SLAB_ON_FREE : (uint32_t)(i - 2);
+  return i == 0 ? PRD_SLAB_ON_FULL : i == 1 ? PRD_SLAB_ON_FREE
+                                   : i == 2 ? PRD_SLAB_ON_OWNED : (uint32_t)(i - 3);
 }
 
 static inline void prd__slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
@@ -81,6 +87,8 @@ static inline void prd__slab_unlink(prd_cache_t *cp, prd_slab_t *sp)
     cp->cache_nfree--;
     if (cp->cache_nfree < cp->cache_free_min)   /* the working set grew (slab.c section 6) */
       cp->cache_free_min = cp->cache_nfree;
+  } else if (b == PRD_SLAB_ON_OWNED) {
+    cp->cache_nowned--;
   } else {
     cp->cache_npartial--;
     if (prd__slab_link_empty(&cp->cache_partial[b]))
@@ -101,6 +109,8 @@ static inline void prd__slab_list_add(prd_cache_t *cp, prd_slab_t *sp, uint32_t 
     cp->cache_nfull++;
   } else if (b == PRD_SLAB_ON_FREE) {
     cp->cache_nfree++;
+  } else if (b == PRD_SLAB_ON_OWNED) {
+    cp->cache_nowned++;
   } else {
     cp->cache_npartial++;
     cp->cache_partial_map |= 1ull << b;

@@ -165,6 +165,8 @@ struct prd_slab {
   uint32_t slab_chunks;          /* buffers in the slab */
   uint32_t slab_color;           /* offset of the first buffer from slab_base */
   uint32_t slab_bucket;          /* the list it is on: PRD_SLAB_ON_* or a partial bucket */
+  const void *slab_owner;        /* the thread record whose current slab it is (slab.c section
+                                  * 10), NULL: none; under cache_lock */
   /* the latent slab (seed 001 §4.1, defer.c): deferred buffers of this slab, still counted in
    * slab_refcnt, in at most two generations, each tagged with one grace-period state; they
    * are recorded outside the buffers (readers may still read them): a bitmap before the
@@ -174,6 +176,7 @@ struct prd_slab {
   prd_gp_t slab_lat_gp[2];       /* generation g's grace-period state */
   prd_bufctl_t *slab_lat_list[2];/* large layout: generation g through bc_next */
 };
+#define PRD_SLAB_ON_OWNED 0xfffffffdu
 #define PRD_SLAB_ON_FULL 0xfffffffeu
 #define PRD_SLAB_ON_FREE 0xffffffffu
 
@@ -297,6 +300,9 @@ typedef struct prd_cpu_cache {
   uint64_t cc_pf_ops;            /* allocation hits at the last pre-flush (rate, defer.c §6) */
   uint64_t cc_pf_defers;         /* deferrals at the last pre-flush */
   _Atomic uint64_t cc_pcnt[PRD_PC_NCOUNTERS];
+  /* -- the thread's current slab of this cache (magazine.c section 3, slab.c section 10): a
+   * hint, checked by the slab layer under cache_lock; under tc_lock */
+  void *cc_own;
 } prd_cpu_cache_t;
 
 /* One thread's CPU caches, indexed by cache_magid; on the thread registry. */
@@ -355,6 +361,7 @@ struct prd_cache {
   size_t cache_color;            /* the next slab's color */
   prd_slab_link_t cache_full;
   prd_slab_link_t cache_free;    /* newest first: the tail is the least recently used */
+  prd_slab_link_t cache_owned;   /* slabs a thread allocates from alone (slab.c section 10) */
   uint64_t cache_free_min;       /* fewest free slabs during this working-set interval */
   uint64_t cache_ws_reapable;    /* free slabs outside the working set of the last interval */
   uint64_t cache_ws_start_ns;    /* when the current interval began */
@@ -367,6 +374,7 @@ struct prd_cache {
   uint64_t cache_allocs, cache_frees, cache_alloc_fails;
   uint64_t cache_slab_creates, cache_slab_destroys;
   uint64_t cache_nfull, cache_npartial, cache_nfree, cache_slabs_peak;
+  uint64_t cache_nowned;         /* on cache_owned */
   uint64_t cache_bufs_inuse, cache_bufs_total;
 
   /* -- the layers above the slab layer (magazine.c, defer.c) add their fields here ------- */

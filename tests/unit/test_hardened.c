@@ -80,6 +80,8 @@ static void malloc_corrupt_child(void *arg)
   if (cp == NULL || cp->cache_fl_key == 0)
     _exit(2);
   char *a = prd_malloc(96), *b = prd_malloc(96);
+  prd_thread_flush();   /* gives back the thread's slab (slab.c section 10): the plain
+                         * allocations below take from it */
   void *bufs[2] = { b, a };
   prd__slab_free_bulk(cp, bufs, 2);   /* straight to the slab: a, then b, on its freelist */
   uintptr_t wild = WILD;
