@@ -118,7 +118,10 @@
  *    cache being the magazine layer, its hits are the magazine layer's, for every cache (the
  *    call_rcu baseline's too, as Fig. 7 sets SLUB's beside Prudence's): oc_misses =
  *    allocations that reached the slab layer (mag_slab_allocs), oc_hits = mag_allocs -
- *    oc_misses; churns = min(refills, flushes) of Prudence's refills and flushes.  Objects: oc_objs =
+ *    oc_misses; churns = min(refills, flushes) of Prudence's refills and flushes (oc_churns),
+ *    and for every mode of the magazine layer's exchanges with the slab layer (slab_oc_churns,
+ *    counted in magazine.c: the baseline has no Prudence refills to count).  Inline waits by
+ *    kind: latent_cap_waits, depot_gp_waits, oom_gp_waits, summed in gp_waits.  Objects: oc_objs =
  *    the loaded magazines of CPU caches with latent generations, thread_cache_objs = every
  *    other magazine round of the threads, latent_cache_objs = the latent generations,
  *    latent_depot_objs = the depot's latent magazines, so bufs_inuse = user + oc_objs +
