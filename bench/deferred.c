@@ -144,29 +144,65 @@ static inline void mode_guard(struct mode_ctx *mc, long i)
   }
 }
 
-/* The mode's §5 metrics as JSON fields (prd caches; the call_rcu-on-malloc modes have none). */
-static void mode_metrics_json(struct mode_ctx *mc, char *buf, size_t len)
+/* The mode's §5 metrics as JSON fields, each counted the same way for every mode that has a
+ * prd cache (docs/benchmarks.md, "How the paper's metrics are counted"): hits (Fig. 7) are the
+ * magazine layer's; churns (Fig. 8) are refill/flush pairs between the magazine layer and the
+ * slab layer (slab_oc_churns: Prudence's own oc_churns counts only its refills and flushes,
+ * so the call_rcu baseline would show 0); slab churns (Fig. 9) and peak slabs (Fig. 10) are
+ * the slab layer's; total fragmentation (Fig. 11) is the cache's slab memory over the objects
+ * the application holds (`held`, given by the benchmark), as the paper's f_t, not over the
+ * slab layer's in-use count, which includes objects parked in magazines and deferred objects
+ * (that figure is slab_total_frag); with nothing held f_t is undefined: null.  The process's
+ * grace periods (prd_rcu_stats) for every mode, the call_rcu-on-malloc ones too (they use
+ * prd_call_rcu); urcu's own grace periods are liburcu's and not counted here. */
+static void mode_metrics_json(struct mode_ctx *mc, uint64_t held, char *buf, size_t len)
 {
-  if (mc->mc_cache == NULL) {
-    snprintf(buf, len, "\"backlog_waits\":%ld", atomic_load(&mc->mc_backlog_waits));
+  int n = snprintf(buf, len, "\"backlog_waits\":%ld", atomic_load(&mc->mc_backlog_waits));
+  if (mc->mc_mode == M_URCU || n < 0 || (size_t)n >= len)
+    return;   /* liburcu's grace periods: not this library's to count */
+  prd_rcu_stats_t gs;
+  memset(&gs, 0, sizeof(gs));
+  gs.size = sizeof(gs);
+  (void)prd_rcu_stats(&gs);
+  n += snprintf(buf + n, len - (size_t)n,
+                ",\"gp_requests\":%llu,\"gp_completed\":%llu,"
+                "\"gp_by_driver\":%llu,\"gp_ms\":%.1f,\"gp_inline_waits\":%llu,"
+                "\"gp_inline_timeouts\":%llu,\"membarriers\":%llu,\"app_objs\":%llu",
+                (unsigned long long)gs.gp_requests,
+                (unsigned long long)gs.gp_completed, (unsigned long long)gs.gp_by_driver,
+                (double)gs.gp_ns / 1e6, (unsigned long long)gs.gp_inline_waits,
+                (unsigned long long)gs.gp_inline_timeouts, (unsigned long long)gs.membarriers,
+                (unsigned long long)held);
+  if (mc->mc_cache == NULL || n < 0 || (size_t)n >= len)
     return;
-  }
   prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
   prd_cache_stats(mc->mc_cache, &st);
-  snprintf(buf, len,
-           "\"backlog_waits\":%ld,\"oc_hit_pct\":%.2f,\"oc_churns\":%llu,\"oc_refills\":%llu,"
-           "\"oc_flushes\":%llu,\"slab_churns\":%llu,\"slabs_peak\":%llu,\"total_frag\":%.3f,"
+  char frag[32];
+  if (held > 0)
+    snprintf(frag, sizeof(frag), "%.3f",
+             (double)st.slab_bytes / ((double)held * (double)st.buf_size));
+  else
+    snprintf(frag, sizeof(frag), "null");
+  snprintf(buf + n, len - (size_t)n,
+           ",\"oc_hit_pct\":%.2f,\"slab_oc_churns\":%llu,\"slab_refills\":%llu,"
+           "\"slab_flushes\":%llu,\"oc_churns\":%llu,\"oc_refills\":%llu,"
+           "\"oc_flushes\":%llu,\"slab_churns\":%llu,\"slabs_peak\":%llu,\"total_frag\":%s,"
+           "\"slab_total_frag\":%.3f,\"slab_bytes\":%llu,"
            "\"latent_merges\":%llu,\"partial_refills\":%llu,\"preflush_moves\":%llu,"
            "\"slab_premoves\":%llu,\"deferred_frees\":%llu,\"latent_depot_moves\":%llu,"
-           "\"latent_cap_waits\":%llu,\"oom_gp_waits\":%llu",
-           atomic_load(&mc->mc_backlog_waits), st.oc_hit_pct,
+           "\"gp_waits\":%llu,\"latent_cap_waits\":%llu,\"depot_gp_waits\":%llu,"
+           "\"oom_gp_waits\":%llu",
+           st.oc_hit_pct, (unsigned long long)st.slab_oc_churns,
+           (unsigned long long)st.slab_refills, (unsigned long long)st.slab_flushes,
            (unsigned long long)st.oc_churns, (unsigned long long)st.oc_refills,
            (unsigned long long)st.oc_flushes, (unsigned long long)st.slab_churns,
-           (unsigned long long)st.slabs_peak, st.total_frag,
+           (unsigned long long)st.slabs_peak, frag, st.total_frag,
+           (unsigned long long)st.slab_bytes,
            (unsigned long long)st.latent_merges, (unsigned long long)st.partial_refills,
            (unsigned long long)st.preflush_moves, (unsigned long long)st.slab_premoves,
            (unsigned long long)st.deferred_frees, (unsigned long long)st.latent_depot_moves,
-           (unsigned long long)st.latent_cap_waits, (unsigned long long)st.oom_gp_waits);
+           (unsigned long long)st.gp_waits, (unsigned long long)st.latent_cap_waits,
+           (unsigned long long)st.depot_gp_waits, (unsigned long long)st.oom_gp_waits);
 }
 
 static bool mode_available(int mode)
@@ -297,8 +333,8 @@ static void pairs_child(void *arg, char *out, size_t len)
   uint64_t t1 = bench_now_ns();
   mode_drain(&mc);
   uint64_t t2 = bench_now_ns();
-  char metrics[1024];
-  mode_metrics_json(&mc, metrics, sizeof(metrics));
+  char metrics[2048];
+  mode_metrics_json(&mc, 0, metrics, sizeof(metrics));   /* every object deferred: none held */
   double secs = (double)(t1 - t0) / 1e9;
   snprintf(out, len,
            "{\"bench\":\"deferred\",\"mode\":\"%s\",\"size\":%zu,\"threads\":%d,"
@@ -424,7 +460,8 @@ static int deferred_main(int argc, char **argv)
     }
   }
   if (!bc.bc_json) {
-    printf("  metrics of the last round (prudence | oblivious):\n");
+    printf("  metrics of the last round (prudence | oblivious; docs/benchmarks.md says how "
+           "each is counted):\n");
     for (size_t s = 0; s < nsizes; s++) {
       if (!(modes & 1u << M_PRUDENCE) || !(modes & 1u << M_OBLIVIOUS))
         break;
@@ -432,14 +469,33 @@ static int deferred_main(int argc, char **argv)
              "%7.0f  peak slabs %6.0f | %6.0f  peak RSS MB %6.1f | %6.1f\n", sizes[s],
              json_num(last[s][M_PRUDENCE], "oc_hit_pct"),
              json_num(last[s][M_OBLIVIOUS], "oc_hit_pct"),
-             json_num(last[s][M_PRUDENCE], "oc_churns"),
-             json_num(last[s][M_OBLIVIOUS], "oc_churns"),
+             json_num(last[s][M_PRUDENCE], "slab_oc_churns"),
+             json_num(last[s][M_OBLIVIOUS], "slab_oc_churns"),
              json_num(last[s][M_PRUDENCE], "slab_churns"),
              json_num(last[s][M_OBLIVIOUS], "slab_churns"),
              json_num(last[s][M_PRUDENCE], "slabs_peak"),
              json_num(last[s][M_OBLIVIOUS], "slabs_peak"),
              json_num(last[s][M_PRUDENCE], "peak_rss_kb") / 1024,
              json_num(last[s][M_OBLIVIOUS], "peak_rss_kb") / 1024);
+    }
+    printf("  grace periods of the last round, per mode: completed per second of the loop, "
+           "inline waits per pair (total fragmentation: none, the benchmark holds no "
+           "object at the end)\n");
+    for (size_t s = 0; s < nsizes; s++) {
+      printf("  %6zu", sizes[s]);
+      for (int m = 0; m < M_COUNT; m++) {
+        if (!(modes & (1u << m)) || !mode_available(m) || last[s][m][0] == '\0' ||
+            json_num(last[s][m], "gp_completed") < 0)   /* urcu: liburcu's own */
+          continue;
+        double pairs_s = json_num(last[s][m], "pairs_s");
+        double secs = pairs_s > 0 ? json_num(last[s][m], "pairs_per_thread") *
+                                        json_num(last[s][m], "threads") / pairs_s : 0;
+        double pairs_all = pairs_s * secs;
+        printf("  %s %7.0f gp/s %.5f waits/pair", mode_names[m],
+               secs > 0 ? json_num(last[s][m], "gp_completed") / secs : 0,
+               pairs_all > 0 ? json_num(last[s][m], "gp_inline_waits") / pairs_all : 0);
+      }
+      printf("\n");
     }
   }
   printf("{\"bench\":\"deferred\",\"summary\":true,\"min_ratio_vs_oblivious\":%.3f,"
@@ -562,8 +618,8 @@ static void end_child(void *arg, char *out, size_t len)
   for (long k = nsamples - tenth; k < nsamples; k++)
     b += (double)rss[k];
   double growth = a > 0 ? b / a : 0;
-  char metrics[1024];
-  mode_metrics_json(&mc, metrics, sizeof(metrics));
+  char metrics[2048];
+  mode_metrics_json(&mc, (uint64_t)nt * END_NODES, metrics, sizeof(metrics));   /* the lists */
   size_t n = (size_t)snprintf(out, len,
                               "{\"bench\":\"endurance\",\"mode\":\"%s\",\"threads\":%d,"
                               "\"seconds\":%g,\"updates\":%ld,\"rss_growth\":%.4f,"
@@ -731,6 +787,17 @@ static void *hash_thread_main(void *p)
   return NULL;
 }
 
+/* Entries in the table (its threads joined): the objects the application holds. */
+static uint64_t hash_entries(void)
+{
+  uint64_t n = 0;
+  for (int b = 0; b < HASH_BUCKETS; b++)
+    for (struct hentry *e = atomic_load_explicit(&hash_table.rh_bucket[b], memory_order_acquire);
+         e != NULL; e = atomic_load_explicit(&e->he_next, memory_order_relaxed))
+      n++;
+  return n;
+}
+
 static void hash_child(void *arg, char *out, size_t len)
 {
   struct hash_arg *ha = arg;
@@ -757,8 +824,8 @@ static void hash_child(void *arg, char *out, size_t len)
     ops += ht[t].ht_ops;
   }
   uint64_t t1 = bench_now_ns();
-  char metrics[1024];
-  mode_metrics_json(&mc, metrics, sizeof(metrics));
+  char metrics[2048];
+  mode_metrics_json(&mc, hash_entries(), metrics, sizeof(metrics));
   snprintf(out, len, "{\"bench\":\"rcuhash\",\"mode\":\"%s\",\"threads\":%d,\"ops_s\":%.0f,"
            "\"peak_rss_kb\":%ld,%s}", mode_names[ha->ha_mode], nt,
            (double)ops / ((double)(t1 - t0) / 1e9), bench_peak_rss_kb(), metrics);

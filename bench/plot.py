@@ -3,6 +3,8 @@
 
   /usr/bin/python3 bench/plot.py out/            every out/*.json -> out/<name>.png
   /usr/bin/python3 bench/plot.py a.json -o dir   chosen files, PNGs into dir
+  /usr/bin/python3 bench/plot.py a.json --table  the tables of the same figures (make demo),
+                                                 no PNG (and no matplotlib needed)
 
 `make bench` runs it after `prd-bench all --json --out out`.  Each benchmark writes one JSON
 object per measured point (and a summary object, which the plots quote in their titles); a
@@ -16,9 +18,12 @@ import json
 import os
 import sys
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+except ImportError:   # --table needs no matplotlib
+    plt = None
 
 
 def load(paths):
@@ -234,22 +239,105 @@ def _median(vals):
     return 0 if n == 0 else (vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2)
 
 
+# Figs. 7-11 as prd-bench deferred writes them (bench/deferred.c mode_metrics_json;
+# docs/benchmarks.md says how each is counted, the same way for every mode).
+DEFERRED_METRICS = [("oc_hit_pct", "object-cache hits % (Fig. 7)"),
+                    ("slab_oc_churns", "object-cache churns (Fig. 8)"),
+                    ("slab_churns", "slab churns (Fig. 9)"),
+                    ("slabs_peak", "peak slabs (Fig. 10)"),
+                    ("total_frag", "total fragmentation (Fig. 11)")]
+
+
+def deferred_figures(objs):
+    """The figures that both the plots and the table show, from one set of runs: sizes, the
+    modes present, and {(mode, size): {key: median over the rounds}} for pairs/s, peak RSS,
+    grace periods per second of the loop, the allocator's inline waits per pair and the
+    metrics (None where undefined: total fragmentation with no object held)."""
+    pts = [o for o in objs if "mode" in o]
+    sizes = sorted({o["size"] for o in pts})
+    modes = [m for m in ("prudence", "oblivious", "malloc", "urcu")
+             if any(o["mode"] == m for o in pts)] + \
+        sorted({o["mode"] for o in pts} - {"prudence", "oblivious", "malloc", "urcu"})
+    fig = {}
+    for m in modes:
+        for z in sizes:
+            runs = [o for o in pts if o["mode"] == m and o["size"] == z]
+            if not runs:
+                continue
+            f = {}
+
+            def med(fn):
+                vals = [v for v in (fn(o) for o in runs) if v is not None]
+                return _median(vals) if vals else None
+
+            def secs(o):
+                return o["pairs_per_thread"] * o["threads"] / o["pairs_s"] if o.get("pairs_s") else 0
+
+            f["pairs_s"] = med(lambda o: o["pairs_s"])
+            f["peak_rss_kb"] = med(lambda o: o.get("peak_rss_kb"))
+            f["gp_s"] = med(lambda o: o["gp_completed"] / secs(o)
+                            if "gp_completed" in o and secs(o) > 0 else None)
+            f["waits_pair"] = med(lambda o: o["gp_inline_waits"] / (o["pairs_per_thread"] * o["threads"])
+                                  if "gp_inline_waits" in o else None)
+            for key, _ in DEFERRED_METRICS:
+                f[key] = med(lambda o, k=key: o.get(k))
+            fig[(m, z)] = f
+    return sizes, modes, fig
+
+
+def _cell(v, fmt):
+    return "-" if v is None else fmt % v
+
+
+def print_deferred(objs, out):
+    """The table of the same figures the PNGs plot (make demo)."""
+    sizes, modes, fig = deferred_figures(objs)
+    if not sizes:
+        return
+    s = summary(objs)
+    rounds = max(len([o for o in objs if o.get("mode") == modes[0] and o.get("size") == z])
+                 for z in sizes)
+    out.write("deferred (seed 001 Fig. 6): Mpairs/s, median of %d rounds\n" % rounds)
+    out.write("  %6s" % "size" + "".join(" %11s" % m for m in modes) + "\n")
+    for z in sizes:
+        mp = [(fig.get((m, z)) or {}).get("pairs_s") for m in modes]
+        out.write("  %6d" % z + "".join(" %11s" % _cell(None if v is None else v / 1e6, "%.2f")
+                                        for v in mp) + "\n")
+    out.write("  prudence over oblivious: min %.2f, at 4096 %.2f; over malloc + call_rcu: min %.2f\n"
+              % (s.get("min_ratio_vs_oblivious", 0), s.get("ratio_vs_oblivious_4096", 0),
+                 s.get("min_ratio_vs_malloc_callrcu", 0)))
+    out.write("  grace periods per second of the loop / inline grace-period waits per pair:\n")
+    for z in sizes:
+        out.write("  %6d" % z + "".join(
+            "  %s %s / %s" % (m, _cell((fig.get((m, z)) or {}).get("gp_s"), "%.0f"),
+                             _cell((fig.get((m, z)) or {}).get("waits_pair"), "%.5f"))
+            for m in modes) + "\n")
+    shown = [m for m in ("prudence", "oblivious") if m in modes]
+    out.write("  Figs. 7-11 (%s; total fragmentation '-': no object held at the end):\n"
+              % " | ".join(shown))
+    for z in sizes:
+        cells = []
+        for key, title in DEFERRED_METRICS:
+            cells.append("%s %s" % (key, " | ".join(
+                _cell((fig.get((m, z)) or {}).get(key), "%.1f") for m in shown)))
+        peak = " | ".join(_cell(((fig.get((m, z)) or {}).get("peak_rss_kb") or 0) / 1024, "%.1f")
+                          for m in shown)
+        out.write("  %6d %s  peak RSS MB %s\n" % (z, "  ".join(cells), peak))
+
+
 def plot_deferred(objs, outdir, written):
     """Fig. 6: pairs/s by size, a bar per mode (medians of the rounds); Figs. 7-11: the
     object-cache hits, object-cache churns, slab churns, peak slabs and total fragmentation
-    of the prudence and oblivious caches by size."""
-    pts = [o for o in objs if "mode" in o]
-    if not pts:
+    of the prudence and oblivious caches by size.  The figures are deferred_figures', which
+    print_deferred prints."""
+    sizes, modes, figs = deferred_figures(objs)
+    if not sizes:
         return
-    sizes = sorted({o["size"] for o in pts})
-    modes = [m for m in ("prudence", "oblivious", "malloc", "urcu")
-             if any(o["mode"] == m for o in pts)]
     s = summary(objs)
     fig, ax = plt.subplots(figsize=(9, 4.5))
     w = 0.8 / max(1, len(modes))
     for k, m in enumerate(modes):
-        vals = [_median([o["pairs_s"] / 1e6 for o in pts if o["mode"] == m and o["size"] == z])
-                for z in sizes]
+        vals = [((figs.get((m, z)) or {}).get("pairs_s") or 0) / 1e6 for z in sizes]
         ax.bar([i + (k - (len(modes) - 1) / 2) * w for i in range(len(sizes))], vals, width=w,
                label=m)
     ax.set_xticks(range(len(sizes)))
@@ -264,16 +352,16 @@ def plot_deferred(objs, outdir, written):
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     save(fig, outdir, "deferred", written)
-    metrics = [("oc_hit_pct", "object-cache hits % (Fig. 7)"),
-               ("oc_churns", "object-cache churns (Fig. 8)"),
-               ("slab_churns", "slab churns (Fig. 9)"),
-               ("slabs_peak", "peak slabs (Fig. 10)"),
-               ("total_frag", "total fragmentation (Fig. 11)")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 4), squeeze=False)
-    for ax, (key, title) in zip(axes[0], metrics):
+    fig, axes = plt.subplots(1, len(DEFERRED_METRICS), figsize=(4 * len(DEFERRED_METRICS), 4),
+                             squeeze=False)
+    for ax, (key, title) in zip(axes[0], DEFERRED_METRICS):
+        vals_by_mode = {m: [(figs.get((m, z)) or {}).get(key) for z in sizes]
+                        for m in ("prudence", "oblivious")}
+        if all(v is None for vals in vals_by_mode.values() for v in vals):
+            ax.text(0.5, 0.5, "undefined: the benchmark\nholds no object at the end",
+                    ha="center", va="center", transform=ax.transAxes, fontsize=8)
         for k, m in enumerate(("prudence", "oblivious")):
-            vals = [_median([o.get(key, 0) for o in pts if o["mode"] == m and o["size"] == z])
-                    for z in sizes]
+            vals = [0 if v is None else v for v in vals_by_mode[m]]
             ax.bar([i + (k - 0.5) * 0.4 for i in range(len(sizes))], vals, width=0.4, label=m)
         ax.set_xticks(range(len(sizes)))
         ax.set_xticklabels([str(z) for z in sizes], rotation=45, fontsize=7)
@@ -281,6 +369,15 @@ def plot_deferred(objs, outdir, written):
         ax.legend(fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
     save(fig, outdir, "deferred-metrics", written)
+
+
+def print_endurance(objs, out):
+    """The endurance lines of the same runs the plot draws (make demo)."""
+    for o in objs:
+        if "mode" in o:
+            out.write("  %-10s RSS growth %6.3f  peak %7.1f MiB  updates/s %10.0f  total frag %s\n" % (
+                o["mode"], o["rss_growth"], o["peak_rss_kb"] / 1024, o["updates"] / o["seconds"],
+                _cell(o.get("total_frag"), "%.3f")))
 
 
 def plot_endurance(objs, outdir, written):
@@ -398,10 +495,16 @@ PLOTTERS = {"vmem": plot_vmem, "slab": plot_slab, "rcu": plot_rcu, "cache": plot
             "threads": plot_threads}
 
 
+PRINTERS = {"deferred": print_deferred, "endurance": print_endurance}
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description="prd-bench JSON lines -> PNG")
     ap.add_argument("inputs", nargs="+", help="a directory of *.json, or JSON files")
     ap.add_argument("-o", "--outdir", help="where the PNGs go (default: beside the input)")
+    ap.add_argument("--table", action="store_true",
+                    help="print the tables of the kinds that have one (deferred, endurance) "
+                         "from the same figures the plots draw, and write no PNG")
     args = ap.parse_args(argv)
     paths = []
     for p in args.inputs:
@@ -412,6 +515,14 @@ def main(argv):
     kinds = load(paths)
     if not kinds:
         sys.stderr.write("plot.py: no prd-bench JSON in %s\n" % ", ".join(args.inputs))
+        return 1
+    if args.table:
+        for kind, objs in sorted(kinds.items()):
+            if kind in PRINTERS:
+                PRINTERS[kind](objs, sys.stdout)
+        return 0
+    if plt is None:
+        sys.stderr.write("plot.py: matplotlib is missing (Debian's python3-matplotlib)\n")
         return 1
     written = []
     for kind, objs in sorted(kinds.items()):

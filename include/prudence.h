@@ -174,7 +174,7 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
  * st->version = PRD_CACHE_STATS_VERSION (PRD_CACHE_STATS_INIT does both); the library fills
  * the fields that both sides know.  The fields come from one list, so that every printer and
  * the JSON writer stay in step with the struct.  Later layers append fields. */
-#define PRD_CACHE_STATS_VERSION 1
+#define PRD_CACHE_STATS_VERSION 2
 #define PRD_CACHE_NAME_MAX 32
 /* X(kind, name, meaning); kind STR (char[PRD_CACHE_NAME_MAX]), U64, F64 */
 #define PRD_CACHE_STATS_FIELDS(X)                                                               \
@@ -223,7 +223,7 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, frag_skips, "refill choices that passed over a mostly deferred slab (Fig. 5)")       \
   X(U64, oom_gp_waits, "bounded polls for a grace period instead of failing (lines 31-32)") \
   X(U64, latent_cap_waits,                                                                      \
-    "refills that polled for a grace period: defer_latent_max_kb, or the depot's latent magazines at half defer_depot_kb (3.4)") \
+    "refills that polled for a grace period past defer_latent_max_kb of latent-slab objects (3.4)") \
   X(U64, mag_size, "rounds per new magazine now (0: no magazine layer)")                        \
   X(U64, mag_allocs, "allocations through the magazine layer (hits and depot visits)")         \
   X(U64, mag_frees, "frees through the magazine layer (hits and depot visits)")                 \
@@ -244,7 +244,13 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(F64, cpu_alloc_miss_rate, "allocs that needed the depot / allocs (seed 003 4.4)")           \
   X(F64, cpu_free_miss_rate, "frees that needed the depot / frees (seed 003 4.4)")              \
   X(F64, depot_alloc_miss_rate, "depot alloc visits with no full magazine / visits")            \
-  X(F64, depot_free_miss_rate, "depot free visits with no empty magazine / visits")
+  X(F64, depot_free_miss_rate, "depot free visits with no empty magazine / visits")           \
+  X(U64, depot_gp_waits,                                                                        \
+    "allocation misses that polled for the depot's oldest latent magazine (defer_depot_kb, 3.4)") \
+  X(U64, gp_waits, "inline grace-period polls: latent_cap_waits + oom_gp_waits + depot_gp_waits") \
+  X(U64, slab_refills, "object-cache refills from the slab layer, every mode (Fig. 8)")       \
+  X(U64, slab_flushes, "object-cache flushes of buffers to the slab layer, every mode (Fig. 8)") \
+  X(U64, slab_oc_churns, "refill/flush pairs with the slab layer: min(slab_refills, slab_flushes)")
 
 #define PRD__CS_STR(n) char n[PRD_CACHE_NAME_MAX]
 #define PRD__CS_U64(n) uint64_t n
@@ -291,6 +297,35 @@ PRD_API prd_gp_t prd_rcu_get_state(void);        /* the grace period that must e
 PRD_API bool     prd_rcu_poll_state(prd_gp_t s); /* has it ended? a single load in the common case */
 PRD_API void     prd_rcu_request_gp(prd_gp_t s); /* ask the driver to make it end soon (async) */
 PRD_API void     prd_rcu_wait_state(prd_gp_t s); /* block until it has ended */
+
+/* Grace-period statistics of the process, versioned as prd_vmem_stats_t: counted on the
+ * slow paths only (a request that raises the requested state, a grace period's start and
+ * end, a wait), never on a read-side section, a poll or a request already made.
+ *   X(field, meaning) */
+#define PRD_RCU_STATS(X)                                                                    \
+  X(gp_requests,     "requests that raised the requested state (request_gp, expedited, waits)") \
+  X(gp_expedited,    "requests that raised the expedited state (no pacing until reached)")  \
+  X(gp_completed,    "grace periods completed")                                             \
+  X(gp_by_driver,    "of which the driver thread ran (the rest: callers, inline)")          \
+  X(gp_ns,           "nanoseconds from the start to the end of the completed grace periods") \
+  X(gp_syncs,        "prd_synchronize_rcu calls that found their state not reached")       \
+  X(gp_blocking_waits, "blocking waits (prd_rcu_wait_state, call_rcu, cache destroy)")      \
+  X(gp_inline_waits, "the allocator's bounded waits (rcu.c 9) that found the state not reached") \
+  X(gp_inline_timeouts, "of which ran out before the grace period ended")                   \
+  X(membarriers,     "membarrier(PRIVATE_EXPEDITED) calls: the grace periods' (W1), (W2) (rcu.c 3)")
+
+#define PRD_RCU_STATS_VERSION 1
+typedef struct prd_rcu_stats_s {
+  size_t   size;     /* set by the caller to sizeof(prd_rcu_stats_t); nothing past it is written */
+  uint32_t version;  /* set by prd_rcu_stats to PRD_RCU_STATS_VERSION */
+#define PRD__RCU_STAT_FIELD(name, doc) uint64_t name;
+  PRD_RCU_STATS(PRD__RCU_STAT_FIELD)
+#undef PRD__RCU_STAT_FIELD
+} prd_rcu_stats_t;
+/* Fills *st (up to st->size bytes) with the process's grace-period counters (each read on its
+ * own, relaxed: not one instant).  Returns 0, or -1 with errno EINVAL (NULL, st->size too
+ * small for the header). */
+PRD_API int prd_rcu_stats(prd_rcu_stats_t *st);
 
 /* Grace-period sources.  A source computes grace periods; src/rcu.c keeps the state sequence,
  * the driver thread and call_rcu on top of any source.  rs_name and rs_synchronize are

@@ -8,21 +8,15 @@ set -eu
 cd "$(dirname "$0")/.."
 mkdir -p out
 B=./build/bin/prd-bench
+# Each benchmark runs once, as JSON; the tables are printed from that JSON by bench/plot.py
+# --table, from the same figures (medians of the rounds) that its PNGs plot.
 echo "== micro benchmark (seed 001 §5.2, Fig. 6)"
-$B deferred --sizes 64,512,4096 --pairs 1000000 --rounds 3 | tee out/deferred.txt
-$B deferred --json --sizes 64,512,4096 --pairs 1000000 --rounds 1 > out/deferred.json
+$B deferred --json --sizes 64,512,4096 --pairs 1000000 --rounds 3 > out/deferred.json
+/usr/bin/python3 bench/plot.py --table out/deferred.json | tee out/deferred.txt
 echo
 echo "== endurance (seed 001 §3.5/§5.5, Fig. 3)"
 $B endurance --json --seconds 5 > out/endurance.json
-grep -v '"rss_kb"' out/endurance.json || true
-/usr/bin/python3 - out/endurance.json <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    o = json.loads(l)
-    if "mode" in o:
-        print("  %-10s RSS growth %6.3f  peak %7.1f MiB  updates/s %10.0f" % (
-            o["mode"], o["rss_growth"], o["peak_rss_kb"] / 1024, o["updates"] / o["seconds"]))
-PY
+/usr/bin/python3 bench/plot.py --table out/endurance.json | tee out/endurance.txt
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   /usr/bin/python3 bench/plot.py out/deferred.json out/endurance.json -o out
 else

@@ -118,7 +118,10 @@
  *    cache being the magazine layer, its hits are the magazine layer's, for every cache (the
  *    call_rcu baseline's too, as Fig. 7 sets SLUB's beside Prudence's): oc_misses =
  *    allocations that reached the slab layer (mag_slab_allocs), oc_hits = mag_allocs -
- *    oc_misses; churns = min(refills, flushes) of Prudence's refills and flushes.  Objects: oc_objs =
+ *    oc_misses; churns = min(refills, flushes) of Prudence's refills and flushes (oc_churns),
+ *    and for every mode of the magazine layer's exchanges with the slab layer (slab_oc_churns,
+ *    counted in magazine.c: the baseline has no Prudence refills to count).  Inline waits by
+ *    kind: latent_cap_waits, depot_gp_waits, oom_gp_waits, summed in gp_waits.  Objects: oc_objs =
  *    the loaded magazines of CPU caches with latent generations, thread_cache_objs = every
  *    other magazine round of the threads, latent_cache_objs = the latent generations,
  *    latent_depot_objs = the depot's latent magazines, so bufs_inuse = user + oc_objs +
@@ -324,6 +327,7 @@ static void cc_merge_gen(prd_cache_t *cp, prd_cpu_cache_t *cc, int g)
   } else {
     prd__slab_free_bulk(cp, mp->mag_round, n);
     cc_count(cc, PRD_PC_FLUSHES, 1);
+    atomic_fetch_add_explicit(&cp->cache_slab_flushes, 1, memory_order_relaxed);   /* Fig. 8 */
   }
   lat_set(cc, g, 0);
   cc_count(cc, PRD_PC_MERGES, n);
@@ -524,7 +528,7 @@ static bool depot_wait(uint32_t id, prd_gp_t gp, int flags)
   bool safe = poll_short(gp);
   prd_tcache_t *tc = prd__mag_here();
   pthread_mutex_lock(&tc->tc_lock);   /* the counters of cc: the owner under tc_lock (§5) */
-  cc_count(&tc->tc_cc[id], PRD_PC_CAPWAITS, 1);
+  cc_count(&tc->tc_cc[id], PRD_PC_DEPOTWAITS, 1);
   pthread_mutex_unlock(&tc->tc_lock);
   return safe;
 }
@@ -935,4 +939,5 @@ void prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->latent_merges += c[PRD_PC_MERGES];
   st->oom_gp_waits = c[PRD_PC_OOMWAITS] +
                     atomic_load_explicit(&cp->cache_oom_waits, memory_order_relaxed);
+  st->gp_waits = st->latent_cap_waits + st->depot_gp_waits + st->oom_gp_waits;
 }

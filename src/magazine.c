@@ -578,10 +578,20 @@ static void mag_destroy(prd_cache_t *cp, prd_mag_t *mp, uint32_t rounds)
   prd__slab_free(mag_type_of(mp->mag_size)->mt_cache, mp);
 }
 
+/* Fig. 8: an object-cache flush, buffers of the magazine layer back to the slab layer
+ * (reaps, thread exit, a free with no empty magazine), whichever mode the cache frees in;
+ * safe latent magazines that go back whole are merges (latent_merges), not flushes. */
+static void mag_count_flush(prd_cache_t *cp)
+{
+  atomic_fetch_add_explicit(&cp->cache_slab_flushes, 1, memory_order_relaxed);
+}
+
 static void mag_destroy_chain(prd_cache_t *cp, prd_mag_t *chain, bool full)
 {
   while (chain != NULL) {
     prd_mag_t *next = chain->mag_next;
+    if (full && chain->mag_size != 0)
+      mag_count_flush(cp);
     mag_destroy(cp, chain, full ? chain->mag_size : 0);
     chain = next;
   }
@@ -961,12 +971,15 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
         /* partly filled: its rounds to the slab layer, the magazine to the empty list */
         for (uint32_t k = 0; k < give_rounds[i]; k++)
           prd__slab_free(cp, give[i]->mag_round[k]);
+        mag_count_flush(cp);
         pthread_mutex_lock(&dp->dp_lock);
         give[i] = depot_put_empty(dp, give[i]);
         pthread_mutex_unlock(&dp->dp_lock);
         if (give[i] != NULL)
           mag_destroy(cp, give[i], 0);
       } else {
+        if (give_rounds[i] > 0)
+          mag_count_flush(cp);
         mag_destroy(cp, give[i], give_rounds[i]);
       }
     }
@@ -1489,6 +1502,8 @@ static size_t mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void *hint, void 
 {
   void *own = hint;
   size_t got = prd__slab_alloc_own(cp, objs, want, flags, tc, &own);
+  if (got != 0)   /* Fig. 8: an object-cache refill, whichever mode the cache frees in */
+    atomic_fetch_add_explicit(&cp->cache_slab_refills, 1, memory_order_relaxed);
   PRD_RACE();   /* a reaper may give the slab back before it is stored */
   if (own != NULL || hint != NULL) {
     pthread_mutex_lock(&tc->tc_lock);
@@ -1716,8 +1731,10 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
   if (wake)
     prd__maint_wake();
   /* tier 4: no empty magazine could be had: straight to the slab layer */
-  if (!done)
+  if (!done) {
     prd__slab_free(cp, buf);
+    mag_count_flush(cp);
+  }
 }
 
 /* ---- caches ------------------------------------------------------------------------------ */
@@ -1876,6 +1893,9 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->latent_depot_objs = dp->dp_lat_rounds;
   st->mag_slab_allocs = dp->dp_to_slab_allocs;
   st->mag_slab_frees = dp->dp_to_slab_frees;
+  st->slab_refills = atomic_load_explicit(&cp->cache_slab_refills, memory_order_relaxed);
+  st->slab_flushes = atomic_load_explicit(&cp->cache_slab_flushes, memory_order_relaxed);
+  st->slab_oc_churns = PRD_MIN(st->slab_refills, st->slab_flushes);
   uint64_t av = dp->dp_alloc_visits, am = dp->dp_alloc_misses;
   uint64_t fv = dp->dp_free_visits, fm = dp->dp_free_misses;
   pthread_mutex_unlock(&dp->dp_lock);

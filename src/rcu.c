@@ -162,6 +162,15 @@
  *    prd_rcu_barrier, cache destroy) still block, with a QSBR caller offline meanwhile: they
  *    are not allocations, and their callers know they wait (as liburcu documents which of its
  *    calls may wait for a grace period).
+ *
+ * 10. Statistics (prd_rcu_stats, PRD_RCU_STATS in prudence.h): one relaxed atomic counter per
+ *    field, bumped only where the slow paths already are: a request that raises gp_req or
+ *    gp_exp_req (under drv_lock), a grace period's end in gp_advance (with its length, from
+ *    gp_start_ns, both under gp_lock), the driver's grace periods, each membarrier call, a
+ *    synchronize or blocking wait that found its state not reached, and each bounded wait of
+ *    the allocator (§9) past its first poll, with those that ran out.  Polls, requests
+ *    already made and read-side sections count nothing.  The counters publish nothing: a
+ *    reader gets each one on its own (relaxed), not all at one instant.
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -230,6 +239,19 @@ static int src_count;
 
 static const struct prd_rcu_source *rcu_source(void);
 
+/* ---- §10 statistics -------------------------------------------------------------------- */
+/* One relaxed counter per field of PRD_RCU_STATS (prudence.h), bumped on slow paths only. */
+#define RCU_STAT_ENUM(name, doc) RCU_ST_##name,
+enum { PRD_RCU_STATS(RCU_STAT_ENUM) RCU_ST_COUNT };
+#undef RCU_STAT_ENUM
+static _Atomic uint64_t rcu_stat[RCU_ST_COUNT];
+static uint64_t gp_start_ns;   /* gp_lock: when the grace period in progress began */
+
+static void rcu_count(int which, uint64_t n)
+{
+  atomic_fetch_add_explicit(&rcu_stat[which], n, memory_order_relaxed);
+}
+
 /* ---- barriers -------------------------------------------------------------------------- */
 /* Total store order: a CPU never lets a later store become visible before an earlier load
  * has completed (x86).  §3 uses it to do without (W2)'s membarrier. */
@@ -248,6 +270,7 @@ static int sys_membarrier(int cmd)
 static void smp_mb_master(void)
 {
   if (use_membarrier) {
+    rcu_count(RCU_ST_membarriers, 1);
     if (sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
       prd__error("rcu: membarrier(PRIVATE_EXPEDITED) failed (errno %d)", errno);
       prd__rcu_full_fence();
@@ -647,6 +670,7 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
   if (gp_stage == 0) {
     PRD_ASSERT((s & 1) == 0);
     atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 1, memory_order_relaxed);
+    gp_start_ns = prd__now_ns();
     PRD_RACE(); /* race widening (src/race.h) */
     smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
     if (src->rs_synchronize != builtin_synchronize) {
@@ -670,6 +694,8 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
 end:
   /* release: everything the grace period observed before a poller that sees the end */
   atomic_store_explicit(&prd__rcu_gp.gs_seq, s, memory_order_release);
+  rcu_count(RCU_ST_gp_completed, 1);
+  rcu_count(RCU_ST_gp_ns, prd__now_ns() - gp_start_ns);
   return true;
 }
 
@@ -751,8 +777,10 @@ static void *driver_main(void *arg)
     PRD_RACE(); /* race widening (src/race.h) */
     pthread_mutex_lock(&gp_lock);
     /* a prd_synchronize_rcu may have served the requests while we paced or took the lock */
-    if (!prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed)))
+    if (!prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed))) {
       gp_run(src);
+      rcu_count(RCU_ST_gp_by_driver, 1);
+    }
     pthread_mutex_unlock(&gp_lock);
     last_end = now_us();
     pthread_mutex_lock(&drv_lock);
@@ -792,8 +820,10 @@ static bool request_locked(prd_gp_t s, bool hurry)
 {
   /* release: pairs with prd_rcu_request_gp's acquire (its drv_alive is then at least as
    * new as the drv_alive this request saw) */
-  if (atomic_load_explicit(&gp_req, memory_order_relaxed) < s)
+  if (atomic_load_explicit(&gp_req, memory_order_relaxed) < s) {
     atomic_store_explicit(&gp_req, s, memory_order_release);
+    rcu_count(RCU_ST_gp_requests, 1);
+  }
   if (!drv_start_locked())
     return false;
   if (drv_idle || hurry)
@@ -822,8 +852,10 @@ void prd__rcu_request_expedited(prd_gp_t s)
     return;
   rcu_init();
   pthread_mutex_lock(&drv_lock);
-  if (atomic_load_explicit(&gp_exp_req, memory_order_relaxed) < s)
+  if (atomic_load_explicit(&gp_exp_req, memory_order_relaxed) < s) {
     atomic_store_explicit(&gp_exp_req, s, memory_order_relaxed);
+    rcu_count(RCU_ST_gp_expedited, 1);
+  }
   request_locked(s, true);  /* signals drv_cond: ends a pacing wait */
   pthread_mutex_unlock(&drv_lock);
 }
@@ -859,6 +891,7 @@ static void gp_run_until(prd_gp_t s)
 void prd__rcu_wait_raw(prd_gp_t s)
 {
   rcu_init();
+  rcu_count(RCU_ST_gp_blocking_waits, 1);
   pthread_mutex_lock(&drv_lock);
   drv_waiters++;
   (void)request_locked(s, true);
@@ -909,6 +942,7 @@ static void sync_until(prd_gp_t s, const char *what)
   const struct prd_rcu_source *src = rcu_source();
   if (prd__rcu_in_read_section(src, what))
     return;
+  rcu_count(RCU_ST_gp_syncs, 1);
   int token = src->rs_block_begin ? src->rs_block_begin() : 0;
   /* Another thread running a grace period holds gp_lock for its length (tens of us): poll
    * the state meanwhile, as its end may be ours, and block on the lock only after
@@ -964,8 +998,11 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
 {
   if (prd_rcu_poll_state(s))
     return true;
-  if (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed) == poll_gave_up)
+  rcu_count(RCU_ST_gp_inline_waits, 1);
+  if (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed) == poll_gave_up) {
+    rcu_count(RCU_ST_gp_inline_timeouts, 1);
     return false;
+  }
   uint64_t start = prd__now_ns();
   const struct prd_rcu_source *src = rcu_source();
   /* a reader of this thread would make its own grace period wait: never inside a section */
@@ -1004,7 +1041,28 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
     prd__rcu_request_expedited(s);
   if (inline_gp && readers_old())
     poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
-  return prd_rcu_poll_state(s);
+  bool reached = prd_rcu_poll_state(s);
+  if (!reached)
+    rcu_count(RCU_ST_gp_inline_timeouts, 1);
+  return reached;
+}
+
+/* ---- §10 statistics -------------------------------------------------------------------- */
+int prd_rcu_stats(prd_rcu_stats_t *st)
+{
+  if (st == NULL || st->size < offsetof(prd_rcu_stats_t, gp_requests)) {
+    errno = EINVAL;
+    return -1;
+  }
+  prd_rcu_stats_t full;
+  full.size = st->size;
+  full.version = PRD_RCU_STATS_VERSION;
+#define RCU_STAT_COPY(name, doc) \
+  full.name = atomic_load_explicit(&rcu_stat[RCU_ST_##name], memory_order_relaxed);
+  PRD_RCU_STATS(RCU_STAT_COPY)
+#undef RCU_STAT_COPY
+  memcpy(st, &full, PRD_MIN(st->size, sizeof(full)));
+  return 0;
 }
 
 /* ---- thread functions, forwarded to the source ------------------------------------------ */

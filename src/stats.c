@@ -15,6 +15,8 @@
  *    latent objects), each a field of the list or a sum of fields named by what it adds up
  *    (slabs: full + partial + free; latent_objs: in latent caches, slabs and depot magazines).
  *    The arena table shows every arena field but the secondary counters in stats_detail[].
+ *    The process's grace periods (PRD_RCU_STATS, rcu.c section 10) come first: one line in the
+ *    table form, every field in the verbose form, an "rcu" object in the JSON.
  * 3. Snapshot first.  The printers copy every cache's and arena's statistics into memory
  *    mapped from os.c (not from the allocator being printed), under the list and object locks
  *    (slab.c prd__cache_snapshot, vmem.c prd__vmem_snapshot), drop every lock, and only then
@@ -140,6 +142,7 @@ struct stats_snap {
   size_t ss_map_bytes;
   uint64_t ss_mapped;       /* bytes mapped through os.c */
   uint64_t ss_map_failures;
+  prd_rcu_stats_t ss_rcu;   /* the process's grace periods (rcu.c section 10) */
   double ss_time;           /* CLOCK_REALTIME seconds */
   uint64_t ss_mono_ns;      /* CLOCK_MONOTONIC */
 };
@@ -185,6 +188,8 @@ static int snap_take(struct stats_snap *ss)
   }
   ss->ss_mapped = prd__os_mapped_bytes();
   ss->ss_map_failures = prd__os_map_failures();
+  ss->ss_rcu.size = sizeof(ss->ss_rcu);
+  (void)prd_rcu_stats(&ss->ss_rcu);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ss->ss_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -357,6 +362,27 @@ static void block_print(FILE *fp, const char *what, const struct stats_col *cols
   }
 }
 
+/* The process's grace periods (section 2): one line, or every field with its meaning. */
+static void rcu_print(FILE *fp, const prd_rcu_stats_t *r, bool verbose)
+{
+  if (verbose) {
+    fprintf(fp, "rcu\n");
+#define STATS_RCU_LINE(n, doc) \
+  fprintf(fp, "  %-16s %-20llu # %s\n", #n, (unsigned long long)r->n, doc);
+    PRD_RCU_STATS(STATS_RCU_LINE)
+#undef STATS_RCU_LINE
+    return;
+  }
+  fprintf(fp, "grace periods: %llu requested, %llu completed (%llu by the driver, %.1f ms in "
+          "all), %llu inline waits (%llu ran out), %llu synchronize, %llu blocking waits, "
+          "%llu membarriers\n",
+          (unsigned long long)r->gp_requests, (unsigned long long)r->gp_completed,
+          (unsigned long long)r->gp_by_driver, (double)r->gp_ns / 1e6,
+          (unsigned long long)r->gp_inline_waits, (unsigned long long)r->gp_inline_timeouts,
+          (unsigned long long)r->gp_syncs, (unsigned long long)r->gp_blocking_waits,
+          (unsigned long long)r->membarriers);
+}
+
 static int stream_result(FILE *fp)
 {
   if (fflush(fp) != 0 || ferror(fp)) {
@@ -395,6 +421,7 @@ int prd_stats_print(FILE *fp, int flags)
   }
   fprintf(fp, "prudence statistics: pid %ld, %zu caches, %zu arenas, %.1f MiB mapped from the OS\n",
           (long)getpid(), shown, ss.ss_narenas, (double)ss.ss_mapped / 1048576.0);
+  rcu_print(fp, &ss.ss_rcu, (flags & PRD_STATS_VERBOSE) != 0);
   if (!(flags & PRD_STATS_NOCACHES)) {
     if (flags & PRD_STATS_VERBOSE) {
       for (size_t i = 0; i < ss.ss_ncaches; i++)
@@ -471,7 +498,14 @@ int prd_stats_json(FILE *fp)
     json_fields(fp, cache_cols, PRD_ARRAY_SIZE(cache_cols), &ss.ss_caches[i]);
     fprintf(fp, ",\"internal\":%s}", ss.ss_caches[i].cs_internal ? "true" : "false");
   }
-  fputs("],\"arenas\":[", fp);
+  fputs("],\"rcu\":{", fp);
+  const char *sep = "";
+#define STATS_RCU_JSON(n, doc) \
+  fprintf(fp, "%s\"%s\":%llu", sep, #n, (unsigned long long)ss.ss_rcu.n); \
+  sep = ",";
+  PRD_RCU_STATS(STATS_RCU_JSON)
+#undef STATS_RCU_JSON
+  fputs("},\"arenas\":[", fp);
   for (size_t i = 0; i < ss.ss_narenas; i++) {
     fputs(i == 0 ? "{" : ",{", fp);
     json_fields(fp, arena_cols, PRD_ARRAY_SIZE(arena_cols), &ss.ss_arenas[i]);

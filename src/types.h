@@ -237,7 +237,7 @@ typedef struct prd_maglist {
 #define PRD_PC_FIELDS(X)                                                                     \
   X(REFILLS, oc_refills) X(FLUSHES, oc_flushes) X(RESIZES, oc_resizes)                      \
   X(PARTIAL, partial_refills) X(PREFLUSH, preflush_moves) X(TODEPOT, latent_depot_moves)    \
-  X(CAPWAITS, latent_cap_waits)
+  X(CAPWAITS, latent_cap_waits) X(DEPOTWAITS, depot_gp_waits)
 #define PRD_PC_SUMMED(X) X(DEFERRED) X(MERGES) X(OOMWAITS)
 #define PRD__PC_ENUM2(c, f) PRD_PC_##c,
 #define PRD__PC_ENUM1(c) PRD_PC_##c,
@@ -394,6 +394,10 @@ struct prd_cache {
   _Atomic uint64_t cache_defer_direct;   /* deferrals that went straight to the latent slabs
                                           * (no CPU cache: no magazines, thread exiting) */
   _Atomic uint64_t cache_oom_waits;  /* grace periods waited for by the slab layer's OOM path */
+  /* magazine.c, on its slab-layer paths (section 3 tier 4, mag_destroy), every mode: the
+   * object cache's refills from and flushes to the slab layer (Fig. 8) */
+  _Atomic uint64_t cache_slab_refills;
+  _Atomic uint64_t cache_slab_flushes;
   /* magazine.c (its id, cache_magid, is with the identity above) */
   prd_depot_t cache_depot;
   /* cache.c's decay job (under cache_reap_lock): the depot's full-magazine gets and puts at
