@@ -579,6 +579,21 @@ static int deferred_main(int argc, char **argv)
     usage_deferred();
     return 2;
   }
+  /* the source is --source's; one that PRUDENCE_OPTIONS names too must be the same, or the
+   * run would measure another source than the environment asked for */
+  const char *o = getenv("PRUDENCE_OPTIONS");
+  size_t sn = strlen(source_names[source]);
+  while (o != NULL && *o != '\0') {
+    bool named = strncmp(o, "rcu=", 4) == 0;
+    if (named && (strncmp(o + 4, source_names[source], sn) != 0 ||
+                  (o[4 + sn] != ',' && o[4 + sn] != '\0'))) {
+      fprintf(stderr, "prd-bench deferred: PRUDENCE_OPTIONS names another grace-period source "
+                      "than --source %s\n", source_names[source]);
+      return 2;
+    }
+    o = strchr(o, ',');
+    o = o != NULL ? o + 1 : NULL;
+  }
   if (source != S_BUILTIN && !bench_urcu_available()) {
     fprintf(stderr, "prd-bench deferred: --source %s needs liburcu (not in this build)\n",
             source_names[source]);

@@ -242,7 +242,7 @@ def plot_deferred(objs, outdir, written):
     if not pts:
         return
     sizes = sorted({o["size"] for o in pts})
-    modes = [m for m in ("prudence", "oblivious", "malloc", "urcu")
+    modes = [m for m in ("prudence", "oblivious", "malloc", "urcu", "batch")
              if any(o["mode"] == m for o in pts)]
     s = summary(objs)
     fig, ax = plt.subplots(figsize=(9, 4.5))
