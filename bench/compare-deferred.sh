@@ -4,7 +4,8 @@
 #
 #   bench/compare-deferred.sh [--rounds R] [--pairs N] [--sizes a,b,...] [--readers R]
 #                             [--source builtin|urcu-memb|urcu-qsbr] [--batch B]
-#                             [--threads N] [--bench PATH] [--json]
+#                             [--threads N] [--our-modes M,...] [--peer-modes M,...]
+#                             [--bench PATH] [--json]
 #
 # Each round runs, in a rotating order so that no run always goes first:
 #   prd-bench deferred --modes prudence,oblivious           (no preload)
@@ -15,7 +16,8 @@
 #                                                           libprudence-malloc (when built)
 # ("malloc" = malloc + prd_call_rcu callback that frees; "urcu" = malloc + liburcu's own
 # call_rcu(free); "batch" = malloc + one synchronize per --batch retired pointers, then free
-# them all.)  --readers, --source, --batch and --threads go to every run (prd-bench deferred
+# them all.)  --our-modes and --peer-modes replace the first two lists (e.g. prudence and
+# batch alone, for the comparison with batch free).  --readers, --source, --batch and --threads go to every run (prd-bench deferred
 # says what they do).  Every run is itself one round of every size, each mode in its own
 # child process.  The table gives, per size, the median pairs/s of each (allocator, mode)
 # over the rounds, the ratio prudence / best external call_rcu, the best external allocator +
@@ -38,6 +40,8 @@ BENCH=""
 JSON=0
 READERS=0
 EXTRA=""   # --readers/--source/--batch/--threads, passed to every run
+OURS=prudence,oblivious
+PEERS=malloc,urcu,batch
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -45,10 +49,13 @@ while [ $# -gt 0 ]; do
     --sizes) SIZES="$2"; shift 2 ;;
     --readers) READERS="$2"; EXTRA="$EXTRA $1 $2"; shift 2 ;;
     --source|--batch|--threads) EXTRA="$EXTRA $1 $2"; shift 2 ;;
+    --our-modes) OURS="$2"; shift 2 ;;
+    --peer-modes) PEERS="$2"; shift 2 ;;
     --bench) BENCH="$2"; shift 2 ;;
     --json) JSON=1; shift ;;
     *) echo "usage: $0 [--rounds R] [--pairs N] [--sizes a,b,...] [--readers R]" \
-            "[--source S] [--batch B] [--threads N] [--bench PATH] [--json]" >&2
+            "[--source S] [--batch B] [--threads N] [--our-modes M,...] [--peer-modes M,...]" \
+            "[--bench PATH] [--json]" >&2
        exit 2 ;;
   esac
 done
@@ -94,11 +101,11 @@ while [ "$r" -lt "$ROUNDS" ]; do
     step=$((step + 1))
     progress "round $((r + 1)): $a" $step $steps
     case "$a" in
-      ours) run prudence "" prudence,oblivious ;;
-      glibc) run glibc "" malloc,urcu,batch ;;
-      jemalloc) run jemalloc "$JE" malloc,urcu,batch ;;
-      mimalloc) run mimalloc "$MI" malloc,urcu,batch ;;
-      tcmalloc) run tcmalloc "$TC" malloc,urcu,batch ;;
+      ours) run prudence "" "$OURS" ;;
+      glibc) run glibc "" "$PEERS" ;;
+      jemalloc) run jemalloc "$JE" "$PEERS" ;;
+      mimalloc) run mimalloc "$MI" "$PEERS" ;;
+      tcmalloc) run tcmalloc "$TC" "$PEERS" ;;
       prudence-malloc) run prudence-malloc "$PRM" batch ;;
     esac
   done
