@@ -44,10 +44,11 @@ done
 expect b7 '"mode":"batch","size":4096,.*"batch":7,'
 
 # the environment's source and --source disagree: refused, never measured on the wrong one
-if PRUDENCE_OPTIONS=rcu=urcu-qsbr "$bench" deferred --smoke --modes batch > /dev/null 2>&1; then
+if PRUDENCE_OPTIONS=rcu=urcu-qsbr "$bench" deferred --smoke --modes batch > /dev/null \
+     2> "$tmp/env"; then
   fail "PRUDENCE_OPTIONS=rcu=urcu-qsbr with --source builtin was not refused"
 else
-  echo "ok - a PRUDENCE_OPTIONS source other than --source is refused"
+  expect env 'PRUDENCE_OPTIONS names another grace-period source than --source builtin'
 fi
 
 sh "$src/bench/compare-deferred.sh" --rounds 1 --pairs 2000 --sizes 64,4096 --readers 1 \
