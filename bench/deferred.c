@@ -9,7 +9,15 @@
  *   malloc     malloc + prd_call_rcu with a callback that frees (the process's own malloc:
  *              glibc, or what LD_PRELOAD put there; bench/compare-deferred.sh)
  *   urcu       malloc + liburcu memb's own call_rcu(free) (bench/urcu_deferred.c; only when
- *              liburcu is installed)
+ *              liburcu is installed, and with --readers only on their source, urcu-memb)
+ *   batch      malloc + a per-thread array of --batch B retired pointers (default 4096): when
+ *              it is full, one synchronize on the run's grace-period source, then free them
+ *              all (what liburcu's own benchmarks and many servers do).  The process's malloc,
+ *              so it runs under any allocator by LD_PRELOAD as the malloc mode does
+ * Grace-period source (--source builtin|urcu-memb|urcu-qsbr, default builtin): the library's
+ * (prd_rcu_set_source in each child, before anything uses RCU: prudence, oblivious, malloc),
+ * the batch mode's synchronize (prd_synchronize_rcu, or liburcu's flavour directly) and the
+ * readers' sections all use it; a child whose library is fixed on another source fails.
  * The call_rcu modes keep their rcu_head after the object, as a kernel structure carries its
  * own: no extra allocation.  A deferral backlog can outgrow memory (§3.4, Fig. 3); a child
  * whose RSS passes --max-rss-mb (default 4096) waits for its callbacks (prd_rcu_barrier /
@@ -18,9 +26,21 @@
  *
  * 1. deferred (§5.2, Fig. 6): every thread (--threads, default: the CPUs) runs --pairs
  *    (default 5,000,000 as the paper) alloc + deferred-free pairs per size, sizes 8 ... 4096.
- *    pairs/s is over the loop (the paper's measure); the §5 metrics of the mode's cache.
- *    Summary: {"bench":"deferred","summary":true,"min_ratio_vs_oblivious":A,
- *    "ratio_vs_oblivious_4096":B,"min_ratio_vs_malloc_callrcu":C}, ratios of medians.
+ *    pairs/s is over the loop (the paper's measure); the §5 metrics of the mode's cache;
+ *    gp_s, grace periods per second of the loop: for the library's modes the advance of its
+ *    grace-period sequence (prd_rcu_get_state, 2 per grace period), for batch its
+ *    synchronizes, -1 for urcu (liburcu's call_rcu thread's are not visible).
+ *    --readers R (default 0) adds R threads that stay in short read-side sections of the
+ *    source back to back (QSBR: a quiescent state after each), each reading one of the
+ *    objects the writers publish; the writers then publish every new object into their
+ *    shared slot (release) and retire the one it replaces, instead of retiring it at once.
+ *    A read that finds a freed object (its first word, which writers keep odd, even) fails
+ *    the run.  Writers default to the CPUs less the readers (at least 1).
+ *    Summary: {"bench":"deferred","summary":true,"readers":R,"min_ratio_vs_batch":X,
+ *    "rss_ratio_vs_batch":Y,"rss_ratio_vs_batch_4096":Z,"min_ratio_vs_oblivious":A,
+ *    "ratio_vs_oblivious_4096":B,"min_ratio_vs_malloc_callrcu":C}, ratios of medians: X the
+ *    min over sizes of prudence over batch (pairs/s), Y the max over sizes of prudence's
+ *    peak RSS over batch's, Z that at 4096 B.
  * 2. endurance (§3.5, §5.5, Fig. 3): every thread updates its own RCU-protected list of 64
  *    512-byte nodes (allocate a new version, copy, publish, defer the old) for --seconds
  *    (default 60); a sampler thread records RSS every 10 ms.  growth = mean RSS of the last
@@ -47,8 +67,43 @@
 #include "prd_child.h"
 
 /* ---- modes -------------------------------------------------------------------------------- */
-enum { M_PRUDENCE, M_OBLIVIOUS, M_MALLOC, M_URCU, M_COUNT };
-static const char *const mode_names[M_COUNT] = { "prudence", "oblivious", "malloc", "urcu" };
+enum { M_PRUDENCE, M_OBLIVIOUS, M_MALLOC, M_URCU, M_BATCH, M_COUNT };
+static const char *const mode_names[M_COUNT] = { "prudence", "oblivious", "malloc", "urcu",
+                                                 "batch" };
+
+/* ---- grace-period sources (--source) ---------------------------------------------------- */
+enum { S_BUILTIN, S_URCU_MEMB, S_URCU_QSBR, S_COUNT };
+static const char *const source_names[S_COUNT] = { "builtin", "urcu-memb", "urcu-qsbr" };
+
+/* Fixes the library's source in a child, before anything there uses RCU; a child whose
+ * library is already fixed on another source (an earlier benchmark in the same process, or
+ * PRUDENCE_OPTIONS=rcu=...) ends, rather than measure readers its grace periods cannot see. */
+static void source_use(int src)
+{
+  if (src == S_URCU_MEMB)
+    (void)bench_urcu_memb_use_source();
+  else if (src == S_URCU_QSBR)
+    (void)bench_urcu_qsbr_use_source();
+  else
+    (void)prd_rcu_set_source(&prd_rcu_builtin);
+  const struct prd_rcu_source *rs = prd_rcu_get_source();
+  if (rs == NULL || strcmp(rs->rs_name, source_names[src]) != 0) {
+    fprintf(stderr, "prd-bench: the library's grace-period source is %s, not %s\n",
+            rs != NULL ? rs->rs_name : "(none)", source_names[src]);
+    _exit(2);
+  }
+}
+
+/* One grace period of the source, as the batch mode's writers call it. */
+static void source_synchronize(int src)
+{
+  if (src == S_URCU_MEMB)
+    bench_urcu_memb_synchronize();
+  else if (src == S_URCU_QSBR)
+    bench_urcu_qsbr_synchronize();
+  else
+    prd_synchronize_rcu();
+}
 
 struct mode_ctx {
   int mc_mode;
@@ -57,7 +112,24 @@ struct mode_ctx {
   prd_cache_t *mc_cache;     /* prudence, oblivious */
   long mc_max_rss_kb;
   _Atomic long mc_backlog_waits;
+  int mc_source;             /* S_*: batch's synchronize */
+  size_t mc_batch;           /* batch: retired pointers per synchronize */
+  _Atomic long mc_syncs;     /* batch: synchronizes */
 };
+
+/* batch: this thread's retired pointers (mode_thread_begin allocates the array) */
+static _Thread_local void **batch_ptrs;
+static _Thread_local size_t batch_len;
+
+/* One synchronize on the source, then the whole array freed. */
+static void batch_flush(struct mode_ctx *mc)
+{
+  source_synchronize(mc->mc_source);
+  atomic_fetch_add_explicit(&mc->mc_syncs, 1, memory_order_relaxed);
+  for (size_t i = 0; i < batch_len; i++)
+    free(batch_ptrs[i]);
+  batch_len = 0;
+}
 
 struct malloc_obj_head {
   struct prd_rcu_head mh_head;
@@ -77,6 +149,8 @@ static void mode_setup(struct mode_ctx *mc, int mode, size_t size, long max_rss_
   mc->mc_size = size;
   mc->mc_head_off = PRD_P2ROUNDUP(size, 16);
   mc->mc_max_rss_kb = max_rss_mb * 1024;
+  mc->mc_source = S_BUILTIN;
+  mc->mc_batch = 4096;
   if (mode == M_PRUDENCE || mode == M_OBLIVIOUS) {
     char name[32];
     snprintf(name, sizeof(name), "%s-%zu", mode_names[mode], size);
@@ -96,6 +170,8 @@ static inline void *mode_alloc(struct mode_ctx *mc)
     return prd_cache_alloc(mc->mc_cache, 0);
   if (mc->mc_mode == M_URCU)
     return malloc(mc->mc_head_off + bench_urcu_head_size());
+  if (mc->mc_mode == M_BATCH)
+    return malloc(mc->mc_size);
   return malloc(mc->mc_head_off + sizeof(struct malloc_obj_head));
 }
 
@@ -105,6 +181,10 @@ static inline void mode_defer(struct mode_ctx *mc, void *p)
     prd_cache_free_deferred(mc->mc_cache, p);
   } else if (mc->mc_mode == M_URCU) {
     bench_urcu_call_free(p, mc->mc_head_off);
+  } else if (mc->mc_mode == M_BATCH) {
+    batch_ptrs[batch_len++] = p;
+    if (batch_len == mc->mc_batch)
+      batch_flush(mc);
   } else {
     struct malloc_obj_head *mh = (struct malloc_obj_head *)((char *)p + mc->mc_head_off);
     mh->mh_off = mc->mc_head_off;
@@ -116,12 +196,26 @@ static void mode_thread_begin(struct mode_ctx *mc)
 {
   if (mc->mc_mode == M_URCU)
     bench_urcu_register();
+  if (mc->mc_mode == M_BATCH) {
+    batch_ptrs = malloc(mc->mc_batch * sizeof(*batch_ptrs));
+    batch_len = 0;
+    if (batch_ptrs == NULL) {
+      perror("prd-bench: batch array");
+      exit(2);
+    }
+  }
 }
 
 static void mode_thread_end(struct mode_ctx *mc)
 {
   if (mc->mc_mode == M_URCU)
     bench_urcu_unregister();
+  if (mc->mc_mode == M_BATCH) {   /* what the thread retired last: freed before it ends */
+    if (batch_len > 0)
+      batch_flush(mc);
+    free(batch_ptrs);
+    batch_ptrs = NULL;
+  }
 }
 
 /* Waits for every callback (the call_rcu modes). */
@@ -129,14 +223,14 @@ static void mode_drain(struct mode_ctx *mc)
 {
   if (mc->mc_mode == M_URCU)
     bench_urcu_barrier();
-  else if (mc->mc_mode != M_PRUDENCE)
+  else if (mc->mc_mode != M_PRUDENCE && mc->mc_mode != M_BATCH)
     prd_rcu_barrier();
 }
 
 /* The backlog guard (see the header): every 65536 pairs. */
 static inline void mode_guard(struct mode_ctx *mc, long i)
 {
-  if ((i & 65535) != 65535 || mc->mc_mode == M_PRUDENCE)
+  if ((i & 65535) != 65535 || mc->mc_mode == M_PRUDENCE || mc->mc_mode == M_BATCH)
     return;
   if (bench_rss_kb() > mc->mc_max_rss_kb) {
     atomic_fetch_add(&mc->mc_backlog_waits, 1);
@@ -288,60 +382,164 @@ struct pairs_arg {
   long pa_pairs;
   int pa_threads;
   long pa_max_rss_mb;
+  int pa_readers;
+  int pa_source;
+  size_t pa_batch;
 };
 
 struct pairs_thread {
   struct mode_ctx *pt_mc;
   long pt_pairs;
   pthread_barrier_t *pt_start;
+  uint64_t *_Atomic *pt_slot;   /* with readers: where this writer publishes; else NULL */
+  uint64_t pt_t0, pt_t1;         /* the loop's start and end (ns) */
 };
 
 static void *pairs_thread_main(void *p)
 {
   struct pairs_thread *pt = p;
   struct mode_ctx *mc = pt->pt_mc;
+  uint64_t *_Atomic *slot = pt->pt_slot;
   mode_thread_begin(mc);
   pthread_barrier_wait(pt->pt_start);
+  pt->pt_t0 = bench_now_ns();
   for (long i = 0; i < pt->pt_pairs; i++) {
     uint64_t *o = mode_alloc(mc);
-    o[0] = (uint64_t)i;   /* the object is used: its first word written */
-    mode_defer(mc, o);
+    o[0] = (uint64_t)i << 1 | 1;   /* the object is used: its first word written, odd */
+    if (slot != NULL) {
+      /* release: the readers' acquire load of the slot sees the first word written; the
+       * replaced object is unreachable once the exchange is done, so it can be retired */
+      uint64_t *old = atomic_exchange_explicit(slot, o, memory_order_acq_rel);
+      if (old != NULL)
+        mode_defer(mc, old);
+    } else {
+      mode_defer(mc, o);
+    }
     mode_guard(mc, i);
   }
+  if (slot != NULL) {   /* the last published object, retired too */
+    uint64_t *old = atomic_exchange_explicit(slot, NULL, memory_order_acq_rel);
+    if (old != NULL)
+      mode_defer(mc, old);
+  }
   mode_thread_end(mc);
+  pt->pt_t1 = bench_now_ns();
   return NULL;
+}
+
+/* ---- readers (--readers) ------------------------------------------------------------------ */
+struct reader_thread {
+  struct bench_readers rt_br;
+  int rt_source;
+  long rt_sections;
+  long rt_bad;
+};
+
+/* The built-in source's reader loop (the liburcu flavours': bench/urcu_deferred.c,
+ * bench/urcu_qsbr.c, the same with their read side). */
+static long builtin_readers(const struct bench_readers *br, long *sections)
+{
+  long bad = 0, n = 0;
+  prd_rcu_register_thread();
+  while (!atomic_load_explicit(br->br_stop, memory_order_relaxed)) {
+    prd_rcu_read_lock();
+    /* acquire: pairs with the writer's release exchange that published the object */
+    uint64_t *o = atomic_load_explicit(&br->br_slots[n % br->br_nslots], memory_order_acquire);
+    if (o != NULL)
+      bad += (long)!(*(volatile uint64_t *)o & 1);
+    prd_rcu_read_unlock();
+    n++;
+  }
+  prd_rcu_unregister_thread();
+  *sections = n;
+  return bad;
+}
+
+static void *reader_thread_main(void *p)
+{
+  struct reader_thread *rt = p;
+  if (rt->rt_source == S_URCU_MEMB)
+    rt->rt_bad = bench_urcu_memb_readers(&rt->rt_br, &rt->rt_sections);
+  else if (rt->rt_source == S_URCU_QSBR)
+    rt->rt_bad = bench_urcu_qsbr_readers(&rt->rt_br, &rt->rt_sections);
+  else
+    rt->rt_bad = builtin_readers(&rt->rt_br, &rt->rt_sections);
+  return NULL;
+}
+
+/* The grace periods the library has run so far, from its sequence (src/rcu.c §4: 2 a
+ * grace period; get_state rounds to an even end, so a difference is exact to one). */
+static prd_gp_t library_gps(void)
+{
+  return prd_rcu_get_state() / 2;
 }
 
 static void pairs_child(void *arg, char *out, size_t len)
 {
   struct pairs_arg *pa = arg;
   struct mode_ctx mc;
+  source_use(pa->pa_source);
   mode_setup(&mc, pa->pa_mode, pa->pa_size, pa->pa_max_rss_mb);
-  int nt = pa->pa_threads;
-  pthread_t th[64];
+  mc.mc_source = pa->pa_source;
+  mc.mc_batch = pa->pa_batch;
+  int nt = pa->pa_threads, nr = pa->pa_readers;
+  pthread_t th[64], rth[64];
   struct pairs_thread pt[64];
+  static struct reader_thread rt[64];
+  static uint64_t *_Atomic slots[64];
+  atomic_int stop = 0;
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
+  for (int r = 0; r < nr; r++) {
+    rt[r] = (struct reader_thread){ { slots, nt, &stop }, pa->pa_source, 0, 0 };
+    if (pthread_create(&rth[r], NULL, reader_thread_main, &rt[r]) != 0) {
+      perror("prd-bench: reader thread");
+      _exit(2);
+    }
+  }
   for (int t = 0; t < nt; t++) {
-    pt[t] = (struct pairs_thread){ &mc, pa->pa_pairs, &start };
+    pt[t] = (struct pairs_thread){ &mc, pa->pa_pairs, &start, nr > 0 ? &slots[t] : NULL, 0, 0 };
     pthread_create(&th[t], NULL, pairs_thread_main, &pt[t]);
   }
+  prd_gp_t g0 = library_gps();
   pthread_barrier_wait(&start);
-  uint64_t t0 = bench_now_ns();
-  for (int t = 0; t < nt; t++)
+  /* the loop's time is the writers' own (first start to last end): this thread may not run
+   * again until they are done, with readers spinning on every CPU */
+  uint64_t t0 = UINT64_MAX, t1 = 0;
+  for (int t = 0; t < nt; t++) {
     pthread_join(th[t], NULL);
-  uint64_t t1 = bench_now_ns();
+    t0 = PRD_MIN(t0, pt[t].pt_t0);
+    t1 = PRD_MAX(t1, pt[t].pt_t1);
+  }
+  prd_gp_t g1 = library_gps();
+  atomic_store(&stop, 1);   /* the readers end with the writers: none outlives the run */
+  long sections = 0, bad = 0;
+  for (int r = 0; r < nr; r++) {
+    pthread_join(rth[r], NULL);
+    sections += rt[r].rt_sections;
+    bad += rt[r].rt_bad;
+  }
+  uint64_t t2a = bench_now_ns();
   mode_drain(&mc);
   uint64_t t2 = bench_now_ns();
   char metrics[2048];
   mode_metrics_json(&mc, 0, metrics, sizeof(metrics));   /* every object deferred: none held */
   double secs = (double)(t1 - t0) / 1e9;
+  double gps = pa->pa_mode == M_BATCH  ? (double)atomic_load(&mc.mc_syncs) / secs
+               : pa->pa_mode == M_URCU ? -1
+                                       : (double)(g1 - g0) / secs;
   snprintf(out, len,
            "{\"bench\":\"deferred\",\"mode\":\"%s\",\"size\":%zu,\"threads\":%d,"
-           "\"pairs_per_thread\":%ld,\"pairs_s\":%.0f,\"drain_ms\":%.1f,\"peak_rss_kb\":%ld,%s}",
-           mode_names[pa->pa_mode], pa->pa_size, nt, pa->pa_pairs,
-           (double)pa->pa_pairs * nt / secs, (double)(t2 - t1) / 1e6, bench_peak_rss_kb(),
-           metrics);
+           "\"readers\":%d,\"source\":\"%s\",\"batch\":%zu,"
+           "\"pairs_per_thread\":%ld,\"pairs_s\":%.0f,\"gp_s\":%.0f,\"reader_sections_s\":%.0f,"
+           "\"reader_errors\":%ld,\"drain_ms\":%.1f,\"peak_rss_kb\":%ld,%s}",
+           mode_names[pa->pa_mode], pa->pa_size, nt, nr, source_names[pa->pa_source],
+           pa->pa_batch, pa->pa_pairs, (double)pa->pa_pairs * nt / secs, gps,
+           (double)sections / secs, bad, (double)(t2 - t2a) / 1e6, bench_peak_rss_kb(), metrics);
+  if (bad > 0) {   /* a reader saw a freed object: no line, so the run fails */
+    fprintf(stderr, "prd-bench deferred: %ld reads of freed objects in %s\n", bad, out);
+    out[0] = '\0';
+  }
 }
 
 #define MAX_SIZES 16
@@ -350,8 +548,17 @@ static void pairs_child(void *arg, char *out, size_t len)
 static void usage_deferred(void)
 {
   fprintf(stderr, "usage: prd-bench deferred [--pairs N] [--threads N] [--sizes a,b,...] "
-                  "[--modes prudence,oblivious,malloc,urcu] [--max-rss-mb N] [--rounds N] "
+                  "[--modes prudence,oblivious,malloc,urcu,batch] [--batch B] [--readers R] "
+                  "[--source builtin|urcu-memb|urcu-qsbr] [--max-rss-mb N] [--rounds N] "
                   "[--json] [--smoke]\n");
+}
+
+/* Whether mode m runs with these readers on this source: liburcu's call_rcu (urcu) waits
+ * only for memb readers, so with readers it runs on that source alone. */
+static bool mode_runs(int m, unsigned modes, int readers, int source)
+{
+  return (modes & (1u << m)) && mode_available(m) &&
+         (m != M_URCU || readers == 0 || source == S_URCU_MEMB);
 }
 
 static int deferred_main(int argc, char **argv)
@@ -359,7 +566,9 @@ static int deferred_main(int argc, char **argv)
   struct bench_common bc = { .bc_rounds = 3 };
   argc = bench_parse_common(argc, argv, &bc);
   long pairs = bc.bc_smoke ? 20000 : 5000000;
-  int threads = default_threads();
+  int threads = 0;   /* 0: the CPUs less the readers */
+  int readers = 0, source = S_BUILTIN;
+  long batch = 4096;
   long max_rss_mb = 4096;
   size_t sizes[MAX_SIZES] = { 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096 };
   size_t nsizes = 10;
@@ -386,31 +595,63 @@ static int deferred_main(int argc, char **argv)
       nsizes = parse_sizes(v, sizes, MAX_SIZES);
     else if (strcmp(argv[i], "--modes") == 0)
       modes = parse_modes(v);
-    else {
+    else if (strcmp(argv[i], "--batch") == 0)
+      batch = atol(v);
+    else if (strcmp(argv[i], "--readers") == 0)
+      readers = atoi(v);
+    else if (strcmp(argv[i], "--source") == 0) {
+      for (source = 0; source < S_COUNT && strcmp(v, source_names[source]) != 0; source++)
+        ;
+    } else {
       usage_deferred();
       return 2;
     }
   }
+  if (threads == 0)
+    threads = PRD_MAX(1, default_threads() - readers);
   int rounds = bc.bc_rounds < 1 ? 1 : bc.bc_rounds > MAX_ROUNDS ? MAX_ROUNDS : bc.bc_rounds;
-  if (pairs < 1 || threads < 1 || threads > 64 || nsizes == 0 || modes == 0) {
+  if (pairs < 1 || threads < 1 || threads > 64 || nsizes == 0 || modes == 0 || batch < 1 ||
+      readers < 0 || readers > 64 || source == S_COUNT) {
     usage_deferred();
     return 2;
   }
-  static double v[MAX_SIZES][M_COUNT][MAX_ROUNDS];
+  /* the source is --source's; one that PRUDENCE_OPTIONS names too must be the same, or the
+   * run would measure another source than the environment asked for */
+  const char *o = getenv("PRUDENCE_OPTIONS");
+  size_t sn = strlen(source_names[source]);
+  while (o != NULL && *o != '\0') {
+    bool named = strncmp(o, "rcu=", 4) == 0;
+    if (named && (strncmp(o + 4, source_names[source], sn) != 0 ||
+                  (o[4 + sn] != ',' && o[4 + sn] != '\0'))) {
+      fprintf(stderr, "prd-bench deferred: PRUDENCE_OPTIONS names another grace-period source "
+                      "than --source %s\n", source_names[source]);
+      return 2;
+    }
+    o = strchr(o, ',');
+    o = o != NULL ? o + 1 : NULL;
+  }
+  if (source != S_BUILTIN && !bench_urcu_available()) {
+    fprintf(stderr, "prd-bench deferred: --source %s needs liburcu (not in this build)\n",
+            source_names[source]);
+    return 2;
+  }
+  static double v[MAX_SIZES][M_COUNT][MAX_ROUNDS], rss[MAX_SIZES][M_COUNT][MAX_ROUNDS];
   static char last[MAX_SIZES][M_COUNT][4096];
   int failures = 0;
   if (!bc.bc_json)
     printf("deferred (seed 001 §5.2, Fig. 6): %d threads x %ld alloc+deferred-free pairs per "
-           "size, median of %d rounds, each run in its own process\n", threads, pairs, rounds);
+           "size, %d readers, source %s, batch %ld, median of %d rounds, each run in its own "
+           "process\n", threads, pairs, readers, source_names[source], batch, rounds);
   for (int r = 0; r < rounds; r++)
     for (size_t s = 0; s < nsizes; s++)
       for (int k = 0; k < M_COUNT; k++) {
         int m = (k + r + (int)s) % M_COUNT;   /* rotate the order: interleaved */
-        if (!(modes & (1u << m)) || !mode_available(m))
+        if (!mode_runs(m, modes, readers, source))
           continue;
         bench_progress(&bc, "deferred", mode_names[m], r * (int)nsizes + (int)s,
                        rounds * (int)nsizes);
-        struct pairs_arg pa = { m, sizes[s], pairs, threads, max_rss_mb };
+        struct pairs_arg pa = { m,       sizes[s], pairs,  threads,
+                                max_rss_mb, readers, source, (size_t)batch };
         char line[4096];
         if (run_child(pairs_child, &pa, line, sizeof(line)) != 0) {
           fprintf(stderr, "prd-bench deferred: mode %s size %zu failed\n", mode_names[m],
@@ -420,27 +661,33 @@ static int deferred_main(int argc, char **argv)
           continue;
         }
         v[s][m][r] = json_num(line, "pairs_s");
+        rss[s][m][r] = json_num(line, "peak_rss_kb");
         snprintf(last[s][m], sizeof(last[s][m]), "%s", line);
         if (bc.bc_json)
           printf("%s\n", line);
       }
-  double med[MAX_SIZES][M_COUNT];
+  double med[MAX_SIZES][M_COUNT], mrss[MAX_SIZES][M_COUNT];
   for (size_t s = 0; s < nsizes; s++)
-    for (int m = 0; m < M_COUNT; m++)
-      med[s][m] = (modes & (1u << m)) && mode_available(m)
-                      ? bench_median(v[s][m], (size_t)rounds) : 0;
-  double min_obl = 0, r4096 = 0, min_mal = 0;
-  bool have_obl = false, have_mal = false;
+    for (int m = 0; m < M_COUNT; m++) {
+      bool on = mode_runs(m, modes, readers, source);
+      med[s][m] = on ? bench_median(v[s][m], (size_t)rounds) : 0;
+      mrss[s][m] = on ? bench_median(rss[s][m], (size_t)rounds) : 0;
+    }
+  double min_obl = 0, r4096 = 0, min_mal = 0, min_bat = 0, rss_bat = 0, rss_bat4096 = 0;
+  bool have_obl = false, have_mal = false, have_bat = false;
   if (!bc.bc_json) {
     printf("  %6s", "size");
     for (int m = 0; m < M_COUNT; m++)
-      if ((modes & (1u << m)) && mode_available(m))
+      if (mode_runs(m, modes, readers, source))
         printf(" %13s", mode_names[m]);
-    printf(" %10s %10s   (Mpairs/s; ratios: prudence over)\n", "/oblivious", "/malloc");
+    printf(" %10s %10s %10s %10s   (Mpairs/s; ratios: prudence over; RSS: peak, MB)\n",
+           "/oblivious", "/malloc", "/batch", "RSS/batch");
   }
   for (size_t s = 0; s < nsizes; s++) {
     double ro = med[s][M_OBLIVIOUS] > 0 ? med[s][M_PRUDENCE] / med[s][M_OBLIVIOUS] : 0;
     double rm = med[s][M_MALLOC] > 0 ? med[s][M_PRUDENCE] / med[s][M_MALLOC] : 0;
+    double rb = med[s][M_BATCH] > 0 ? med[s][M_PRUDENCE] / med[s][M_BATCH] : 0;
+    double rr = mrss[s][M_BATCH] > 0 ? mrss[s][M_PRUDENCE] / mrss[s][M_BATCH] : 0;
     if (med[s][M_OBLIVIOUS] > 0 && med[s][M_PRUDENCE] > 0) {
       min_obl = have_obl ? PRD_MIN(min_obl, ro) : ro;
       have_obl = true;
@@ -451,15 +698,31 @@ static int deferred_main(int argc, char **argv)
       min_mal = have_mal ? PRD_MIN(min_mal, rm) : rm;
       have_mal = true;
     }
+    if (med[s][M_BATCH] > 0 && med[s][M_PRUDENCE] > 0) {
+      min_bat = have_bat ? PRD_MIN(min_bat, rb) : rb;
+      rss_bat = have_bat ? PRD_MAX(rss_bat, rr) : rr;
+      have_bat = true;
+      if (sizes[s] == 4096)
+        rss_bat4096 = rr;
+    }
     if (!bc.bc_json) {
       printf("  %6zu", sizes[s]);
       for (int m = 0; m < M_COUNT; m++)
-        if ((modes & (1u << m)) && mode_available(m))
+        if (mode_runs(m, modes, readers, source))
           printf(" %13.2f", med[s][m] / 1e6);
-      printf(" %10.2f %10.2f\n", ro, rm);
+      printf(" %10.2f %10.2f %10.2f %10.2f\n", ro, rm, rb, rr);
     }
   }
   if (!bc.bc_json) {
+    printf("  peak RSS MB and grace periods/s of the last round, by mode:\n");
+    for (size_t s = 0; s < nsizes; s++) {
+      printf("  %6zu", sizes[s]);
+      for (int m = 0; m < M_COUNT; m++)
+        if (mode_runs(m, modes, readers, source) && last[s][m][0] != '\0')
+          printf("  %s %.1f MB %.0f gp/s", mode_names[m],
+                 json_num(last[s][m], "peak_rss_kb") / 1024, json_num(last[s][m], "gp_s"));
+      printf("\n");
+    }
     printf("  metrics of the last round (prudence | oblivious; docs/benchmarks.md says how "
            "each is counted):\n");
     for (size_t s = 0; s < nsizes; s++) {
@@ -498,8 +761,11 @@ static int deferred_main(int argc, char **argv)
       printf("\n");
     }
   }
-  printf("{\"bench\":\"deferred\",\"summary\":true,\"min_ratio_vs_oblivious\":%.3f,"
-         "\"ratio_vs_oblivious_4096\":%.3f,\"min_ratio_vs_malloc_callrcu\":%.3f}\n",
+  printf("{\"bench\":\"deferred\",\"summary\":true,\"readers\":%d,\"min_ratio_vs_batch\":%.3f,"
+         "\"rss_ratio_vs_batch\":%.3f,\"rss_ratio_vs_batch_4096\":%.3f,"
+         "\"min_ratio_vs_oblivious\":%.3f,\"ratio_vs_oblivious_4096\":%.3f,"
+         "\"min_ratio_vs_malloc_callrcu\":%.3f}\n",
+         readers, have_bat ? min_bat : 0.0, have_bat ? rss_bat : 0.0, rss_bat4096,
          have_obl ? min_obl : 0.0, r4096, have_mal ? min_mal : 0.0);
   return failures == 0 ? 0 : 1;
 }
@@ -861,7 +1127,9 @@ static int rcuhash_main(int argc, char **argv)
   for (int r = 0; r < rounds; r++)
     for (int k = 0; k < M_COUNT; k++) {
       int m = (k + r) % M_COUNT;
-      if (m == M_URCU) /* its readers would need liburcu's read side: the built-in is used */
+      /* urcu: its readers would need liburcu's read side (the built-in is used); batch: a
+       * writer that synchronizes under the table's locks is not how a hash table retires */
+      if (m == M_URCU || m == M_BATCH)
         continue;
       struct hash_arg ha = { m, seconds, threads, 4096 };
       char line[4096];
@@ -875,7 +1143,7 @@ static int rcuhash_main(int argc, char **argv)
     }
   double med[M_COUNT] = { 0 };
   for (int m = 0; m < M_COUNT; m++)
-    if (m != M_URCU)
+    if (m != M_URCU && m != M_BATCH)
       med[m] = bench_median(v[m], (size_t)rounds);
   if (!bc.bc_json)
     printf("rcuhash: %d threads, 90%% lookup / 5%% insert / 5%% deferred delete, %gs, median "

@@ -1,12 +1,15 @@
-/* urcu_deferred.c: the `urcu` mode of prd-bench deferred/endurance (bench/deferred.c):
- * malloc + liburcu memb's own call_rcu(free), the reclaimer users pick today (ANCHORS.md).
- * The rcu_head lives after the object in the same malloc'd block, as a structure embeds it. */
+/* urcu_deferred.c: liburcu memb's half of prd-bench deferred/endurance (bench/deferred.c).
+ * The `urcu` mode: malloc + liburcu memb's own call_rcu(free), the reclaimer users pick today
+ * (ANCHORS.md); the rcu_head lives after the object in the same malloc'd block, as a
+ * structure embeds it.  With --source urcu-memb: the `batch` mode's synchronize_rcu, the
+ * library's source (libprudence-urcu's prd_rcu_urcu_memb) and the readers' loop. */
 #define _LGPL_SOURCE
 #include <urcu/urcu-memb.h>
 
 #include <stdlib.h>
 
 #include "deferred.h"
+#include "prudence_urcu.h"
 
 struct urcu_obj_head {
   struct rcu_head uh_head;
@@ -44,4 +47,32 @@ void bench_urcu_unregister(void)
 void bench_urcu_barrier(void)
 {
   urcu_memb_barrier();
+}
+
+void bench_urcu_memb_synchronize(void)
+{
+  urcu_memb_synchronize_rcu();
+}
+
+int bench_urcu_memb_use_source(void)
+{
+  return prd_rcu_set_source(&prd_rcu_urcu_memb);
+}
+
+long bench_urcu_memb_readers(const struct bench_readers *br, long *sections)
+{
+  long bad = 0, n = 0;
+  urcu_memb_register_thread();
+  while (!atomic_load_explicit(br->br_stop, memory_order_relaxed)) {
+    urcu_memb_read_lock();
+    /* acquire: pairs with the writer's release store that published the object */
+    uint64_t *o = atomic_load_explicit(&br->br_slots[n % br->br_nslots], memory_order_acquire);
+    if (o != NULL)
+      bad += (long)!(*(volatile uint64_t *)o & 1);
+    urcu_memb_read_unlock();
+    n++;
+  }
+  urcu_memb_unregister_thread();
+  *sections = n;
+  return bad;
 }
