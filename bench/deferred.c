@@ -443,10 +443,7 @@ static long builtin_readers(const struct bench_readers *br, long *sections)
   prd_rcu_register_thread();
   while (!atomic_load_explicit(br->br_stop, memory_order_relaxed)) {
     prd_rcu_read_lock();
-    /* acquire: pairs with the writer's release exchange that published the object */
-    uint64_t *o = atomic_load_explicit(&br->br_slots[n % br->br_nslots], memory_order_acquire);
-    if (o != NULL)
-      bad += (long)!(*(volatile uint64_t *)o & 1);
+    bad += bench_reader_section(br, n);
     prd_rcu_read_unlock();
     n++;
   }

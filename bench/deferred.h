@@ -21,6 +21,16 @@ struct bench_readers {
   atomic_int *br_stop;
 };
 
+/* The body of reader section n, inside the flavour's read_lock/read_unlock (each flavour's
+ * loop keeps its own inline read side): reads the object of a slot and says 1 when it looks
+ * freed (writers keep its first word odd; a free list's link is even).  Acquire: pairs with
+ * the writer's release exchange that published the object. */
+static inline long bench_reader_section(const struct bench_readers *br, long n)
+{
+  uint64_t *o = atomic_load_explicit(&br->br_slots[n % br->br_nslots], memory_order_acquire);
+  return o != NULL && !(*(volatile uint64_t *)o & 1);
+}
+
 #ifdef PRD_HAVE_URCU
 static inline bool bench_urcu_available(void)
 {

@@ -65,10 +65,7 @@ long bench_urcu_memb_readers(const struct bench_readers *br, long *sections)
   urcu_memb_register_thread();
   while (!atomic_load_explicit(br->br_stop, memory_order_relaxed)) {
     urcu_memb_read_lock();
-    /* acquire: pairs with the writer's release store that published the object */
-    uint64_t *o = atomic_load_explicit(&br->br_slots[n % br->br_nslots], memory_order_acquire);
-    if (o != NULL)
-      bad += (long)!(*(volatile uint64_t *)o & 1);
+    bad += bench_reader_section(br, n);
     urcu_memb_read_unlock();
     n++;
   }

@@ -40,10 +40,7 @@ long bench_urcu_qsbr_readers(const struct bench_readers *br, long *sections)
   urcu_qsbr_register_thread();
   while (!atomic_load_explicit(br->br_stop, memory_order_relaxed)) {
     urcu_qsbr_read_lock();
-    /* acquire: pairs with the writer's release store that published the object */
-    uint64_t *o = atomic_load_explicit(&br->br_slots[n % br->br_nslots], memory_order_acquire);
-    if (o != NULL)
-      bad += (long)!(*(volatile uint64_t *)o & 1);
+    bad += bench_reader_section(br, n);
     urcu_qsbr_read_unlock();
     urcu_qsbr_quiescent_state(); /* between sections: the reader holds no reference */
     n++;

@@ -1165,26 +1165,33 @@ void *prd_malloc(size_t size)
   return malloc_small_miss(size);
 }
 
-void prd_free(void *ptr)
+/* The class of ptr when ptr is the start of a buffer in a class slab, else NULL: the hit
+ * paths' page-map lookup (prd_free, prd_malloc_usable_size).  One test for NULL (a - 1 wraps)
+ * and for addresses beyond the map; a class entry whose slab starts a buffer at ptr (the
+ * sentinel's limit fails every other entry, section 3). */
+static inline const prd_mclass_t *class_of_start(const void *ptr)
 {
   uintptr_t a = (uintptr_t)ptr;
-  /* one test for NULL (a - 1 wraps) and for addresses beyond the map */
   if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0)) {
     /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
     prd_pm_entry_t *leaf = atomic_load_explicit(
         &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
     if (prd_likely(leaf != NULL)) {
       uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
-      /* a class entry whose slab starts a buffer at ptr (the sentinel's limit fails every
-       * other entry, section 3) */
       const prd_mclass_t *mc = pm_mclass(e);
-      if (prd_likely(mclass_start_ok(mc, e, a))) {
-        class_free(mc, ptr);
-        return;
-      }
+      if (prd_likely(mclass_start_ok(mc, e, a)))
+        return mc;
     }
   }
-  if (ptr != NULL)
+  return NULL;
+}
+
+void prd_free(void *ptr)
+{
+  const prd_mclass_t *mc = class_of_start(ptr);
+  if (prd_likely(mc != NULL))
+    class_free(mc, ptr);
+  else if (ptr != NULL)
     free_slow(ptr);
 }
 
@@ -1216,22 +1223,11 @@ static PRD_NOINLINE size_t usable_slow(void *ptr)
 
 size_t prd_malloc_usable_size(void *ptr)
 {
-  /* a class buffer as prd_free finds it (page map, class and start test), its size from
-   * the class's line: a program that counts its memory calls this beside every malloc and
-   * free.  Anything else, NULL and bad pointers (reported) take usable_slow */
-  uintptr_t a = (uintptr_t)ptr;
-  if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0)) {
-    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
-    prd_pm_entry_t *leaf = atomic_load_explicit(
-        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
-    if (prd_likely(leaf != NULL)) {
-      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
-      const prd_mclass_t *mc = pm_mclass(e);
-      if (prd_likely(mclass_start_ok(mc, e, a)))
-        return mc->mc_size;
-    }
-  }
-  return usable_slow(ptr);
+  /* a class buffer as prd_free finds it, its size from the class's line: a program that
+   * counts its memory calls this beside every malloc and free.  Anything else, NULL and bad
+   * pointers (reported) take usable_slow */
+  const prd_mclass_t *mc = class_of_start(ptr);
+  return prd_likely(mc != NULL) ? mc->mc_size : usable_slow(ptr);
 }
 
 /* realloc of a huge block to a size that stays huge (section 1): the kernel resizes or moves
