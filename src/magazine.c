@@ -1477,6 +1477,10 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
  * magazine cannot take (a nested call filled it, no magazine could be had) goes back.
  * Memory ordering: the rounds are written under tc_lock, as tiers 1-3 write them. */
 #define MAG_REFILL_MAX 256   /* buffers one refill takes: its stack array (2 KiB) */
+/* A thread's first refill of a class takes this many: a thread that starts, allocates a
+ * little and exits would otherwise take half a magazine per class and hand the rest back
+ * to the slab layer at its exit, one link check each; its later refills take half. */
+#define MAG_FIRST_REFILL 8
 
 /* The thread's current slab of cp after a call of the slab layer that began with `hint`
  * (tc_lock held; section 3, tier 4).  Stored even when it is the hint: meanwhile a reaper
@@ -1542,7 +1546,16 @@ static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, void *hint, uint32_t 
   }
   uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
   if (cc->cc_loaded == NULL) {
-    prd_mag_t *mp = prd__mag_new(cp);   /* PRD_NOSLEEP, callable under tc_lock */
+    /* the depot's empty magazine first (tc_lock -> dp_lock, section 12), else a new one
+     * (PRD_NOSLEEP, callable under tc_lock): threads that start, refill and exit one after
+     * the other take the magazines their predecessors' exits left on the empty list, which
+     * would otherwise grow by one per thread until the next reap */
+    prd_depot_t *dp = &cp->cache_depot;
+    depot_lock(dp);
+    prd_mag_t *mp = maglist_get(&dp->dp_empty);
+    pthread_mutex_unlock(&dp->dp_lock);
+    if (mp == NULL)
+      mp = prd__mag_new(cp);
     if (mp != NULL) {
       cc->cc_loaded = mp;
       cc->cc_magsize = mp->mag_size;
@@ -1617,8 +1630,8 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
     return h->mh_refill(cp, id, flags);
   /* tier 4: no full magazine in the depot: the slab layer (tc_lock dropped: it may reap),
    * half a magazine at once (mag_refill) */
-  if (want == 0)
-    want = prd__mag_cur_size(cp) / 2;
+  if (want == 0)   /* a thread's first refill of the class: a few (MAG_FIRST_REFILL) */
+    want = PRD_MIN(prd__mag_cur_size(cp) / 2, MAG_FIRST_REFILL);
   if (want > 1)
     return mag_refill(cp, tc, own, want, flags);
   return mag_slab_take(cp, tc, own, &buf, 1, flags) == 1 ? buf : NULL;
