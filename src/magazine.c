@@ -41,8 +41,9 @@
  *      tier 3  both empty: cc_previous goes to the depot's empty list, a full magazine comes
  *              from the depot's full list, previous = loaded, loaded = full, pop
  *      tier 4  the depot has no full magazine: the slab layer (which constructs if needed);
- *              for malloc's classes (PRD_CF_PACKED) half a magazine at once, the rest
- *              pushed onto the loaded magazine (mag_refill), so that a class that only grows
+ *              for malloc's classes (PRD_CF_PACKED) half a magazine at once (a thread's
+ *              first refill of the class: MAG_FIRST_REFILL, 8, into the depot's empty
+ *              magazine if it has one), the rest pushed onto the loaded magazine (mag_refill), so that a class that only grows
  *              visits the layers below once per magazine rather than once per allocation;
  *              object caches take one object, as the paper's (their parked objects are
  *              constructed memory the caller sized).  Every tier 4 takes from the thread's
