@@ -37,7 +37,10 @@
  *    application thread is left; none: it clears maint_started under maint_lock and returns,
  *    unless a kick is due.  prd__maint_wake sets maint_kick and reads maint_started under
  *    maint_lock, so either the kick keeps the thread or the waker sees it gone and starts
- *    another.
+ *    another.  The clearing store is a release and the next start's claim (the
+ *    compare-exchange in prd__maint_poke) an acquire, so the thread that starts next owns
+ *    thread.c's record of the maintenance thread (maint_lt) after the last writes of the one
+ *    that ended; the waker's own path has maint_lock for that.
  *
  * 4. Constants.  MAINT_WAKE_MS 1000: the jobs want about a second's resolution (snapshots
  *    every stats_interval_ms, pre-flush requests between wake-ups), and a wake-up a second
@@ -177,7 +180,9 @@ static void *maint_main(void *arg)
      * thread sees its kick (section 3). */
     if (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
         prd__lthread_idle_exit(&maint_lt)) {
-      atomic_store_explicit(&maint_started, false, memory_order_relaxed);
+      /* release: the next thread's claim (the compare-exchange of prd__maint_poke, acquire)
+       * is ordered after this thread's last writes to maint_lt, which the next one owns */
+      atomic_store_explicit(&maint_started, false, memory_order_release);
       pthread_mutex_unlock(&maint_lock);
       return NULL;
     }

@@ -40,7 +40,10 @@
  *    beside a program's own, and each must see the other's threads as the library's, or neither
  *    would ever end), not the leaver (which is in its exit destructor, about to go), and neither
  *    a zombie nor dead (a main thread that called pthread_exit stays listed as a zombie until the
- *    process ends).  None: the library thread clears its running flag and returns, and the
+ *    process ends).  The main thread (its id the process's) is never taken for a library
+ *    thread by its name: a program whose name starts with LT_PREFIX (this project's prd-bench
+ *    is one) would otherwise look thread-less, and its library threads would end and restart
+ *    every time its other threads ended.  None: the library thread clears its running flag and returns, and the
  *    process ends when the last one has.  A thread that has just been joined may still be listed
  *    for a moment (the kernel wakes the joiner before it has finished the thread's exit), as may
  *    the leaver's sibling that exits at the same time: after a poke that found a live thread, the
@@ -305,6 +308,11 @@ static bool lt_app_alive(void)
         tid = tid * 10 + (*p - '0');
       if (tid == leaver || lt_is_library(tid))
         continue;
+      if (tid == getpid()) {   /* the main thread is the application's, whatever its name */
+        char st = lt_task_state(name);
+        alive = st != 'Z' && st != 'X' && st != 'x';
+        continue;
+      }
       char st = lt_task_state(name);
       alive = st != 'Z' && st != 'X' && st != 'x' && st != 'L';
     }

@@ -379,6 +379,48 @@ static void test_uncounted_thread(void)
   printf("  child ended %d ms after its start\n", child_ms);
 }
 
+/* Guards: a main thread whose name started with "prd-" (the library threads' prefix; this
+ * project's prd-bench is such a program) was taken for a library thread, so once the other
+ * application threads ended the library threads found no application thread left and ended
+ * (to be started again at the next need), while the process went on. */
+static int named_threads(const char *name)
+{
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.')
+      continue;
+    char path[300], comm[64] = "";
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    if (fgets(comm, sizeof(comm), f) != NULL)
+      comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    n += strcmp(comm, name) == 0;
+  }
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+static void prefix_main_body(void)
+{
+  pthread_setname_np(pthread_self(), "prd-app-main");
+  start_all();   /* two application threads start the maintenance thread, then end */
+  for (int i = 0; i < 200 && named_threads("prd-maint") == 0; i++)
+    sleep_ms(10);
+  CHECK(named_threads("prd-maint") >= 1);   /* two under a preloaded malloc of its own */
+  sleep_ms(700);   /* past the quick looks after the last thread's poke (255 ms) */
+  CHECK(named_threads("prd-maint") >= 1);
+}
+
+static void test_main_named_like_library(void)
+{
+  in_child(prefix_main_body);
+}
+
 int main(void)
 {
   RUN(test_start_fails_once);
@@ -387,5 +429,6 @@ int main(void)
   RUN(test_signals_blocked);
   RUN(test_pthread_exit_ends_process);
   RUN(test_uncounted_thread);
+  RUN(test_main_named_like_library);
   return prd_test_done();
 }
