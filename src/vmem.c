@@ -202,7 +202,8 @@
  *    Twice is the hedge of not knowing A: an allowance spent byte for byte would keep
  *    D - A resident when the next phase is smaller than the last; a purge at the free
  *    faults all of min(A, D) back in.  A decay pass zeroes the allowance (what a reap left
- *    for reuse and nobody took is the pass's to decommit).  Frees by the program itself
+ *    for reuse and nobody took is the pass's to decommit); until then, if the allocations
+ *    stop, what is left of it stays resident, as it was in the depots before the reap.  Frees by the program itself
  *    never add to it: a program that frees its peak and goes idle gets the bound at once.
  *    Reuse prefers resident pages: flist_insert puts a dirty segment at the head of its list
  *    and a clean one at the tail, and instant-fit takes a list's first member, so of the
