@@ -203,8 +203,10 @@
  *    D - A resident when the next phase is smaller than the last; a purge at the free
  *    faults all of min(A, D) back in.  A decay pass zeroes the allowance (what a reap left
  *    for reuse and nobody took is the pass's to decommit); until then, if the allocations
- *    stop, what is left of it stays resident, as it was in the depots before the reap.  Frees by the program itself
- *    never add to it: a program that frees its peak and goes idle gets the bound at once.
+ *    stop, what is left of it stays resident, as it was in the depots before the reap.
+ *    Frees by the program itself never add to it: a program that frees its peak and goes
+ *    idle gets the bound at once.  Ordering: vm_reuse is read and written under vm_lock
+ *    only, like vm_dirty; the scope flag is the thread's own.
  *    Reuse prefers resident pages: flist_insert puts a dirty segment at the head of its list
  *    and a clean one at the tail, and instant-fit takes a list's first member, so of the
  *    segments of one list a dirty one is taken before a clean one (an import's clean rest,
