@@ -91,6 +91,8 @@
  *    emptied into its slabs (cache_grow_reap): a finished phase's memory, parked in the
  *    depot of its class, goes to the heap arena (a packed cache's free slabs go at once)
  *    where the growing class takes it, within two growth reaps rather than decay_ms / 2.
+ *    The reap runs inside prd__vmem_heap_reuse(true/false): the heap arena keeps what it
+ *    frees dirty for that class and purges it as later allocations go (vmem.c section 16).
  *    The internal caches (last on the list) then give back all their free slabs: the
  *    magazines a dropped phase filled, freed by those depot reaps, would otherwise hold
  *    megabytes of free slabs until a decay pass.  Same try-lock and reclaim guard as the
@@ -614,6 +616,7 @@ static void cache_grow_reap(void)
   if (cache_in_reclaim || pthread_mutex_trylock(&cache_reap_lock) != 0)
     return;
   cache_in_reclaim = true;
+  prd__vmem_heap_reuse(true);   /* what it frees, the growing caches take next (vmem.c 16) */
   for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
     if (cp->cache_flags & PRD_CF_INTERNAL)
       /* the internal caches come last: the magazines (and slab structures) the depots just
@@ -623,6 +626,7 @@ static void cache_grow_reap(void)
     else if (depot_idle(cp, &cp->cache_grow_depot))
       prd__mag_depot_reap(cp, true);
   }
+  prd__vmem_heap_reuse(false);
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = false;
 }

@@ -487,11 +487,14 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp);
 /* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
  * each broken one through prd__report and returns how many were found (0: consistent). */
 int prd__vmem_check(prd_vmem_t *vmp);
-/* Decay (vmem.c section 16): a pass over an arena, the heap arena's pass, dirty free bytes. */
+/* Decay (vmem.c section 16): a pass over an arena, the heap arena's pass, dirty free bytes;
+ * between prd__vmem_heap_reuse(true) and (false) (cache.c's growth reap) the calling thread's
+ * frees to the heap arena are kept dirty for the growing caches to reuse. */
 size_t prd__vmem_decay(prd_vmem_t *vmp, bool all);
 size_t prd__vmem_dirty(prd_vmem_t *vmp);
 size_t prd__vmem_heap_decay(bool all);
 size_t prd__vmem_heap_dirty(void);
+void prd__vmem_heap_reuse(bool on);
 /* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
  * list PRD_VMEM_STATS. */
 void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);

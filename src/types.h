@@ -89,6 +89,8 @@ struct prd_vmem {
   bool vm_decommit;            /* the integers are memory this arena may decommit (the heap) */
   size_t vm_dirty;             /* bytes of free segments with vs_dirty set (section 16); stored
                                   with relaxed atomics so prd__vmem_heap_dirty reads it unlocked */
+  size_t vm_reuse;             /* dirty free bytes allowed above the bound for reuse: what growth
+                                  reaps freed, less twice what was allocated since (section 16) */
   prd_vmem_t *vm_next, *vm_prev;   /* the list of all arenas, under vmem_list_lock */
   /* quantum caches (vmem.c section 14): vm_qcache[k-1] serves size k * quantum; made at first use */
   _Atomic int vm_qcache_state;            /* 0 not yet, 1 made, -1 could not be made */

@@ -82,8 +82,9 @@
  *    at the end of prd_vmem_add/destroy): spans sorted and disjoint; each span's segments tile
  *    it exactly, in order; no two adjacent free segments; every free segment on the freelist of
  *    its size class, every freelist member free, the bitmap equal to the non-empty lists; every
- *    allocated segment in its hash bucket and nothing else there; no imported span wholly free;
- *    the statistics equal to what the lists hold; the rotor on the list.
+ *    allocated segment in its hash bucket and nothing else there; no imported span wholly free
+ *    (but in the heap arena, which keeps what a growth reap frees: section 16); the statistics
+ *    equal to what the lists hold; the rotor on the list.
  *
  * 10. Locking.  One mutex per arena (vm_lock) protects all of the above.  Why one: every
  *    operation touches the address list, a freelist and the hash together, and all of them are
@@ -183,6 +184,29 @@
  *    that made the excess; the madvise of a large drop runs in batches, so others wait for
  *    the lock at most one batch, as behind a decay pass.  Each decommitted segment counts in
  *    the statistics' decommits (and in decay passes too), each purge in purges.
+ *    Reuse before purge.  cache.c's growth reap (a cache grew by another 4 MiB of slabs, and
+ *    the depots idle since the last reap go back to their slabs) frees a finished phase's
+ *    slabs to the heap arena while the heap's allocated bytes are low, so the bound would
+ *    decommit nearly all of them, and the growing cache, which takes exactly that memory
+ *    next, would fault every page back in.  So the reap marks its thread's frees
+ *    (prd__vmem_heap_reuse; vmem_reuse_scope, thread-local): each adds its size to
+ *    vm_reuse, the allowance of dirty bytes above the cap (at most vm_dirty), and a span it
+ *    leaves wholly free stays in the arena, dirty, instead of going back to the source.
+ *    Every later allocation from the arena pays the allowance down by twice its size, and a
+ *    free or an allocation that leaves vm_dirty above cap + vm_reuse (dirty_limit) purges
+ *    down to cap / 2 + vm_reuse as above, the allocation after it dropped the lock.  So while
+ *    the next phase allocates, the arena purges about one byte for each byte it reuses:
+ *    with D bytes freed by reaps and A allocated after them, min(A, D / 2) of the reused
+ *    pages are dirty ones (no fault), and once A reaches D / 2 the allowance is spent and
+ *    the dirty bytes are within the cap again, the excess purged before the phase ends.
+ *    Twice is the hedge of not knowing A: an allowance spent byte for byte would keep
+ *    D - A resident when the next phase is smaller than the last; a purge at the free
+ *    faults all of min(A, D) back in.  A decay pass zeroes the allowance (what a reap left
+ *    for reuse and nobody took is the pass's to decommit); until then, if the allocations
+ *    stop, what is left of it stays resident, as it was in the depots before the reap.
+ *    Frees by the program itself never add to it: a program that frees its peak and goes
+ *    idle gets the bound at once.  Ordering: vm_reuse is read and written under vm_lock
+ *    only, like vm_dirty; the scope flag is the thread's own.
  *    Reuse prefers resident pages: flist_insert puts a dirty segment at the head of its list
  *    and a clean one at the tail, and instant-fit takes a list's first member, so of the
  *    segments of one list a dirty one is taken before a clean one (an import's clean rest,
@@ -517,9 +541,20 @@ static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, u
   return vsp;
 }
 
+/* Set by prd__vmem_heap_reuse around cache.c's growth reap: this thread's frees to the heap
+ * arena are memory the growing caches take next, kept dirty, wholly free spans included
+ * (section 16). */
+static _Thread_local bool vmem_reuse_scope;
+
+void prd__vmem_heap_reuse(bool on)
+{
+  vmem_reuse_scope = on;
+}
+
 /* Frees the allocated segment vsp (already out of the hash) and coalesces it with its free
- * neighbours.  Returns true, filling *rel, when that left an imported span wholly free: the
- * span is then already off every list and the caller gives it back after unlocking. */
+ * neighbours.  Returns true, filling *rel, when that left an imported span wholly free (not in
+ * a growth reap: section 16): the span is then already off every list and the caller gives
+ * it back after unlocking. */
 static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
 {
   uintptr_t size = vseg_size(vsp);
@@ -552,7 +587,7 @@ static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
   dirty_add(vmp, vseg_size(vsp), 0);
   prd_vseg_t *sp = vsp->vs_aprev;
   if (sp->vs_type == PRD_VS_SPAN && sp->vs_import && sp->vs_start == vsp->vs_start &&
-      sp->vs_end == vsp->vs_end) {
+      sp->vs_end == vsp->vs_end && !(vmp->vm_decommit && vmem_reuse_scope)) {
     span_remove_free(vmp, sp, rel);
     return true;
   }
@@ -776,6 +811,9 @@ static void vmem_wait(prd_vmem_t *vmp, uint64_t until_ms)
   vmp->vm_waiters--;
 }
 
+static size_t dirty_limit(const prd_vmem_t *vmp);
+static void vmem_purge(prd_vmem_t *vmp);
+
 static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, bool xalloc,
                            bool may_import)
 {
@@ -806,9 +844,18 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
           flist_remove(vmp, just->vs_anext);
           span_remove_free(vmp, just, &rel);
         }
+        /* An allocation pays down the reuse allowance by twice its size; the dirty memory
+         * above what is left of it is purged, here as after a free (section 16). */
+        bool purge = false;
+        if (vmp->vm_reuse != 0) {
+          vmp->vm_reuse -= PRD_MIN(vmp->vm_reuse, 2 * (size_t)r->vr_size);
+          purge = vmp->vm_dirty > dirty_limit(vmp);
+        }
         pthread_mutex_unlock(&vmp->vm_lock);
         if (rel.vl_size != 0)
           vmp->vm_ffunc(vmp->vm_source, (void *)rel.vl_start, rel.vl_size);
+        if (purge)
+          vmem_purge(vmp);
         return (void *)addr;
       }
       if (just != NULL) {
@@ -911,7 +958,13 @@ static size_t dirty_cap(const prd_vmem_t *vmp)
   return PRD_MAX(floor, (size_t)(part * pct));
 }
 
-static void vmem_purge(prd_vmem_t *vmp);
+/* The dirty free bytes a free or an allocation may leave before it purges: the bound plus
+ * the reuse allowance (vm_lock held). */
+static size_t dirty_limit(const prd_vmem_t *vmp)
+{
+  size_t cap = dirty_cap(vmp);
+  return cap > SIZE_MAX - vmp->vm_reuse ? SIZE_MAX : cap + vmp->vm_reuse;
+}
 
 /* Says what is wrong with freeing addr, which is not the start of an allocated segment. */
 static void vmem_report_bad_addr(prd_vmem_t *vmp, uintptr_t addr, size_t size, const char *fn)
@@ -962,7 +1015,9 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
     }
     *pp = vsp->vs_knext;
     release = seg_free(vmp, vsp, &rel);
-    purge = vmp->vm_decommit && vmp->vm_dirty > dirty_cap(vmp);   /* section 16 */
+    if (vmp->vm_decommit && vmem_reuse_scope)   /* a growth reap's free (section 16) */
+      vmp->vm_reuse = PRD_MIN(vmp->vm_reuse + size, vmp->vm_dirty);
+    purge = vmp->vm_decommit && vmp->vm_dirty > dirty_limit(vmp);   /* section 16 */
     if (vmp->vm_waiters > 0)
       pthread_cond_broadcast(&vmp->vm_cv);   /* pairs with vmem_wait: both under vm_lock */
   }
@@ -1383,6 +1438,7 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
     size_t batch = 0;
     more = false;
     pthread_mutex_lock(&vmp->vm_lock);
+    vmp->vm_reuse = 0;   /* what a growth reap left for reuse is the pass's to age (section 16) */
     for (int n = 0; n < PRD_VMEM_FREELISTS && !more; n++) {
       prd_vseg_t *head = &vmp->vm_freelist[n];
       for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext) {
@@ -1448,16 +1504,17 @@ static bool purge_batch(prd_vmem_t *vmp, size_t target)
   return false;
 }
 
-/* The dirty bound (section 16), run by a free that left vm_dirty above dirty_cap, with no
- * lock held: decommits down to half the cap, in batches as a decay pass does.  A free that
- * finds the bound already restored by another thread's purge does nothing. */
+/* The dirty bound (section 16), run by a free or an allocation that left vm_dirty above
+ * dirty_limit, with no lock held: decommits down to half the cap plus the reuse allowance,
+ * in batches as a decay pass does.  A call that finds the bound already restored by another
+ * thread's purge does nothing. */
 static void vmem_purge(prd_vmem_t *vmp)
 {
   pthread_mutex_lock(&vmp->vm_lock);
   size_t cap = dirty_cap(vmp);
-  if (vmp->vm_dirty > cap) {
+  if (vmp->vm_dirty > dirty_limit(vmp)) {
     vmp->vm_stats.purges++;
-    while (purge_batch(vmp, cap / 2)) {
+    while (purge_batch(vmp, cap / 2 + vmp->vm_reuse)) {
       pthread_mutex_unlock(&vmp->vm_lock);
       pthread_mutex_lock(&vmp->vm_lock);
     }
@@ -1542,9 +1599,10 @@ int prd__vmem_check(prd_vmem_t *vmp)
       c.bytes_total += vseg_size(vsp);
       if (vsp->vs_import)
         c.bytes_imported += vseg_size(vsp);
-      VCHECK(!vsp->vs_import || !(vsp->vs_anext->vs_type == PRD_VS_FREE &&
-                                  vsp->vs_anext->vs_start == vsp->vs_start &&
-                                  vsp->vs_anext->vs_end == vsp->vs_end),
+      VCHECK(!vsp->vs_import || vmp->vm_decommit ||
+                 !(vsp->vs_anext->vs_type == PRD_VS_FREE &&
+                   vsp->vs_anext->vs_start == vsp->vs_start &&
+                   vsp->vs_anext->vs_end == vsp->vs_end),
              "imported span [%p, %p) is wholly free but was not given back", nm,
              (void *)vsp->vs_start, (void *)vsp->vs_end);
       continue;

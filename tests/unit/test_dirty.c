@@ -9,7 +9,16 @@
  *               the bound as soon as the frees return, not after a decay period
  *   hysteresis  free and refill around the bound: a purge goes down to half the bound, so the
  *               purges are a handful, not one for every block freed past the bound
+ *   reuse       frees marked as a growth reap's (prd__vmem_heap_reuse) stay dirty, the
+ *               allocations after them take those pages without faulting, and by the time
+ *               they allocated half of it the rest is purged down to the bound
+ *   reap        the same through prd_malloc: a phase of 2,000 B blocks freed, then a phase of
+ *               512 B blocks whose growth reaps hand the first phase's slabs to the heap
+ *               arena: the second phase's pages are mostly the first's, not new faults, and
+ *               the dirty memory left at its end is within the bound
  */
+#include <sys/resource.h>
+
 // prd-test-labels: unit
 #include "internal.h"
 #include "prd_test.h"
@@ -95,15 +104,120 @@ static int case_hysteresis(void)
   return dirty <= 4 * MIB && st.purges >= 2 && st.purges <= CYCLES / 4 ? 0 : 1;
 }
 
+static long minflt(void)
+{
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+static size_t bound_now(void)
+{
+  prd_vmem_stats_t st = heap_stats();
+  return PRD_MAX(4 * MIB, (size_t)st.bytes_alloc / 100 * 3);
+}
+
+/* Guards the defect of the plain bound: memory that a growth reap frees to the heap arena is
+ * what the growing caches take next, but the bound decommitted it in the freeing thread
+ * (down to half of 3 % of a heap that had just shrunk), and the next allocations faulted
+ * every page back in (a page fault each). */
+#define REUSE_FREED (NBLK - NBLK / 16)   /* 60 MiB freed as a growth reap's */
+static void *again[NBLK];
+
+static int case_reuse(void)
+{
+  setup("3", "4m");
+  prd_vmem_stats_t st0 = heap_stats();
+  prd__vmem_heap_reuse(true);
+  for (int i = 0; i < NBLK; i++)
+    if (i % 16 != 0)
+      prd_vmem_free(prd_heap_arena(), blk[i], BLK);
+  prd__vmem_heap_reuse(false);
+  prd_vmem_stats_t st1 = heap_stats();
+  size_t kept = prd__vmem_heap_dirty();
+  /* a quarter of it again, touched: the dirty pages serve it (the fault count allows for
+   * the tags' and the test's own pages) */
+  long f0 = minflt();
+  int n = 0;
+  for (; n < REUSE_FREED / 4; n++) {
+    if ((again[n] = prd_vmem_alloc(prd_heap_arena(), BLK, PRD_VM_SLEEP)) == NULL)
+      return 2;
+    memset(again[n], 0x5a, BLK);
+  }
+  long faults = minflt() - f0, pages = (long)(n * (BLK / 4096));
+  /* past half of it the allowance is spent: the rest is purged down to the bound */
+  for (; n < REUSE_FREED / 2 + 16; n++) {
+    if ((again[n] = prd_vmem_alloc(prd_heap_arena(), BLK, PRD_VM_SLEEP)) == NULL)
+      return 2;
+    memset(again[n], 0x5a, BLK);
+  }
+  size_t dirty = prd__vmem_heap_dirty(), cap = bound_now();
+  printf("# reuse: freed %zu KiB, dirty after the frees %zu KiB (%llu purges), %ld faults for "
+         "%ld pages allocated again, then dirty %zu KiB, bound %zu KiB\n",
+         (size_t)REUSE_FREED * BLK / KIB, kept / KIB, (unsigned long long)(st1.purges - st0.purges),
+         faults, pages, dirty / KIB, cap / KIB);
+  fflush(stdout);
+#ifdef PRD_TSAN
+  faults = 0;   /* TSan's shadow and trace memory fault in beside the heap's pages: the count
+                   says nothing about the heap there (the other builds check it) */
+#endif
+  bool ok = st1.purges == st0.purges && kept >= (size_t)REUSE_FREED * BLK && faults < pages / 8;
+  return ok && dirty <= cap ? 0 : 1;
+}
+
+#define REAP_BIG   2000
+#define REAP_SMALL 512
+#define REAP_BIG_N   (48 * MIB / REAP_BIG)     /* the first phase: 48 MiB */
+#define REAP_SMALL_N (32 * MIB / REAP_SMALL)   /* the second: 32 MiB */
+static void *bigs[REAP_BIG_N], *smalls[REAP_SMALL_N];
+
+static int case_reap(void)
+{
+  if (prd_option_set("decay_ms", "0") != 0 || prd_option_set("maint_thread", "0") != 0)
+    _exit(2);
+  for (size_t i = 0; i < REAP_BIG_N; i++) {
+    if ((bigs[i] = prd_malloc(REAP_BIG)) == NULL)
+      return 2;
+    memset(bigs[i], 0x5a, REAP_BIG);
+  }
+  for (size_t i = 0; i < REAP_BIG_N; i++)
+    prd_free(bigs[i]);
+  prd_vmem_stats_t st0 = heap_stats();
+  long f0 = minflt();
+  for (size_t i = 0; i < REAP_SMALL_N; i++) {
+    if ((smalls[i] = prd_malloc(REAP_SMALL)) == NULL)
+      return 2;
+    memset(smalls[i], 0x5a, REAP_SMALL);
+  }
+  long faults = minflt() - f0;
+  long pages = (long)(REAP_SMALL_N * prd_malloc_usable_size(smalls[0]) / 4096);
+  prd_vmem_stats_t st1 = heap_stats();
+  size_t dirty = prd__vmem_heap_dirty(), cap = bound_now();
+  printf("# reap: %ld faults for the second phase's %ld pages, %llu decommits in %llu "
+         "purges, dirty at its end %zu KiB, bound %zu KiB\n",
+         faults, pages, (unsigned long long)(st1.decommits - st0.decommits),
+         (unsigned long long)(st1.purges - st0.purges), dirty / KIB, cap / KIB);
+  fflush(stdout);
+#ifdef PRD_TSAN
+  faults = 0;   /* as in case_reuse */
+#endif
+  return faults < pages * 6 / 10 && dirty <= cap ? 0 : 1;
+}
+
 static void test_bound(void) { CHECK_EQ(prd_test_bounded(case_bound, "bound", 60), 0); }
 static void test_hysteresis(void)
 {
   CHECK_EQ(prd_test_bounded(case_hysteresis, "hysteresis", 60), 0);
 }
 
+static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
+static void test_reap(void) { CHECK_EQ(prd_test_bounded(case_reap, "reap", 60), 0); }
+
 int main(void)
 {
   RUN(test_bound);
   RUN(test_hysteresis);
+  RUN(test_reuse);
+  RUN(test_reap);
   return prd_test_done();
 }
