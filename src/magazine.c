@@ -412,10 +412,10 @@ static prd_tcache_t mag_tc_none;   /* tc_ncc 0: every lookup misses */
 _Thread_local prd__mag_tls_t prd__mag_tls __attribute__((tls_model("initial-exec"))) = {
   .mt_tc = &mag_tc_none,
 };
-int prd__mag_membarrier;
-int prd__mag_annot;
-int prd__mag_plain;
-uintptr_t prd__mark_secret;   /* section 15: set by mark_init_once, before any cache */
+/* prd__mag_membarrier, prd__mag_annot, prd__mag_plain (set by the layer's pthread_once) and
+ * prd__mark_secret (section 15: set by mark_init_once, before any cache): a line of their own
+ * (magazine.h) */
+prd__mag_ro_t prd__mag_ro;
 static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
 

@@ -28,19 +28,31 @@ typedef struct prd__mag_tls {
 } prd__mag_tls_t;
 extern _Thread_local prd__mag_tls_t prd__mag_tls
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* The layer's globals that hit paths read, each set once before the first cache or CPU cache
+ * exists: one cache line of their own (aligned, and padded to the line by the alignment), so
+ * that no write of another global (the thread registry's at every thread start and exit, a
+ * pre-flush request) takes the line from the cores that read them on every hit.  Named by
+ * the macros below. */
+typedef struct prd__mag_ro {
+  _Alignas(64) uintptr_t mr_mark_secret;  /* prd__mark_secret (section 15) */
+  int mr_membarrier;         /* prd__mag_membarrier */
+  int mr_annot;              /* prd__mag_annot */
+  int mr_plain;              /* prd__mag_plain */
+} prd__mag_ro_t;
+extern prd__mag_ro_t prd__mag_ro __attribute__((visibility("hidden")));
 /* Nonzero when the process registered for membarrier(PRIVATE_EXPEDITED): the owner then
  * needs only a compiler barrier in the handshake; 0: a full fence (theory section 6). */
-extern int prd__mag_membarrier __attribute__((visibility("hidden")));
+#define prd__mag_membarrier (prd__mag_ro.mr_membarrier)
 /* Nonzero in ASan builds and when running under valgrind: objects entering a magazine are
  * made inaccessible and leaving it accessible again (annotate.h), so a use after free of an
  * object parked in a magazine is caught; otherwise one load and a branch. */
-extern int prd__mag_annot __attribute__((visibility("hidden")));
+#define prd__mag_annot (prd__mag_ro.mr_annot)
 /* Nonzero when neither of the two above asks for more than the plain hit path: membarrier is
  * registered (under TSan: always) and no tool annotates.  Set once, in the layer's
  * pthread_once, before any thread has CPU caches (so every thread whose mt_lim is above 0
  * reads its final value).  malloc.c enables its own hit path only when it is set, and that
  * path then needs neither test (prd__mag_alloc_plain / prd__mag_free_plain). */
-extern int prd__mag_plain __attribute__((visibility("hidden")));
+#define prd__mag_plain (prd__mag_ro.mr_plain)
 
 /* The largest magazine of the size table (magazine.c section 8). */
 #define PRD_MAG_MAX_ROUNDS 4095
@@ -247,7 +259,7 @@ static inline bool prd__mag_late_steal(prd_cpu_cache_t *cc, prd_tcache_t *tc)
  * buffer enters any layer, cleared by every path that hands the buffer out, so "the mark is
  * there" is "freed and not handed out since", whichever layer holds the first copy.
  * prd__mark_secret is set once, before the first cache exists, and never changes. */
-extern uintptr_t prd__mark_secret __attribute__((visibility("hidden")));
+#define prd__mark_secret (prd__mag_ro.mr_mark_secret)
 typedef uintptr_t __attribute__((may_alias)) prd__mark_word_t;
 
 static inline uintptr_t prd__mark_of(const void *buf)
