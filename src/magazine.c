@@ -103,7 +103,8 @@
  *    the set), the load and test of prd__mag_plain (set when membarrier is registered and no
  *    tool annotates: the plain hit half then tests neither), the id load, the compare with
  *    the bound and branch, the entry address (shift, add of the array), the set's load (for
- *    tc_steal), the busy store, the steal and rounds loads and their two tests (the steal
+ *    tc_steal), the busy store, the steal flag's compare in memory and its branch (one
+ *    `cmpl $0`, magazine.h prd__mag_steal_pending), the rounds load and its test (the steal
  *    test first: section 6's enter), the magazine load, the index, the round load, the rounds
  *    store, the hit counter (one add: PRD__MAG_COUNT), the busy store, the return value; no
  *    stack frame.  A hit of prd_cache_free is the same with the front end's NULL-buffer test

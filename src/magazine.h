@@ -199,6 +199,16 @@ static inline bool prd__mag_steal_pending(prd_tcache_t *tc)
 {
 #ifdef PRD_TSAN
   return atomic_load_explicit(&tc->tc_steal, memory_order_seq_cst) != 0;
+#elif defined(__x86_64__)
+  /* acquire, as below: on x86-64 a plain load is one, and this is one instruction fewer
+   * (`cmpl $0` on the flag in memory, where compilers load an atomic into a register and
+   * test it: they do not fold atomic accesses into other instructions).  The "memory"
+   * clobber keeps the compiler from moving any access of the CPU cache above the test (the
+   * acquire's compiler half); the busy store and the barrier stay before it (the barrier is
+   * itself a compiler barrier). */
+  bool pending;
+  __asm__ volatile("cmpl $0, %1" : "=@ccne"(pending) : "m"(tc->tc_steal) : "memory");
+  return pending;
 #else
   /* acquire: reading the reaper's release of tc_steal = 0 makes its changes visible */
   return atomic_load_explicit(&tc->tc_steal, memory_order_acquire) != 0;

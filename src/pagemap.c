@@ -19,8 +19,10 @@
  * 2. Entries (pagemap.h).  0: not ours.  A slab entry (kind PRD_PM_SLAB) in every granule of
  *    every slab of every memory cache: the cache's id (bits 16..31), a tag byte its owner may
  *    set (bits 8..15: malloc's class index + 1, so that free finds its class from the entry
- *    without the registry), and the signed offset of the slab's first buffer from the granule
- *    (bits 32..63).  The low 32 bits are the cache's cache_pm_tag, so "this granule is a
+ *    without the registry), and the low 32 bits of the address of the slab's first buffer
+ *    (bits 32..63: a slab spans less than 2^31 bytes, so the offset of any address of it from
+ *    the first buffer is the difference of the low 32 bits, pagemap.h prd__pm_off32, with no
+ *    mask of the granule's bits).  The low 32 bits are the cache's cache_pm_tag, so "this granule is a
  *    slab of cp" is one 32-bit compare.  The slab layer sets them when it makes a slab,
  *    before any buffer of it is handed out, and clears them before the slab's memory goes
  *    back (slab.c slab_create, slab_destroy); a slab whose entries cannot be set (no memory
@@ -102,8 +104,7 @@ static bool pm_store_range(uintptr_t base, size_t size, uintptr_t v, uint32_t ta
       break;
     uintptr_t e = v;
     if (tag != 0) {
-      uint32_t rel = (uint32_t)(int32_t)(intptr_t)(first - g);
-      e = ((uintptr_t)rel << PRD_PM_FIRST_SHIFT) | tag;
+      e = ((uintptr_t)(uint32_t)first << PRD_PM_FIRST_SHIFT) | tag;
     }
     atomic_store_explicit(slot, e, memory_order_release);
   }

@@ -18,8 +18,8 @@
 /* An entry (pagemap.c section 2).  Bits 0..3: the kind.  PRD_PM_SLAB is a granule of a slab;
  * kinds 1..4 are the malloc family's big blocks and boot area (malloc.c), 0 is "not ours".
  * A slab entry: bits 8..15 the owner's tag byte (malloc's class index + 1; 0 for any other
- * cache), bits 16..31 the cache's id, bits 32..63 the signed offset of the slab's first
- * buffer from the granule.  Its low 32 bits are the cache's cache_pm_tag. */
+ * cache), bits 16..31 the cache's id, bits 32..63 the low 32 bits of the address of the
+ * slab's first buffer.  Its low 32 bits are the cache's cache_pm_tag. */
 #define PRD_PM_KIND_MASK  0xfu
 #define PRD_PM_SLAB       5u
 #define PRD_PM_TAG_SHIFT  8
@@ -63,17 +63,24 @@ static inline uint32_t prd__pm_id_of(uintptr_t e)
   return (e & PRD_PM_KIND_MASK) == PRD_PM_SLAB ? (uint32_t)(e >> PRD_PM_ID_SHIFT) & 0xffffu : 0;
 }
 
+/* The offset of address a from the first buffer of the slab whose granule entry is e, mod
+ * 2^32: the low 32 bits of a less those the entry holds (no mask of a's granule bits). */
+static inline uint32_t prd__pm_off32(uintptr_t e, uintptr_t a)
+{
+  return (uint32_t)a - (uint32_t)(e >> PRD_PM_FIRST_SHIFT);
+}
+
 /* The address of the first buffer of the slab whose granule entry is e, for an address a in
- * that granule (the offset is signed: granules after the slab's first lie above it). */
+ * that slab: a slab spans less than 2^31 bytes, so the offset mod 2^32, taken as signed, is
+ * the offset (negative when a lies before the first buffer, in the slab's head). */
 static inline uintptr_t prd__pm_first_of(uintptr_t e, uintptr_t a)
 {
-  intptr_t rel = (int32_t)(uint32_t)(e >> PRD_PM_FIRST_SHIFT);
-  return (a & ~(((uintptr_t)1 << PRD_PM_GRANULE_SHIFT) - 1)) + (uintptr_t)rel;
+  return a - (uintptr_t)(intptr_t)(int32_t)prd__pm_off32(e, a);
 }
 
 /* Whether address a, in a slab granule whose entry is e, starts one of the slab's `chunks`
  * buffers of d = m * 2^shift bytes (m odd, inv its inverse mod 2^32): the offset x from the
- * first buffer (mod 2^32) is a multiple of d below chunks * d, in one compare.  Exact
+ * first buffer (mod 2^32, prd__pm_off32) is a multiple of d below chunks * d, in one compare.  Exact
  * division by a multiplicative inverse (Granlund and Montgomery, "Division by invariant
  * integers using multiplication", 1994, section 9; as compilers test x % d == 0): rotating
  * x * inv (mod 2^32) right by shift gives x / d when d divides x, and otherwise a value above
@@ -84,7 +91,7 @@ static inline uintptr_t prd__pm_first_of(uintptr_t e, uintptr_t a)
 static inline bool prd__pm_start_ok(uintptr_t e, uintptr_t a, uint32_t inv, uint32_t shift,
                                     uint32_t chunks)
 {
-  uint32_t x = (uint32_t)(a - prd__pm_first_of(e, a)) * inv;
+  uint32_t x = prd__pm_off32(e, a) * inv;
   return prd_likely(((x >> shift) | (x << ((32u - shift) & 31u))) < chunks);
 }
 
