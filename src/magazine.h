@@ -263,6 +263,68 @@ static inline bool prd__mag_late_steal(prd_cpu_cache_t *cc, prd_tcache_t *tc)
                         memory_order_relaxed)
 #endif
 
+/* The hits' change of cc_rw (types.h: the rounds in bits 0..15, the unfolded allocation hits
+ * above), owner-only inside the handshake, in one add to memory as PRD__MAG_COUNT: a pop adds
+ * 0xffff (the rounds, at least 1, lose one and carry one into the count), a push adds 1 (the
+ * rounds, below cc_magsize, gain one).  A reader sees the old or the new word. */
+#define PRD__MAG_RW_POP  0xffffu
+#define PRD__MAG_RW_PUSH 1u
+#define PRD__MAG_RW_SHIFT 16
+#if defined(__x86_64__) && !defined(PRD_TSAN)
+#define PRD__MAG_RW_ADD(cc, d) __asm__("addq %1, %0" : "+m"(*(uint64_t *)&(cc)->cc_rw) : "i"(d))
+#else
+#define PRD__MAG_RW_ADD(cc, d) \
+  atomic_store_explicit(&(cc)->cc_rw, \
+                        atomic_load_explicit(&(cc)->cc_rw, memory_order_relaxed) + (d), \
+                        memory_order_relaxed)
+#endif
+
+/* The allocation hits of cc: the folded ones and those in cc_rw's count.  The count has 48
+ * bits: it is folded into cc_alloc_hits at every miss of the thread on this cache
+ * (prd__mag_fold_hits), so it wraps only after 2^48 allocation hits with no miss between
+ * (more than a month at 10^8 a second). */
+static inline uint64_t prd__mag_alloc_hits(const prd_cpu_cache_t *cc)
+{
+  return atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
+         (atomic_load_explicit(&cc->cc_rw, memory_order_relaxed) >> PRD__MAG_RW_SHIFT);
+}
+
+/* cc_rw's count into cc_alloc_hits (the owner under tc_lock, or a visitor with tc_lock while
+ * the owner is out). */
+static inline void prd__mag_fold_hits(prd_cpu_cache_t *cc)
+{
+  uint64_t w = atomic_load_explicit(&cc->cc_rw, memory_order_relaxed);
+  uint64_t ah = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_alloc_hits, ah + (w >> PRD__MAG_RW_SHIFT), memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_rw, w & ((1u << PRD__MAG_RW_SHIFT) - 1), memory_order_relaxed);
+}
+
+/* The free hits of cc: the free hit path counts nothing but its round (magazine.c section 5);
+ * a free hit adds a round, a counted allocation hit takes one, and every other change of the
+ * rounds is offset in cc_free_base (prd__mag_rounds_set), so the free hits are the allocation
+ * hits plus the rounds plus the base.  A reader that races the owner may see the parts of
+ * two moments: off by one or two while the owner runs, exact once it has stopped, as the
+ * counters read one by one were. */
+static inline uint64_t prd__mag_free_hits(const prd_cpu_cache_t *cc)
+{
+  uint64_t w = atomic_load_explicit(&cc->cc_rw, memory_order_relaxed);
+  return atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
+         (w >> PRD__MAG_RW_SHIFT) + (w & ((1u << PRD__MAG_RW_SHIFT) - 1)) +
+         atomic_load_explicit(&cc->cc_free_base, memory_order_relaxed);
+}
+
+/* cc_rounds = r by anything but a counted hit (an exchange, a reload, a refill, a merge, an
+ * uncounted pop or push, emptying): the base takes the opposite change, so the free hits
+ * stay what they were.  The owner (tc_lock held, or inside its handshake) or a visitor with
+ * tc_lock while the owner is out: only one of them writes cc at a time. */
+static inline void prd__mag_rounds_set(prd_cpu_cache_t *cc, uint32_t r)
+{
+  uint32_t old = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+  uint64_t base = atomic_load_explicit(&cc->cc_free_base, memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_free_base, base + old - r, memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_rounds, r, memory_order_relaxed);
+}
+
 /* The free mark (magazine.c section 15): word 0 of a free buffer of a cache that has it
  * (not PRD_CF_NOMARK), holding the buffer's address XOR a per-process random secret (bit 63
  * set: never a pointer a program holds).  Written by the free step (prd__mark_free) before the
@@ -310,14 +372,13 @@ static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool pl
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
     if (prd_likely(prd__mag_enter(cc, tc, plain))) {
-      uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      size_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
       if (prd_unlikely(prd__mag_late_steal(cc, tc)))
         return false;
       if (prd_likely(r > 0)) {
         void *buf = cc->cc_loaded->mag_round[r - 1];
         PRD_RACE();
-        atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
-        PRD__MAG_COUNT(cc->cc_alloc_hits);
+        PRD__MAG_RW_ADD(cc, PRD__MAG_RW_POP);   /* rounds r - 1, one allocation hit more */
         prd__mag_exit(cc);
         if (!plain && prd_unlikely(prd__mag_annot))   /* the tools, then the mark */
           buf = mark ? prd__mag_annot_out_mark(cp, buf) : prd__mag_annot_out(cp, buf);
@@ -386,7 +447,7 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain, boo
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
     if (prd_likely(prd__mag_enter(cc, tc, plain))) {
-      uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      size_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
       if (prd_unlikely(prd__mag_late_steal(cc, tc)))
         return 0;
       /* under ASan or valgrind (prd__mag_annot) every free takes the slow path, which
@@ -399,8 +460,8 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain, boo
         }
         mp->mag_round[r] = buf;
         PRD_RACE();
-        atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
-        PRD__MAG_COUNT(cc->cc_free_hits);
+        PRD__MAG_RW_ADD(cc, PRD__MAG_RW_PUSH);   /* rounds r + 1: counted by the round itself
+                                                  * (prd__mag_free_hits) */
         prd__mag_exit(cc);
         return 1;
       }
