@@ -1187,16 +1187,18 @@ void *prd_malloc(size_t size)
 }
 
 /* The class of ptr when ptr is the start of a buffer in a class slab, else NULL: the hit
- * paths' page-map lookup (prd_free, prd_malloc_usable_size).  One test for NULL (a - 1 wraps)
- * and for addresses beyond the map; a class entry whose slab starts a buffer at ptr (the
- * sentinel's limit fails every other entry, section 3). */
+ * paths' page-map lookup (prd_free, prd_malloc_usable_size).  One test, of the root index, for
+ * addresses beyond the map; NULL needs none of its own: it takes root entry 0, which has no
+ * leaf or, if it has one, the entry of granule 0, which no slab holds (0: the sentinel); and
+ * a class entry whose slab starts a buffer at ptr (the sentinel's limit fails every other
+ * entry, section 3). */
 static inline const prd_mclass_t *class_of_start(const void *ptr, uint32_t *smp)
 {
   uintptr_t a = (uintptr_t)ptr;
-  if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0)) {
+  uintptr_t root = a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS);
+  if (prd_likely(root < PRD_PM_ROOT_N)) {
     /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
-    prd_pm_entry_t *leaf = atomic_load_explicit(
-        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
+    prd_pm_entry_t *leaf = atomic_load_explicit(&prd__pm_root[root], memory_order_acquire);
     if (prd_likely(leaf != NULL)) {
       uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
       const prd_mclass_t *mc = pm_mclass(e);
