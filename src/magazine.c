@@ -19,7 +19,8 @@
  *      layer.  An exited thread's record and its array wait on a spare list for the next
  *      thread (section 10).
  *    - prd_cpu_cache_t: cc_loaded (cc_rounds of cc_magsize held) and cc_previous (always full
- *      or empty: cc_prounds), as kmem's cpu cache; hit counters; one cache line for the hit
+ *      or empty: cc_prounds), as kmem's cpu cache; hit counters (the allocation hits share
+ *      a word with cc_rounds, the free hits are derived: section 5); one cache line for the hit
  *      path.  Its second line holds Prudence's latent cache (defer.c section 2): two latent
  *      generations, magazines of the cache's size tagged with grace-period states, which the
  *      same handshake (section 6) protects.
