@@ -1084,7 +1084,7 @@ static void big_free(const char *fn, void *p, uintptr_t e)
 static void big_free_in(const char *fn, void *p, uintptr_t e)
 {
   uintptr_t a = (uintptr_t)p;
-  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_leaf(a));
+  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_base(a));
   /* the exchange makes one of two racing frees of the block the loser (section 3) */
   if (atomic_exchange_explicit(slot, 0, memory_order_acq_rel) != e) {
     malloc_bad(fn, p, "freed twice (concurrently)");
@@ -1197,10 +1197,10 @@ static inline const prd_mclass_t *class_of_start(const void *ptr, uint32_t *smp)
   uintptr_t a = (uintptr_t)ptr;
   uintptr_t root = a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS);
   if (prd_likely(root < PRD_PM_ROOT_N)) {
-    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
-    prd_pm_entry_t *leaf = atomic_load_explicit(&prd__pm_root[root], memory_order_acquire);
-    if (prd_likely(leaf != NULL)) {
-      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_base) */
+    uintptr_t base = atomic_load_explicit(&prd__pm_root[root], memory_order_acquire);
+    if (prd_likely(base != 0)) {
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, base), memory_order_acquire);
       const prd_mclass_t *mc = pm_mclass(e);
       /* mc in a register of its own: without this, gcc forms the address of each atomic
        * field load from the table's address and the index again (a lea more per field) */
@@ -1270,7 +1270,7 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
 {
   size_t old = big_bytes(e);
   uintptr_t a = (uintptr_t)ptr;
-  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_leaf(a));
+  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_base(a));
   uintptr_t ne = ((uintptr_t)(bytes / malloc_page) << PM_BIG_SHIFT) | PM_HUGE;
   if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
     /* the compare-and-swap makes a racing free of the block (a user error) see a changed
@@ -1405,11 +1405,11 @@ void *prd_realloc(void *ptr, size_t size)
   uintptr_t a = (uintptr_t)ptr;
   if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0) &&
       prd_likely(size != 0)) {
-    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
-    prd_pm_entry_t *leaf = atomic_load_explicit(
-        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
-    if (prd_likely(leaf != NULL)) {
-      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_base) */
+    uintptr_t base = atomic_load_explicit(&prd__pm_root[a >> PRD_PM_ROOT_SHIFT],
+                                          memory_order_acquire);
+    if (prd_likely(base != 0)) {
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, base), memory_order_acquire);
       uint32_t kind = e & PM_KIND_MASK;
       if (kind == PM_CLASS) {
         /* and not freed, as the class's free mark says (class_free); a class without
