@@ -276,10 +276,12 @@ static _Alignas(64) prd_mclass_t malloc_cls[MC_NCLASSES + 1];
 static prd_mclass_t *const malloc_class = malloc_cls + 1;
 static uint8_t malloc_tab1[MC_TAB1];   /* (size + 7) >> 3 -> class, size <= 1 KiB */
 static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < size <= 16 KiB */
-/* The same slots -> the hit id of their class (mc_hitid, kept equal by class_set_hitid), so
- * that prd_malloc's hit goes from the size to the magazine id in one load (section 8); all
- * MC_NOHIT until start-up and each class's first miss. */
-static _Atomic uint32_t malloc_hit1[MC_TAB1];
+/* The hit id of the class of each size (mc_hitid, kept equal by class_set_hitid), so that
+ * prd_malloc's hit goes from the size to the magazine id in one load (section 8); all MC_NOHIT
+ * until start-up and each class's first miss.  Up to 1 KiB indexed by the size itself, not
+ * by table 1's slot (4 KiB where the slots took 516 bytes; a program's sizes touch a few of
+ * its lines): no rounding add and shift on the hit.  Above, table 2's slots. */
+static _Atomic uint32_t malloc_hit1[MC_SMALL_MAX + 1];
 static _Atomic uint32_t malloc_hit2[MC_TAB2];
 
 /* ---- the page map's entries of this file (section 3; the map is pagemap.c's) ------------- */
@@ -313,9 +315,9 @@ static inline const prd_mclass_t *pm_mclass(uintptr_t e)
 static void class_set_hitid(uint32_t c, uint32_t id)
 {
   atomic_store_explicit(&malloc_class[c].mc_hitid, id, memory_order_seq_cst);
-  for (uint32_t i = 0; i < MC_TAB1; i++)
-    if (malloc_tab1[i] == c)
-      atomic_store_explicit(&malloc_hit1[i], id, memory_order_seq_cst);
+  for (uint32_t s = 0; s <= MC_SMALL_MAX; s++)
+    if (malloc_tab1[(s + 7) >> 3] == c)
+      atomic_store_explicit(&malloc_hit1[s], id, memory_order_seq_cst);
   for (uint32_t i = 0; i < MC_TAB2; i++)
     if (malloc_tab2[i] == c)
       atomic_store_explicit(&malloc_hit2[i], id, memory_order_seq_cst);
@@ -1172,10 +1174,10 @@ static PRD_NOINLINE void *malloc_small_miss(size_t size)
 
 void *prd_malloc(size_t size)
 {
-  /* size 0 looks up the 8-byte class (table 1's entry 0): a unique block, as glibc */
+  /* size 0 looks up the 8-byte class (malloc_hit1[0]): a unique block, as glibc */
   uint32_t id;
   if (prd_likely(size <= MC_SMALL_MAX))
-    id = atomic_load_explicit(&malloc_hit1[(size + 7) >> 3], memory_order_relaxed);
+    id = atomic_load_explicit(&malloc_hit1[size], memory_order_relaxed);
   else if (size <= MC_MAX)
     id = atomic_load_explicit(&malloc_hit2[(size + 127) >> 7], memory_order_relaxed);
   else
