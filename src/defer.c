@@ -314,11 +314,11 @@ static void cc_merge_gen(prd_cache_t *cp, prd_cpu_cache_t *cc, int g)
     cc->cc_lat[g] = cc->cc_loaded;   /* empty, or NULL */
     cc->cc_loaded = mp;
     cc->cc_magsize = mp->mag_size;
-    atomic_store_explicit(&cc->cc_rounds, n, memory_order_relaxed);
+    prd__mag_rounds_set(cc, n);
   } else if (r + n <= cc->cc_magsize) {
     cc_annot_in(cp, mp->mag_round, n);
     memcpy(&cc->cc_loaded->mag_round[r], mp->mag_round, n * sizeof(void *));
-    atomic_store_explicit(&cc->cc_rounds, r + n, memory_order_relaxed);
+    prd__mag_rounds_set(cc, r + n);
   } else if (n == mp->mag_size && cc->cc_prounds == 0) {
     cc_annot_in(cp, mp->mag_round, n);
     cc->cc_lat[g] = cc->cc_previous;   /* empty, or NULL */
@@ -540,7 +540,7 @@ static void *cc_pop(prd_cache_t *cp, prd_cpu_cache_t *cc)
   if (r == 0)
     return NULL;
   void *buf = cc->cc_loaded->mag_round[r - 1];
-  atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
+  prd__mag_rounds_set(cc, r - 1);
   if (prd_unlikely(prd__mag_annot))
     prd__mag_annot_out(cp, buf);
   return buf;
@@ -614,7 +614,7 @@ static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool
       k = PRD_MIN((uint32_t)got, cc->cc_magsize - r);
       cc_annot_in(cp, objs, k);
       memcpy(&cc->cc_loaded->mag_round[r], objs, k * sizeof(void *));
-      atomic_store_explicit(&cc->cc_rounds, r + k, memory_order_relaxed);
+      prd__mag_rounds_set(cc, r + k);
     }
   }
   pthread_mutex_unlock(&tc->tc_lock);
@@ -657,7 +657,7 @@ static void preflush_cc(prd_cache_t *cp, prd_cpu_cache_t *cc, void *arg)
   if (!atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed))
     return;
   cc_merge_safe(cp, cc);
-  uint64_t ops = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
+  uint64_t ops = prd__mag_alloc_hits(cc) +
                  cc->cc_misses;
   uint64_t defers = atomic_load_explicit(&cc->cc_pcnt[PRD_PC_DEFERRED], memory_order_relaxed);
   uint32_t lat = prd__mag_latent(cc);

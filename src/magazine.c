@@ -19,7 +19,8 @@
  *      layer.  An exited thread's record and its array wait on a spare list for the next
  *      thread (section 10).
  *    - prd_cpu_cache_t: cc_loaded (cc_rounds of cc_magsize held) and cc_previous (always full
- *      or empty: cc_prounds), as kmem's cpu cache; hit counters; one cache line for the hit
+ *      or empty: cc_prounds), as kmem's cpu cache; hit counters (the allocation hits share
+ *      a word with cc_rounds, the free hits are derived: section 5); one cache line for the hit
  *      path.  Its second line holds Prudence's latent cache (defer.c section 2): two latent
  *      generations, magazines of the cache's size tagged with grace-period states, which the
  *      same handshake (section 6) protects.
@@ -103,11 +104,17 @@
  *    the set), the load and test of prd__mag_plain (set when membarrier is registered and no
  *    tool annotates: the plain hit half then tests neither), the id load, the compare with
  *    the bound and branch, the entry address (shift, add of the array), the set's load (for
- *    tc_steal), the busy store, the steal and rounds loads and their two tests (the steal
- *    test first: section 6's enter), the magazine load, the index, the round load, the rounds
- *    store, the hit counter (one add: PRD__MAG_COUNT), the busy store, the return value; no
- *    stack frame.  A hit of prd_cache_free is the same with the front end's NULL-buffer test
- *    and the round stored instead of loaded, and the free mark's test and store (below).
+ *    tc_steal), the busy store, the steal flag's compare in memory and its branch (one
+ *    `cmpl $0`, magazine.h prd__mag_steal_pending), the rounds load and its test (the steal
+ *    test first: section 6's enter), the magazine load, the round load (the index is the
+ *    rounds, the -1 in the displacement), one add to memory that takes the round and counts
+ *    the hit (PRD__MAG_RW_ADD: the rounds and the allocation hits share the word cc_rw,
+ *    types.h), the busy store, the return value; no stack frame.  A hit of prd_cache_free is
+ *    the same with the front end's NULL-buffer test and the round stored instead of loaded,
+ *    and the free mark's test and store (below); its add gives the round back and counts
+ *    nothing else: the free hits are the allocation hits plus the rounds plus a base that
+ *    every other change of the rounds offsets (prd__mag_free_hits, prd__mag_rounds_set), so
+ *    statistics, which are read rarely, do the sum instead of every free.
  *    No lock, no atomic read-modify-write, no fence on the path taken: the
  *    `lock orq` in the listing is the seq_cst fence of the fallback (section 6), reached only
  *    without membarrier.  The miss goes to prd__mag_alloc_miss / prd__mag_free_miss.  A hit
@@ -412,10 +419,10 @@ static prd_tcache_t mag_tc_none;   /* tc_ncc 0: every lookup misses */
 _Thread_local prd__mag_tls_t prd__mag_tls __attribute__((tls_model("initial-exec"))) = {
   .mt_tc = &mag_tc_none,
 };
-int prd__mag_membarrier;
-int prd__mag_annot;
-int prd__mag_plain;
-uintptr_t prd__mark_secret;   /* section 15: set by mark_init_once, before any cache */
+/* prd__mag_membarrier, prd__mag_annot, prd__mag_plain (set by the layer's pthread_once) and
+ * prd__mark_secret (section 15: set by mark_init_once, before any cache): a line of their own
+ * (magazine.h) */
+prd__mag_ro_t prd__mag_ro;
 static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool mag_exiting;   /* the TLS destructor ran: no new CPU caches */
 
@@ -932,14 +939,15 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
   uint32_t rounds[2] = { atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed),
                          cc->cc_prounds };
   cc->cc_loaded = cc->cc_previous = NULL;
-  atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+  prd__mag_rounds_set(cc, 0);
   cc->cc_prounds = 0;
   cc->cc_magsize = 0;
-  uint64_t ah = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed);
-  uint64_t fh = atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed);
+  uint64_t ah = prd__mag_alloc_hits(cc);
+  uint64_t fh = prd__mag_free_hits(cc);
   if (fold) {
     atomic_store_explicit(&cc->cc_alloc_hits, 0, memory_order_relaxed);
-    atomic_store_explicit(&cc->cc_free_hits, 0, memory_order_relaxed);
+    atomic_store_explicit(&cc->cc_rw, 0, memory_order_relaxed);   /* rounds 0, count 0 */
+    atomic_store_explicit(&cc->cc_free_base, 0, memory_order_relaxed);
     cc->cc_misses = 0;
     cc->cc_idle_mark = 0;
   }
@@ -1188,8 +1196,8 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
       if (!own && cc_is_busy(cc))
         continue;
       if (mode == STEAL_IDLE) {
-        uint64_t ops = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
-                       atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed) +
+        uint64_t ops = prd__mag_alloc_hits(cc) +
+                       prd__mag_free_hits(cc) +
                        cc->cc_misses +
                        atomic_load_explicit(&cc->cc_pcnt[PRD_PC_DEFERRED], memory_order_relaxed);
         if (ops != cc->cc_idle_mark) {
@@ -1355,7 +1363,7 @@ static void cc_exchange(prd_cpu_cache_t *cc, uint32_t old_rounds)
   cc->cc_previous = t;
   cc->cc_prounds = old_rounds;
   cc->cc_magsize = cc->cc_loaded->mag_size;
-  atomic_store_explicit(&cc->cc_rounds, prounds, memory_order_relaxed);
+  prd__mag_rounds_set(cc, prounds);
 }
 
 /* End of tier 3: previous = loaded (holding old_rounds), loaded = mp (holding rounds). */
@@ -1365,7 +1373,7 @@ static void cc_reload(prd_cpu_cache_t *cc, prd_mag_t *mp, uint32_t old_rounds, u
   cc->cc_prounds = old_rounds;
   cc->cc_loaded = mp;
   cc->cc_magsize = mp->mag_size;
-  atomic_store_explicit(&cc->cc_rounds, rounds, memory_order_relaxed);
+  prd__mag_rounds_set(cc, rounds);
 }
 
 /* Tier 3 found nothing to load: counted as a depot miss that goes to the slab layer. */
@@ -1385,14 +1393,18 @@ static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t
   prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
   prd_depot_t *dp = &cp->cache_depot;
   bool visited = false;
+  prd__mag_fold_hits(cc);   /* the hits' count, before it could wrap (types.h cc_rw) */
   for (;;) {
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     /* tier 1: the loaded magazine has a round (we came here for a steal request) */
     if (r > 0) {
       void *buf = cc->cc_loaded->mag_round[r - 1];
-      atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
-      if (!visited)
+      if (!visited) {   /* a counted hit: the free hits stay (prd__mag_free_hits) */
+        atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
         PRD__MAG_COUNT(cc->cc_alloc_hits);
+      } else {
+        prd__mag_rounds_set(cc, r - 1);
+      }
       if (prd_unlikely(prd__mag_annot))
         prd__mag_annot_out(cp, buf);
       return buf;
@@ -1569,7 +1581,7 @@ static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, void *hint, uint32_t 
     k = PRD_MIN((uint32_t)got - 1, cc->cc_magsize - r);
     for (uint32_t i = 0; i < k; i++)
       cc->cc_loaded->mag_round[r + i] = objs[k - i];
-    atomic_store_explicit(&cc->cc_rounds, r + k, memory_order_relaxed);
+    prd__mag_rounds_set(cc, r + k);
   }
   pthread_mutex_unlock(&tc->tc_lock);
   if (got - 1 > k)
@@ -1662,6 +1674,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
   uint64_t parked = 0;   /* rounds put into the depot full */
   pthread_mutex_lock(&tc->tc_lock);
   prd_cpu_cache_t *cc = &tc->tc_cc[id];
+  prd__mag_fold_hits(cc);   /* the hits' count, before it could wrap (types.h cc_rw) */
   for (;;) {
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     if (!visited && (cp->cache_flags & PRD_CF_NOMARK) && r > 0 &&
@@ -1678,9 +1691,10 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
       if (prd_unlikely(prd__mag_annot))
         prd__annot_object_in(cp, buf);
       cc->cc_loaded->mag_round[r] = buf;
-      atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
-      if (!visited)
-        PRD__MAG_COUNT(cc->cc_free_hits);
+      if (!visited)   /* a free hit, counted by the round itself (prd__mag_free_hits) */
+        atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
+      else
+        prd__mag_rounds_set(cc, r + 1);
       done = true;
       break;
     }
@@ -1728,7 +1742,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
       cc->cc_prounds = 0;
       cc->cc_loaded = emp;
       cc->cc_magsize = emp->mag_size;
-      atomic_store_explicit(&cc->cc_rounds, 0, memory_order_relaxed);
+      prd__mag_rounds_set(cc, 0);
       continue;
     }
     pthread_mutex_unlock(&dp->dp_lock);
@@ -1875,8 +1889,8 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
     pthread_mutex_lock(&tc->tc_lock);
     if (id < tc->tc_ncc) {
       prd_cpu_cache_t *cc = &tc->tc_cc[id];
-      ah += atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed);
-      fh += atomic_load_explicit(&cc->cc_free_hits, memory_order_relaxed);
+      ah += prd__mag_alloc_hits(cc);
+      fh += prd__mag_free_hits(cc);
       uint64_t loaded = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
       /* a CPU cache with latent generations is a Prudence object cache: its loaded
        * magazine is Algorithm 1's object cache (oc_objs), the previous one stays magazine

@@ -28,19 +28,31 @@ typedef struct prd__mag_tls {
 } prd__mag_tls_t;
 extern _Thread_local prd__mag_tls_t prd__mag_tls
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* The layer's globals that hit paths read, each set once before the first cache or CPU cache
+ * exists: one cache line of their own (aligned, and padded to the line by the alignment), so
+ * that no write of another global (the thread registry's at every thread start and exit, a
+ * pre-flush request) takes the line from the cores that read them on every hit.  Named by
+ * the macros below. */
+typedef struct prd__mag_ro {
+  _Alignas(64) uintptr_t mr_mark_secret;  /* prd__mark_secret (section 15) */
+  int mr_membarrier;         /* prd__mag_membarrier */
+  int mr_annot;              /* prd__mag_annot */
+  int mr_plain;              /* prd__mag_plain */
+} prd__mag_ro_t;
+extern prd__mag_ro_t prd__mag_ro __attribute__((visibility("hidden")));
 /* Nonzero when the process registered for membarrier(PRIVATE_EXPEDITED): the owner then
  * needs only a compiler barrier in the handshake; 0: a full fence (theory section 6). */
-extern int prd__mag_membarrier __attribute__((visibility("hidden")));
+#define prd__mag_membarrier (prd__mag_ro.mr_membarrier)
 /* Nonzero in ASan builds and when running under valgrind: objects entering a magazine are
  * made inaccessible and leaving it accessible again (annotate.h), so a use after free of an
  * object parked in a magazine is caught; otherwise one load and a branch. */
-extern int prd__mag_annot __attribute__((visibility("hidden")));
+#define prd__mag_annot (prd__mag_ro.mr_annot)
 /* Nonzero when neither of the two above asks for more than the plain hit path: membarrier is
  * registered (under TSan: always) and no tool annotates.  Set once, in the layer's
  * pthread_once, before any thread has CPU caches (so every thread whose mt_lim is above 0
  * reads its final value).  malloc.c enables its own hit path only when it is set, and that
  * path then needs neither test (prd__mag_alloc_plain / prd__mag_free_plain). */
-extern int prd__mag_plain __attribute__((visibility("hidden")));
+#define prd__mag_plain (prd__mag_ro.mr_plain)
 
 /* The largest magazine of the size table (magazine.c section 8). */
 #define PRD_MAG_MAX_ROUNDS 4095
@@ -187,6 +199,16 @@ static inline bool prd__mag_steal_pending(prd_tcache_t *tc)
 {
 #ifdef PRD_TSAN
   return atomic_load_explicit(&tc->tc_steal, memory_order_seq_cst) != 0;
+#elif defined(__x86_64__)
+  /* acquire, as below: on x86-64 a plain load is one, and this is one instruction fewer
+   * (`cmpl $0` on the flag in memory, where compilers load an atomic into a register and
+   * test it: they do not fold atomic accesses into other instructions).  The "memory"
+   * clobber keeps the compiler from moving any access of the CPU cache above the test (the
+   * acquire's compiler half); the busy store and the barrier stay before it (the barrier is
+   * itself a compiler barrier). */
+  bool pending;
+  __asm__ volatile("cmpl $0, %1" : "=@ccne"(pending) : "m"(tc->tc_steal) : "memory");
+  return pending;
 #else
   /* acquire: reading the reaper's release of tc_steal = 0 makes its changes visible */
   return atomic_load_explicit(&tc->tc_steal, memory_order_acquire) != 0;
@@ -241,13 +263,75 @@ static inline bool prd__mag_late_steal(prd_cpu_cache_t *cc, prd_tcache_t *tc)
                         memory_order_relaxed)
 #endif
 
+/* The hits' change of cc_rw (types.h: the rounds in bits 0..15, the unfolded allocation hits
+ * above), owner-only inside the handshake, in one add to memory as PRD__MAG_COUNT: a pop adds
+ * 0xffff (the rounds, at least 1, lose one and carry one into the count), a push adds 1 (the
+ * rounds, below cc_magsize, gain one).  A reader sees the old or the new word. */
+#define PRD__MAG_RW_POP  0xffffu
+#define PRD__MAG_RW_PUSH 1u
+#define PRD__MAG_RW_SHIFT 16
+#if defined(__x86_64__) && !defined(PRD_TSAN)
+#define PRD__MAG_RW_ADD(cc, d) __asm__("addq %1, %0" : "+m"(*(uint64_t *)&(cc)->cc_rw) : "i"(d))
+#else
+#define PRD__MAG_RW_ADD(cc, d) \
+  atomic_store_explicit(&(cc)->cc_rw, \
+                        atomic_load_explicit(&(cc)->cc_rw, memory_order_relaxed) + (d), \
+                        memory_order_relaxed)
+#endif
+
+/* The allocation hits of cc: the folded ones and those in cc_rw's count.  The count has 48
+ * bits: it is folded into cc_alloc_hits at every miss of the thread on this cache
+ * (prd__mag_fold_hits), so it wraps only after 2^48 allocation hits with no miss between
+ * (more than a month at 10^8 a second). */
+static inline uint64_t prd__mag_alloc_hits(const prd_cpu_cache_t *cc)
+{
+  return atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
+         (atomic_load_explicit(&cc->cc_rw, memory_order_relaxed) >> PRD__MAG_RW_SHIFT);
+}
+
+/* cc_rw's count into cc_alloc_hits (the owner under tc_lock, or a visitor with tc_lock while
+ * the owner is out). */
+static inline void prd__mag_fold_hits(prd_cpu_cache_t *cc)
+{
+  uint64_t w = atomic_load_explicit(&cc->cc_rw, memory_order_relaxed);
+  uint64_t ah = atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_alloc_hits, ah + (w >> PRD__MAG_RW_SHIFT), memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_rw, w & ((1u << PRD__MAG_RW_SHIFT) - 1), memory_order_relaxed);
+}
+
+/* The free hits of cc: the free hit path counts nothing but its round (magazine.c section 5);
+ * a free hit adds a round, a counted allocation hit takes one, and every other change of the
+ * rounds is offset in cc_free_base (prd__mag_rounds_set), so the free hits are the allocation
+ * hits plus the rounds plus the base.  A reader that races the owner may see the parts of
+ * two moments: off by one or two while the owner runs, exact once it has stopped, as the
+ * counters read one by one were. */
+static inline uint64_t prd__mag_free_hits(const prd_cpu_cache_t *cc)
+{
+  uint64_t w = atomic_load_explicit(&cc->cc_rw, memory_order_relaxed);
+  return atomic_load_explicit(&cc->cc_alloc_hits, memory_order_relaxed) +
+         (w >> PRD__MAG_RW_SHIFT) + (w & ((1u << PRD__MAG_RW_SHIFT) - 1)) +
+         atomic_load_explicit(&cc->cc_free_base, memory_order_relaxed);
+}
+
+/* cc_rounds = r by anything but a counted hit (an exchange, a reload, a refill, a merge, an
+ * uncounted pop or push, emptying): the base takes the opposite change, so the free hits
+ * stay what they were.  The owner (tc_lock held, or inside its handshake) or a visitor with
+ * tc_lock while the owner is out: only one of them writes cc at a time. */
+static inline void prd__mag_rounds_set(prd_cpu_cache_t *cc, uint32_t r)
+{
+  uint32_t old = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+  uint64_t base = atomic_load_explicit(&cc->cc_free_base, memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_free_base, base + old - r, memory_order_relaxed);
+  atomic_store_explicit(&cc->cc_rounds, r, memory_order_relaxed);
+}
+
 /* The free mark (magazine.c section 15): word 0 of a free buffer of a cache that has it
  * (not PRD_CF_NOMARK), holding the buffer's address XOR a per-process random secret (bit 63
  * set: never a pointer a program holds).  Written by the free step (prd__mark_free) before the
  * buffer enters any layer, cleared by every path that hands the buffer out, so "the mark is
  * there" is "freed and not handed out since", whichever layer holds the first copy.
  * prd__mark_secret is set once, before the first cache exists, and never changes. */
-extern uintptr_t prd__mark_secret __attribute__((visibility("hidden")));
+#define prd__mark_secret (prd__mag_ro.mr_mark_secret)
 typedef uintptr_t __attribute__((may_alias)) prd__mark_word_t;
 
 static inline uintptr_t prd__mark_of(const void *buf)
@@ -288,14 +372,13 @@ static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool pl
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
     if (prd_likely(prd__mag_enter(cc, tc, plain))) {
-      uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      size_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
       if (prd_unlikely(prd__mag_late_steal(cc, tc)))
         return false;
       if (prd_likely(r > 0)) {
         void *buf = cc->cc_loaded->mag_round[r - 1];
         PRD_RACE();
-        atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
-        PRD__MAG_COUNT(cc->cc_alloc_hits);
+        PRD__MAG_RW_ADD(cc, PRD__MAG_RW_POP);   /* rounds r - 1, one allocation hit more */
         prd__mag_exit(cc);
         if (!plain && prd_unlikely(prd__mag_annot))   /* the tools, then the mark */
           buf = mark ? prd__mag_annot_out_mark(cp, buf) : prd__mag_annot_out(cp, buf);
@@ -364,7 +447,7 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain, boo
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
     if (prd_likely(prd__mag_enter(cc, tc, plain))) {
-      uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      size_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
       if (prd_unlikely(prd__mag_late_steal(cc, tc)))
         return 0;
       /* under ASan or valgrind (prd__mag_annot) every free takes the slow path, which
@@ -377,8 +460,8 @@ static inline int prd__mag_free_hit_mode(uint32_t id, void *buf, bool plain, boo
         }
         mp->mag_round[r] = buf;
         PRD_RACE();
-        atomic_store_explicit(&cc->cc_rounds, r + 1, memory_order_relaxed);
-        PRD__MAG_COUNT(cc->cc_free_hits);
+        PRD__MAG_RW_ADD(cc, PRD__MAG_RW_PUSH);   /* rounds r + 1: counted by the round itself
+                                                  * (prd__mag_free_hits) */
         prd__mag_exit(cc);
         return 1;
       }

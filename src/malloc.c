@@ -102,7 +102,7 @@
  *    cache's slabs are in (two dependent loads, no lock; pagemap.c sections 1, 4).  This
  *    file's entries in it:
  *      - a class cache's slab: the slab layer's entry (kind PM_CLASS = PRD_PM_SLAB, the
- *        cache's id, the signed offset of the slab's first buffer from the granule in bits
+ *        cache's id, the low 32 bits of the address of the slab's first buffer in bits
  *        32..63) with the class index + 1 as the cache's tag byte (bits 8..15; set once at
  *        start-up, prd__slab_set_pm_tag, before the class has a slab).  Every other entry has
  *        0 there, which names a sentinel class of limit 0, so free's start test below rejects
@@ -112,9 +112,11 @@
  *        not make a slab whose entries cannot be set (slab.c section 7), so every slab of a
  *        class is in the map and malloc keeps no slab bookkeeping of its own.  free checks
  *        that a pointer starts a buffer from the entry and the class table alone: offset from
- *        the first buffer below chunks * chunk and a multiple of the chunk (a multiplication,
- *        a rotation and one compare, mclass_start_ok with the cache's own constants copied
- *        into the class's line), without reading the slab's prd_slab_t, which the first
+ *        the first buffer below chunks * chunk and a multiple of the chunk (a subtraction of
+ *        the entry's 32 bits from the pointer's, a multiplication, a rotation and one
+ *        compare, mclass_start_ok with the cache's own constants copied into the class's
+ *        line, the shift in one half-word with the free mark's flag, MC_MARK, so that one
+ *        load serves both tests), without reading the slab's prd_slab_t, which the first
  *        version did: on a free of another thread's block that load was a cache miss, half of
  *        prd_free's samples in the larson workload;
  *      - the first granule of a large or huge block holds (pages << 16) | kind, kind one of
@@ -242,14 +244,15 @@
 #define MALLOC_MAG_BYTES 16384u   /* bytes of objects per magazine (section 2) */
 
 /* 32 bytes, the array 64-aligned: what a hit reads of its class (mc_hitid, and for a free
- * the start test's mc_inv, mc_shift, mc_chunks and mc_mark) is in one cache line, and the
- * class cache itself is not read. */
+ * the start test's mc_inv, mc_chunks and mc_shiftmark) is in one cache line, and the class
+ * cache itself is not read. */
 typedef struct prd_mclass {
-  uint32_t mc_inv;        /* the chunk is m << mc_shift, m odd: m's inverse mod 2^32 */
-  uint16_t mc_shift;
-  _Atomic uint16_t mc_mark;    /* 1: the hit path is enabled and the cache has the free mark
-                                * (magazine.c section 15; not the 8-byte class), so free tests
-                                * and writes it (class_free) */
+  uint32_t mc_inv;        /* the chunk is m << shift, m odd: m's inverse mod 2^32 */
+  /* the shift (bits 0..4, MC_SHIFT_MASK) and MC_MARK: one load serves free's start test and
+   * its mark test (the rotation by the shift ignores the bits above 4, so the start test
+   * needs no mask instruction either) */
+  _Atomic uint16_t mc_shiftmark;
+  uint16_t mc_pad;
   uint32_t mc_chunks;     /* buffers per slab (0 in the sentinel) */
   _Atomic uint32_t mc_hitid;   /* the cache's magazine id while the inline hit path may be
                                 * taken (section 8), else MC_NOHIT */
@@ -261,6 +264,10 @@ typedef struct prd_mclass {
  * capacity 0: magazine.c section 2), so both hit halves miss on it.  0, so that the zeroed
  * tables say "no hit path" before start-up. */
 #define MC_NOHIT 0u
+#define MC_SHIFT_MASK 31u
+/* In mc_shiftmark: the hit path is enabled and the cache has the free mark (magazine.c
+ * section 15; not the 8-byte class), so free tests and writes it (class_free). */
+#define MC_MARK 0x100u
 
 /* Entry 0 is a sentinel (mc_chunks 0: no buffer index is below it), the classes follow: a page-map
  * entry names its class by index + 1 and every other entry by 0, so free's start test
@@ -269,10 +276,12 @@ static _Alignas(64) prd_mclass_t malloc_cls[MC_NCLASSES + 1];
 static prd_mclass_t *const malloc_class = malloc_cls + 1;
 static uint8_t malloc_tab1[MC_TAB1];   /* (size + 7) >> 3 -> class, size <= 1 KiB */
 static uint8_t malloc_tab2[MC_TAB2];   /* (size + 127) >> 7 -> class, 1 KiB < size <= 16 KiB */
-/* The same slots -> the hit id of their class (mc_hitid, kept equal by class_set_hitid), so
- * that prd_malloc's hit goes from the size to the magazine id in one load (section 8); all
- * MC_NOHIT until start-up and each class's first miss. */
-static _Atomic uint32_t malloc_hit1[MC_TAB1];
+/* The hit id of the class of each size (mc_hitid, kept equal by class_set_hitid), so that
+ * prd_malloc's hit goes from the size to the magazine id in one load (section 8); all MC_NOHIT
+ * until start-up and each class's first miss.  Up to 1 KiB indexed by the size itself, not
+ * by table 1's slot (4 KiB where the slots took 516 bytes; a program's sizes touch a few of
+ * its lines): no rounding add and shift on the hit.  Above, table 2's slots. */
+static _Atomic uint32_t malloc_hit1[MC_SMALL_MAX + 1];
 static _Atomic uint32_t malloc_hit2[MC_TAB2];
 
 /* ---- the page map's entries of this file (section 3; the map is pagemap.c's) ------------- */
@@ -306,9 +315,9 @@ static inline const prd_mclass_t *pm_mclass(uintptr_t e)
 static void class_set_hitid(uint32_t c, uint32_t id)
 {
   atomic_store_explicit(&malloc_class[c].mc_hitid, id, memory_order_seq_cst);
-  for (uint32_t i = 0; i < MC_TAB1; i++)
-    if (malloc_tab1[i] == c)
-      atomic_store_explicit(&malloc_hit1[i], id, memory_order_seq_cst);
+  for (uint32_t s = 0; s <= MC_SMALL_MAX; s++)
+    if (malloc_tab1[(s + 7) >> 3] == c)
+      atomic_store_explicit(&malloc_hit1[s], id, memory_order_seq_cst);
   for (uint32_t i = 0; i < MC_TAB2; i++)
     if (malloc_tab2[i] == c)
       atomic_store_explicit(&malloc_hit2[i], id, memory_order_seq_cst);
@@ -418,7 +427,8 @@ static bool malloc_start(void)
     /* the start test's constants are the cache's own (pagemap.c), copied into the class's
      * line so that free reads only that (section 3) */
     malloc_class[i].mc_inv = cp->cache_pm_inv;
-    malloc_class[i].mc_shift = cp->cache_pm_shift;
+    atomic_store_explicit(&malloc_class[i].mc_shiftmark, (uint16_t)cp->cache_pm_shift,
+                          memory_order_relaxed);
     malloc_class[i].mc_chunks = (uint32_t)cp->cache_chunks;
     malloc_class[i].mc_cache = cp;
     prd__slab_set_pm_tag(cp, i + 1);
@@ -516,8 +526,8 @@ static PRD_NOINLINE void class_enable(uint32_t c)
     return;
   /* before the id: a free that sees the id and not yet the mark only pushes an unmarked
    * buffer (a double free of it missed), never the other way round */
-  atomic_store_explicit(&malloc_class[c].mc_mark, !(cp->cache_flags & PRD_CF_NOMARK),
-                        memory_order_relaxed);
+  if (!(cp->cache_flags & PRD_CF_NOMARK))
+    atomic_fetch_or_explicit(&malloc_class[c].mc_shiftmark, MC_MARK, memory_order_relaxed);
   class_set_hitid(c, cp->cache_magid);
 }
 
@@ -583,15 +593,16 @@ static inline void *class_alloc(uint32_t c)
   return malloc_class_alloc(c);
 }
 
-static inline void class_free(const prd_mclass_t *mc, void *p)
+static inline void class_free(const prd_mclass_t *mc, uint32_t sm, void *p)
 {
   uint32_t id = atomic_load_explicit(&mc->mc_hitid, memory_order_relaxed);
   /* the free mark, word 0 of the buffer (magazine.c section 15), for a class with a hit
-   * path and the mark (class_enable: never with buffer debugging, whose free buffers may
-   * not even be mapped): tested and written before the push, so a double free stops here
-   * wherever the first copy is.  On a miss it is taken off again: prd_cache_free (or a
-   * re-entrant free's later prd_free) runs the same step. */
-  if (prd_likely(atomic_load_explicit(&mc->mc_mark, memory_order_relaxed) != 0)) {
+   * path and the mark (MC_MARK in sm, the class's mc_shiftmark as the start test loaded it;
+   * class_enable: never with buffer debugging, whose free buffers may not even be mapped):
+   * tested and written before the push, so a double free stops here wherever the first copy
+   * is.  On a miss it is taken off again: prd_cache_free (or a re-entrant free's later
+   * prd_free) runs the same step. */
+  if (prd_likely(sm & MC_MARK)) {
     if (prd_unlikely(prd__mark_test(p))) {
       malloc_double_free(mc, p);
       return;
@@ -998,9 +1009,21 @@ static void *malloc_aligned(size_t size, size_t align)
  * (pagemap.h prd__pm_start_ok: a multiplication, a rotation, one compare), with the class's
  * copy of its cache's constants.  Any entry may be passed: one that is not a class's names
  * the sentinel, whose chunks 0 fail. */
+static inline bool mclass_start_ok_sm(const prd_mclass_t *mc, uint32_t sm, uintptr_t e,
+                                      uintptr_t a)
+{
+  return prd__pm_start_ok(e, a, mc->mc_inv, sm & MC_SHIFT_MASK, mc->mc_chunks);
+}
+
+/* The class's mc_shiftmark (relaxed: MC_MARK is set once, class_enable). */
+static inline uint32_t mclass_sm(const prd_mclass_t *mc)
+{
+  return atomic_load_explicit(&mc->mc_shiftmark, memory_order_relaxed);
+}
+
 static inline bool mclass_start_ok(const prd_mclass_t *mc, uintptr_t e, uintptr_t a)
 {
-  return prd__pm_start_ok(e, a, mc->mc_inv, mc->mc_shift, mc->mc_chunks);
+  return mclass_start_ok_sm(mc, mclass_sm(mc), e, a);
 }
 
 static inline bool class_start_ok(uintptr_t e, uintptr_t a)
@@ -1063,7 +1086,7 @@ static void big_free(const char *fn, void *p, uintptr_t e)
 static void big_free_in(const char *fn, void *p, uintptr_t e)
 {
   uintptr_t a = (uintptr_t)p;
-  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_leaf(a));
+  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_base(a));
   /* the exchange makes one of two racing frees of the block the loser (section 3) */
   if (atomic_exchange_explicit(slot, 0, memory_order_acq_rel) != e) {
     malloc_bad(fn, p, "freed twice (concurrently)");
@@ -1098,7 +1121,7 @@ static void big_free_in(const char *fn, void *p, uintptr_t e)
 static void free_entry(const char *fn, void *p, uintptr_t e)
 {
   if (prd_likely((e & PM_KIND_MASK) == PM_CLASS))
-    class_free(pm_mclass(e), p);
+    class_free(pm_mclass(e), mclass_sm(pm_mclass(e)), p);
   else if ((e & PM_KIND_MASK) != PM_BOOT)
     big_free(fn, p, e);
 }
@@ -1151,10 +1174,10 @@ static PRD_NOINLINE void *malloc_small_miss(size_t size)
 
 void *prd_malloc(size_t size)
 {
-  /* size 0 looks up the 8-byte class (table 1's entry 0): a unique block, as glibc */
+  /* size 0 looks up the 8-byte class (malloc_hit1[0]): a unique block, as glibc */
   uint32_t id;
   if (prd_likely(size <= MC_SMALL_MAX))
-    id = atomic_load_explicit(&malloc_hit1[(size + 7) >> 3], memory_order_relaxed);
+    id = atomic_load_explicit(&malloc_hit1[size], memory_order_relaxed);
   else if (size <= MC_MAX)
     id = atomic_load_explicit(&malloc_hit2[(size + 127) >> 7], memory_order_relaxed);
   else
@@ -1166,21 +1189,29 @@ void *prd_malloc(size_t size)
 }
 
 /* The class of ptr when ptr is the start of a buffer in a class slab, else NULL: the hit
- * paths' page-map lookup (prd_free, prd_malloc_usable_size).  One test for NULL (a - 1 wraps)
- * and for addresses beyond the map; a class entry whose slab starts a buffer at ptr (the
- * sentinel's limit fails every other entry, section 3). */
-static inline const prd_mclass_t *class_of_start(const void *ptr)
+ * paths' page-map lookup (prd_free, prd_malloc_usable_size).  One test, of the root index, for
+ * addresses beyond the map; NULL needs none of its own: it takes root entry 0, which has no
+ * leaf or, if it has one, the entry of granule 0, which no slab holds (0: the sentinel); and
+ * a class entry whose slab starts a buffer at ptr (the sentinel's limit fails every other
+ * entry, section 3). */
+static inline const prd_mclass_t *class_of_start(const void *ptr, uint32_t *smp)
 {
   uintptr_t a = (uintptr_t)ptr;
-  if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0)) {
-    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
-    prd_pm_entry_t *leaf = atomic_load_explicit(
-        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
-    if (prd_likely(leaf != NULL)) {
-      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
+  uintptr_t root = a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS);
+  if (prd_likely(root < PRD_PM_ROOT_N)) {
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_base) */
+    uintptr_t base = atomic_load_explicit(&prd__pm_root[root], memory_order_acquire);
+    if (prd_likely(base != 0)) {
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, base), memory_order_acquire);
       const prd_mclass_t *mc = pm_mclass(e);
-      if (prd_likely(mclass_start_ok(mc, e, a)))
+      /* mc in a register of its own: without this, gcc forms the address of each atomic
+       * field load from the table's address and the index again (a lea more per field) */
+      __asm__("" : "+r"(mc));
+      uint32_t sm = mclass_sm(mc);
+      if (prd_likely(mclass_start_ok_sm(mc, sm, e, a))) {
+        *smp = sm;
         return mc;
+      }
     }
   }
   return NULL;
@@ -1188,9 +1219,10 @@ static inline const prd_mclass_t *class_of_start(const void *ptr)
 
 void prd_free(void *ptr)
 {
-  const prd_mclass_t *mc = class_of_start(ptr);
+  uint32_t sm;
+  const prd_mclass_t *mc = class_of_start(ptr, &sm);
   if (prd_likely(mc != NULL))
-    class_free(mc, ptr);
+    class_free(mc, sm, ptr);
   else if (ptr != NULL)
     free_slow(ptr);
 }
@@ -1226,7 +1258,8 @@ size_t prd_malloc_usable_size(void *ptr)
   /* a class buffer as prd_free finds it, its size from the class's line: a program that
    * counts its memory calls this beside every malloc and free.  Anything else, NULL and bad
    * pointers (reported) take usable_slow */
-  const prd_mclass_t *mc = class_of_start(ptr);
+  uint32_t sm;
+  const prd_mclass_t *mc = class_of_start(ptr, &sm);
   return prd_likely(mc != NULL) ? mc->mc_size : usable_slow(ptr);
 }
 
@@ -1239,7 +1272,7 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
 {
   size_t old = big_bytes(e);
   uintptr_t a = (uintptr_t)ptr;
-  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_leaf(a));
+  prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_base(a));
   uintptr_t ne = ((uintptr_t)(bytes / malloc_page) << PM_BIG_SHIFT) | PM_HUGE;
   if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
     /* the compare-and-swap makes a racing free of the block (a user error) see a changed
@@ -1374,20 +1407,20 @@ void *prd_realloc(void *ptr, size_t size)
   uintptr_t a = (uintptr_t)ptr;
   if (prd_likely(((a - 1) >> PRD_PM_ADDR_BITS) == 0) &&
       prd_likely(size != 0)) {
-    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_leaf) */
-    prd_pm_entry_t *leaf = atomic_load_explicit(
-        &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)], memory_order_acquire);
-    if (prd_likely(leaf != NULL)) {
-      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, leaf), memory_order_acquire);
+    /* acquire: pairs with the release CAS in pagemap.c (as prd__pm_base) */
+    uintptr_t base = atomic_load_explicit(&prd__pm_root[a >> PRD_PM_ROOT_SHIFT],
+                                          memory_order_acquire);
+    if (prd_likely(base != 0)) {
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, base), memory_order_acquire);
       uint32_t kind = e & PM_KIND_MASK;
       if (kind == PM_CLASS) {
         /* and not freed, as the class's free mark says (class_free); a class without
          * mc_mark (the 8-byte one, one without a hit path) asks realloc_slow, which tests
          * the mark by the class cache's flags */
         const prd_mclass_t *mc = pm_mclass(e);
-        if (size <= MC_MAX && mclass_start_ok(mc, e, a) &&
-            malloc_class_index(size) == pm_class_of(e) &&
-            atomic_load_explicit(&mc->mc_mark, memory_order_relaxed) != 0 &&
+        uint32_t sm = mclass_sm(mc);
+        if (size <= MC_MAX && mclass_start_ok_sm(mc, sm, e, a) &&
+            malloc_class_index(size) == pm_class_of(e) && (sm & MC_MARK) &&
             !prd__mark_test(ptr))
           return ptr;
       } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {

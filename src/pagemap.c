@@ -7,8 +7,10 @@
  *    allocator must find what owns an address, and recognize addresses it does not own,
  *    without reading the memory behind them (it may be another cache's, a stack, a mapping
  *    the library never made).  The map covers the 48-bit user address space in 4 KiB
- *    granules (36 bits of granule number) with two levels of 2^18: a static root of 2^18 leaf
- *    pointers (2 MiB of .bss, untouched until used, so it exists before any constructor runs)
+ *    granules (36 bits of granule number) with two levels of 2^18: a static root of 2^18 words
+ *    naming the leaves (each leaf's address biased by the first granule it covers, so that a
+ *    lookup needs no mask of the granule number: pagemap.h prd__pm_root; 2 MiB of .bss,
+ *    untouched until used, so it exists before any constructor runs)
  *    and leaves of 2^18 entries (2 MiB each, mapped by os.c when a granule of their 1 GiB
  *    first becomes ours, never freed; the kernel backs only the pages of a leaf that are
  *    written, 8 bytes per 4 KiB granule).  A lookup is two dependent loads, no lock (inline
@@ -19,8 +21,10 @@
  * 2. Entries (pagemap.h).  0: not ours.  A slab entry (kind PRD_PM_SLAB) in every granule of
  *    every slab of every memory cache: the cache's id (bits 16..31), a tag byte its owner may
  *    set (bits 8..15: malloc's class index + 1, so that free finds its class from the entry
- *    without the registry), and the signed offset of the slab's first buffer from the granule
- *    (bits 32..63).  The low 32 bits are the cache's cache_pm_tag, so "this granule is a
+ *    without the registry), and the low 32 bits of the address of the slab's first buffer,
+ *    negated (bits 32..63: a slab spans less than 2^31 bytes, so the offset of any address of
+ *    it from the first buffer is the difference of the low 32 bits, pagemap.h prd__pm_off32:
+ *    one add, with no mask of the granule's bits).  The low 32 bits are the cache's cache_pm_tag, so "this granule is a
  *    slab of cp" is one 32-bit compare.  The slab layer sets them when it makes a slab,
  *    before any buffer of it is handed out, and clears them before the slab's memory goes
  *    back (slab.c slab_create, slab_destroy); a slab whose entries cannot be set (no memory
@@ -43,9 +47,9 @@
  *    cache's buffer.  Such a report racing with that other cache's destruction and the id's
  *    reuse may print the newer cache's name: the free is wrong either way.
  *
- * 4. Memory ordering.  A leaf is published with a release compare-and-swap into the root,
- *    which pairs with the acquire load of every lookup, so a reader that sees the leaf
- *    pointer sees the leaf's (zero) contents.  An entry is stored with release and read with
+ * 4. Memory ordering.  A leaf is published with a release compare-and-swap of its base into
+ *    the root, which pairs with the acquire load of every lookup, so a reader that sees the
+ *    base sees the leaf's (zero) contents.  An entry is stored with release and read with
  *    acquire; in a correct program the stronger edge is the user's own: the buffer reached
  *    the freeing thread after the allocation returned it, and the allocation returned it
  *    after the entry was stored (slab_create sets the entries before the slab is linked
@@ -60,7 +64,7 @@
 
 #include "pagemap.h"
 
-prd_pm_entry_t *_Atomic prd__pm_root[PRD_PM_ROOT_N];
+prd_pm_entry_t prd__pm_root[PRD_PM_ROOT_N];
 
 /* ---- leaves (section 1) ---------------------------------------------------------------- */
 /* The slot of a's granule, making its leaf if needed; NULL when no memory for a leaf (or a
@@ -69,24 +73,25 @@ prd_pm_entry_t *prd__pm_slot_make(uintptr_t a)
 {
   if (a >> PRD_PM_ADDR_BITS)
     return NULL;
-  prd_pm_entry_t *_Atomic *rootp = &prd__pm_root[a >> (PRD_PM_GRANULE_SHIFT + PRD_PM_LEAF_BITS)];
-  prd_pm_entry_t *leaf = atomic_load_explicit(rootp, memory_order_acquire);
-  if (leaf == NULL) {
+  uintptr_t i = a >> PRD_PM_ROOT_SHIFT;
+  prd_pm_entry_t *rootp = &prd__pm_root[i];
+  uintptr_t base = atomic_load_explicit(rootp, memory_order_acquire);
+  if (base == 0) {
     /* tried twice (section 2) */
     prd_pm_entry_t *fresh = prd__os_map(PRD_PM_LEAF_N * sizeof(prd_pm_entry_t));
     if (fresh == NULL)
       fresh = prd__os_map(PRD_PM_LEAF_N * sizeof(prd_pm_entry_t));
     if (fresh == NULL)
       return NULL;
-    leaf = NULL;
-    /* release: the leaf's contents before its address (pairs with prd__pm_leaf's acquire) */
-    if (atomic_compare_exchange_strong_explicit(rootp, &leaf, fresh, memory_order_acq_rel,
+    uintptr_t nb = prd__pm_base_of(fresh, i);
+    /* release: the leaf's contents before its base (pairs with prd__pm_base's acquire) */
+    if (atomic_compare_exchange_strong_explicit(rootp, &base, nb, memory_order_acq_rel,
                                                 memory_order_acquire))
-      leaf = fresh;
+      base = nb;
     else
       prd__os_unmap(fresh, PRD_PM_LEAF_N * sizeof(prd_pm_entry_t));   /* another thread won */
   }
-  return prd__pm_slot(a, leaf);
+  return prd__pm_slot(a, base);
 }
 
 /* Sets the entries of [base, base + size) to v, or for a slab (first != 0 or tag != 0) to
@@ -102,8 +107,7 @@ static bool pm_store_range(uintptr_t base, size_t size, uintptr_t v, uint32_t ta
       break;
     uintptr_t e = v;
     if (tag != 0) {
-      uint32_t rel = (uint32_t)(int32_t)(intptr_t)(first - g);
-      e = ((uintptr_t)rel << PRD_PM_FIRST_SHIFT) | tag;
+      e = ((uintptr_t)(0u - (uint32_t)first) << PRD_PM_FIRST_SHIFT) | tag;
     }
     atomic_store_explicit(slot, e, memory_order_release);
   }

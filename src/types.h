@@ -281,15 +281,30 @@ typedef struct prd_cpu_cache {
   /* aligned: 4 whole cache lines, so an entry never straddles a line (and the hit path
    * indexes the array by a shift) */
   _Alignas(64) _Atomic uint32_t cc_busy;      /* owner inside a lockless operation (the handshake) */
-  _Atomic uint32_t cc_rounds;    /* rounds in cc_loaded */
   uint32_t cc_magsize;           /* capacity of cc_loaded (0: no loaded magazine) */
-  uint32_t cc_prounds;           /* rounds in cc_previous (it is always full or empty) */
+  /* one word for the rounds in cc_loaded (cc_rounds: bits 0..15, at most PRD_MAG_MAX_ROUNDS)
+   * and the allocation hits not yet folded into cc_alloc_hits (bits 16..63), so that an
+   * allocation hit takes its round and counts itself with one add of 0xffff, and a free hit
+   * adds its round with one add of 1 (magazine.h PRD__MAG_POP / PRD__MAG_PUSH).  cc_rounds
+   * is the word's low half-word (little-endian, asserted below): loads and stores of it leave
+   * the count alone.  Owner-only writes (or a visitor with tc_lock while the owner is out),
+   * read relaxed */
+  union {
+    _Atomic uint64_t cc_rw;
+    _Atomic uint16_t cc_rounds;
+  };
   prd_mag_t *cc_loaded;
   prd_mag_t *cc_previous;
-  _Atomic uint64_t cc_alloc_hits;    /* owner-only plain increments, read relaxed */
-  _Atomic uint64_t cc_free_hits;
+  _Atomic uint64_t cc_alloc_hits;    /* the folded allocation hits (prd__mag_alloc_hits) */
+  /* the free hits are not counted one by one: they are cc_alloc_hits + cc_rounds + this
+   * (mod 2^64, magazine.h prd__mag_free_hits), since a counted pop takes a round and a free
+   * hit adds one; every other change of cc_rounds moves this by the opposite amount
+   * (prd__mag_rounds_set).  Written by the owner (tc_lock held, or inside its handshake) or a
+   * visitor holding tc_lock while the owner is out, read relaxed */
+  _Atomic uint64_t cc_free_base;
   uint64_t cc_misses;            /* depot visits (under tc_lock) */
-  uint64_t cc_idle_mark;         /* maintenance: operations seen at the last interval */
+  uint32_t cc_prounds;           /* rounds in cc_previous (it is always full or empty) */
+  uint32_t cc_pad0;
   /* -- Prudence (defer.c): changed by the owner's deferral hit path (busy set) or under tc_lock */
   prd_mag_t *cc_lat[2];          /* latent generations: [0] older, [1] open (NULL: none yet) */
   _Atomic uint32_t cc_lat_n[2];  /* deferred objects in each */
@@ -305,7 +320,10 @@ typedef struct prd_cpu_cache {
   /* -- the thread's current slab of this cache (magazine.c section 3, slab.c section 10): a
    * hint, checked by the slab layer under cache_lock; under tc_lock */
   void *cc_own;
+  uint64_t cc_idle_mark;         /* maintenance: operations seen at the last interval */
 } prd_cpu_cache_t;
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "cc_rounds is the low half-word of cc_rw");
 
 /* One thread's CPU caches, indexed by cache_magid; on the thread registry. */
 typedef struct prd_tcache {

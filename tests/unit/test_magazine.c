@@ -678,6 +678,104 @@ static void test_threads_lines_apart(void)
     prd_cache_destroy(apart_cp[c]);
 }
 
+
+/* ---- the hit counts add up ---------------------------------------------------------------
+ * Every prd_cache_alloc and prd_cache_free is a hit of the CPU layer or a depot visit, so
+ * mag_allocs and mag_frees (hits + visits) equal the calls made.  The free hits are not
+ * counted one by one but derived from the allocation hits, the rounds and a base that every
+ * other change of the rounds offsets (magazine.h prd__mag_free_hits, prd__mag_rounds_set):
+ * this guards that derivation on every path that changes the rounds (tier 2 exchanges, tier 3
+ * reloads, tier 4 refills, uncounted pops and pushes after a depot visit, a reaper emptying
+ * another thread's cache, a flush, a thread's exit folding its counts into the depot), where
+ * a change not offset would make the totals drift. */
+enum { HC_THREADS = 2, HC_OPS = 20000, HC_LIVE = 200 };
+static prd_cache_t *hc_cp;
+static _Atomic uint64_t hc_allocs, hc_frees;
+
+static void *hc_thread(void *arg)
+{
+  prd_rng_t rng = prd_rng_seeded("hit counts");
+  rng.s ^= (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull;
+  if (rng.s == 0)
+    rng.s = 1;
+  void *live[HC_LIVE];
+  uint32_t n = 0;
+  uint64_t allocs = 0, frees = 0;
+  for (uint32_t i = 0; i < HC_OPS; i++) {
+    /* runs of allocations and of frees, long enough to cross magazines both ways */
+    bool alloc = n == 0 || (n < HC_LIVE && prd_rng_below(&rng, 100) < ((i / 97) % 2 ? 75 : 25));
+    if (alloc) {
+      live[n] = prd_cache_alloc(hc_cp, 0);
+      CHECK(live[n] != NULL);
+      n++;
+      allocs++;
+    } else {
+      uint32_t k = (uint32_t)prd_rng_below(&rng, n);
+      prd_cache_free(hc_cp, live[k]);
+      live[k] = live[--n];
+      frees++;
+    }
+    if (i % 4999 == 0)
+      prd_thread_flush();
+  }
+  while (n > 0) {
+    prd_cache_free(hc_cp, live[--n]);
+    frees++;
+  }
+  atomic_fetch_add(&hc_allocs, allocs);
+  atomic_fetch_add(&hc_frees, frees);
+  return NULL;
+}
+
+static void *hc_reaper(void *arg)
+{
+  _Atomic bool *stop = arg;
+  while (!atomic_load(stop)) {
+    prd_reap();   /* takes the magazines of the other threads' caches that are not busy */
+    sched_yield();
+  }
+  return NULL;
+}
+
+static void test_hit_counts_add_up(void)
+{
+  hc_cp = prd_cache_create("hitcounts", 48, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  CHECK(hc_cp != NULL);
+  /* this thread first: every tier, then a reap of its own cache and a flush */
+  void *objs[100];
+  for (int i = 0; i < 100; i++)
+    objs[i] = prd_cache_alloc(hc_cp, 0);
+  for (int i = 0; i < 100; i++)
+    prd_cache_free(hc_cp, objs[i]);
+  for (int i = 0; i < 60; i++)
+    objs[i] = prd_cache_alloc(hc_cp, 0);
+  prd_cache_stats_t st = stats(hc_cp);
+  CHECK_EQ(st.mag_allocs, 160);
+  CHECK_EQ(st.mag_frees, 100);
+  prd_reap();
+  for (int i = 0; i < 60; i++)
+    prd_cache_free(hc_cp, objs[i]);
+  prd_thread_flush();
+  st = stats(hc_cp);
+  CHECK_EQ(st.mag_allocs, 160);
+  CHECK_EQ(st.mag_frees, 160);
+  /* threads that exit, with a reaper emptying their caches meanwhile */
+  _Atomic bool stop = false;
+  pthread_t r, t[HC_THREADS];
+  pthread_create(&r, NULL, hc_reaper, &stop);
+  for (long i = 0; i < HC_THREADS; i++)
+    pthread_create(&t[i], NULL, hc_thread, (void *)(i + 1));
+  for (int i = 0; i < HC_THREADS; i++)
+    pthread_join(t[i], NULL);
+  atomic_store(&stop, true);
+  pthread_join(r, NULL);
+  st = stats(hc_cp);
+  CHECK_EQ(st.mag_allocs, 160 + atomic_load(&hc_allocs));
+  CHECK_EQ(st.mag_frees, 160 + atomic_load(&hc_frees));
+  check_conservation(hc_cp, 0);
+  prd_cache_destroy(hc_cp);
+}
+
 int main(void)
 {
   prd_option_set("maint_thread", "0");
@@ -698,5 +796,6 @@ int main(void)
   RUN(test_model);
   RUN(test_threads_lines_apart);
   RUN(test_hit_fields_one_line);
+  RUN(test_hit_counts_add_up);
   return prd_test_done();
 }
