@@ -761,9 +761,9 @@ static void driver_poke(void)
  * cache grew.  Stopping between scans is the same hand-over as a bounded wait's (§9: the
  * sequence stays odd, gp_stage says which wait comes next; gp_lock's release and acquire
  * order the stage and the flip for the next holder).  Returns once a grace period has
- * ended, its own or one that another holder ended meanwhile. */
+ * ended: true when the driver ended it, false when another holder did meanwhile. */
 #define DRV_SCAN_NS 20000u   /* one window of scans: spins and yields over a reader's section */
-static void drv_gp(const struct prd_rcu_source *src)
+static bool drv_gp(const struct prd_rcu_source *src)
 {
   uint64_t seq = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   for (unsigned n = 0; !gp_advance(src, prd__now_ns() + DRV_SCAN_NS); n++) {
@@ -777,8 +777,9 @@ static void drv_gp(const struct prd_rcu_source *src)
     pthread_mutex_lock(&gp_lock);
     uint64_t now = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
     if (gp_stage == 0 && now > (seq | 1))   /* another holder ended the one in progress */
-      return;
+      return false;
   }
+  return true;
 }
 
 static void *driver_main(void *arg)
@@ -815,8 +816,8 @@ static void *driver_main(void *arg)
     pthread_mutex_lock(&gp_lock);
     /* a prd_synchronize_rcu may have served the requests while we paced or took the lock */
     if (!prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed))) {
-      drv_gp(src);
-      rcu_count(RCU_ST_gp_by_driver, 1);
+      if (drv_gp(src))
+        rcu_count(RCU_ST_gp_by_driver, 1);
     }
     pthread_mutex_unlock(&gp_lock);
     last_end = now_us();
