@@ -78,17 +78,11 @@
  *      magazine (lines 7-11, the hook mh_cc_merge: defer_cc_merge), then the previous
  *      magazine, the depot (a safe latent magazine of its latent list before a full one).
  *    REFILL (lines 13-30): a miss that finds the depot's latent magazines unsafe, holding
- *      at least the grace-period batch (defer_gp_batch_kb, 4096 objects at most: gp_batch)
- *      and half of defer_depot_kb or, with the latent slabs, 4/5 of the cache's objects
- *      (tag_wait, the hook mh_tag_wait: new objects would only wait beside them until the
- *      grace period ends), first works on the oldest one's grace period for defer_poll_us at most
+ *      half of defer_depot_kb or, with the latent slabs, 4/5 of the cache's objects (tag_wait,
+ *      the hook mh_tag_wait: new objects would only wait beside them until the grace period
+ *      ends), first works on the oldest one's grace period for defer_poll_us at most
  *      (depot_wait, the hook mh_depot_wait, section 9; magazine.c section 13: §3.4's bound
- *      paid as a short bounded wait before growth).  The batch: with a reader running, a grace
- *      period costs the thread that runs it a membarrier and scans that wait out the readers'
- *      sections, tens of microseconds, whatever it covers; by the 4/5 rule alone a small cache
- *      (a few hundred objects of 4 KiB) ran one per few hundred deferrals, most of the
- *      allocating thread's time (docs/benchmarks.md), where batch free pays one per 4096.  So
- *      below the batch the cache grows instead, by at most the batch.  With the depot empty, or the wait over,
+ *      paid as a short bounded wait before growth).  With the depot empty, or the wait over,
  *      a cache that has seen deferrals refills the loaded magazine from the slab layer with
  *      size - latent objects (line 14; at least 1: refill_size, under the hook mh_refill):
  *      the latent objects will fill the rest when their grace period ends.  The slab layer picks slabs with the deferred counts (lines 17-21, Fig. 5,
@@ -217,7 +211,6 @@
 #include "magazine.h"
 #include "pagemap.h"
 
-#define GP_BATCH_OBJS 4096   /* the depot rule's batch at most: batch free's usual batch */
 #define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer: its stack array (8 KiB) */
 
 static pthread_once_t defer_once = PTHREAD_ONCE_INIT;
@@ -509,21 +502,11 @@ static bool tag_safe(prd_gp_t gp)
   return prd__defer_safe(gp);
 }
 
-/* The depot rule's batch in objects (section 4, REFILL): defer_gp_batch_kb of objects, at
- * most GP_BATCH_OBJS and at most half the depot's bound (the rule's own threshold, so that a
- * smaller defer_depot_kb keeps its meaning). */
-static uint64_t gp_batch(const prd_cache_t *cp)
-{
-  uint64_t kb = PRD_MIN((uint64_t)prd__opt(defer_gp_batch_kb),
-                        (uint64_t)prd__opt(defer_depot_kb) / 2);
-  return PRD_MIN(kb * 1024 / cp->cache_chunksize, (uint64_t)GP_BATCH_OBJS);
-}
-
 /* mh_tag_wait, the depot rule (section 4, REFILL): an allocation miss that found no safe
  * tagged magazine and no full one waits for the oldest one's grace period rather than grow
- * the cache when the depot's list holds the batch (gp_batch) and either half its bound
- * (defer_depot_kb) or, with the latent slabs, DEPOT_POP of the cache's objects: new objects
- * would only wait beside them until the grace period ends.  dp_lock held; the slab layer's counts are
+ * the cache when the depot's list holds half its bound (defer_depot_kb), or when the list and
+ * the latent slabs together hold DEPOT_POP of the cache's objects: new objects would only
+ * wait beside them until the grace period ends.  dp_lock held; the slab layer's counts are
  * read without its lock (relaxed atomics, stored under it). */
 #define DEPOT_POP_NUM 4
 #define DEPOT_POP_DEN 5
@@ -531,8 +514,6 @@ static bool tag_wait(prd_cache_t *cp, uint64_t tag_rounds)
 {
   uint64_t total = __atomic_load_n(&cp->cache_bufs_total, __ATOMIC_RELAXED);
   uint64_t lat_slab = __atomic_load_n(&cp->cache_lat_slab_objs, __ATOMIC_RELAXED);
-  if (tag_rounds < gp_batch(cp))
-    return false;   /* a grace period covers at least the batch (section 4, REFILL) */
   return 2 * tag_rounds * cp->cache_chunksize >= (uint64_t)prd__opt(defer_depot_kb) * 1024 ||
          DEPOT_POP_DEN * (tag_rounds + lat_slab) >= DEPOT_POP_NUM * total;
 }

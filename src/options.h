@@ -84,10 +84,6 @@
     "Prudence: KiB of deferred objects a cache's depot may hold in whole latent magazines "    \
     "(tagged with their grace period) before full latent caches spill into the latent slabs "  \
     "(0 = never: Algorithm 1's latent slabs only)")                                            \
-  X(LONG, defer_gp_batch_kb, 2048,                                                             \
-    "Prudence: KiB of deferred objects (4096 at most; half of defer_depot_kb at most) a "      \
-    "cache's depot holds before the depot rule has an allocation work on their grace period "  \
-    "rather than grow the cache (0 = none)")                                                    \
   X(LONG, race_delay, 0,                                                                        \
     "race widening, Debug and TSan builds only (ignored in Release): each step of the "         \
     "handshake, the grace-period machine and Prudence's latent transitions pauses (spin, "     \
