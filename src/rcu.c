@@ -56,8 +56,8 @@
  *    membarrier prevents), all four are full fences (prd__rcu_full_fence; under TSan a seq_cst
  *    exchange on a local, as gcc rejects fences there: x86 only).  The writer waits for readers
  *    by polling: spins, then sched_yield, then sleeps growing from 1 us to 1 ms (expedited mode:
- *    never sleeps); the driver sleeps with gp_lock dropped (§5).  Readers pay nothing for this (liburcu's futex wake-up costs the reader a
- *    load and a barrier at every outermost unlock).
+ *    never sleeps; the driver sleeps with gp_lock dropped, §5).  Readers pay nothing for this
+ *    (liburcu's futex wake-up costs the reader a load and a barrier at every outermost unlock).
  *
  * 4. Grace-period state.  prd__rcu_gp.gs_seq is a 64-bit sequence: even = idle, odd = a grace period in
  *    progress; gp_run adds 1 at the start and 1 at the end.  prd_rcu_get_state() returns
