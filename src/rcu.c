@@ -56,8 +56,8 @@
  *    membarrier prevents), all four are full fences (prd__rcu_full_fence; under TSan a seq_cst
  *    exchange on a local, as gcc rejects fences there: x86 only).  The writer waits for readers
  *    by polling: spins, then sched_yield, then sleeps growing from 1 us to 1 ms (expedited mode:
- *    never sleeps).  Readers pay nothing for this (liburcu's futex wake-up costs the reader a
- *    load and a barrier at every outermost unlock).
+ *    never sleeps; the driver sleeps with gp_lock dropped, §5).  Readers pay nothing for this
+ *    (liburcu's futex wake-up costs the reader a load and a barrier at every outermost unlock).
  *
  * 4. Grace-period state.  prd__rcu_gp.gs_seq is a 64-bit sequence: even = idle, odd = a grace period in
  *    progress; gp_run adds 1 at the start and 1 at the end.  prd_rcu_get_state() returns
@@ -102,6 +102,10 @@
  *    waiters and expedited requests (the allocator's bounded polls, §9, among them) are not
  *    paced.  A plain request does not wake a pacing driver, only an idle
  *    one (drv_idle): the driver reads gp_req again before its next grace period.
+ *    The driver's grace period (drv_gp) scans for readers in windows of DRV_SCAN_NS and waits
+ *    between two with gp_lock dropped: an allocation's bounded wait (§9), which never blocks on
+ *    gp_lock, then finds it free and ends the grace period itself as soon as the reader has
+ *    left, where a driver asleep under gp_lock made it poll until the driver woke (up to 1 ms).
  *    prd_synchronize_rcu runs the grace period itself under gp_lock, and returns at once if a
  *    grace period that started after its call ended while it waited for the lock (so concurrent
  *    callers share grace periods, as liburcu's do).
@@ -135,8 +139,10 @@
  * 8. Lock order: gp_lock -> reg_lock (a grace period scans the registry).  drv_lock and
  *    src_lock are leaves: never held while another lock of this file is taken.  The fork
  *    handlers take all four in the order gp, reg, drv, src, which respects the chain.  A grace
- *    period holds gp_lock throughout (a source's rs_synchronize runs under it), and the
- *    built-in source holds reg_lock for each scan of the readers, never across a sleep.  The
+ *    period holds gp_lock while it runs (a source's rs_synchronize runs under it), except the
+ *    driver's built-in one between its windows of scans (§5) and a bounded wait's that ran
+ *    out (§9), which leave it in progress for the next holder; the built-in source holds
+ *    reg_lock for each scan of the readers, never across a sleep.  The
  *    driver is created (thread.c) under drv_lock; thread.c's poke takes it alone.
  *
  * 9. The allocator never waits for readers and never changes the caller's RCU state.  An
@@ -153,7 +159,8 @@
  *    expedited; otherwise an expedited request and a poll of the state.  Never
  *    rs_block_begin/end, rs_quiescent_state or rs_thread_offline, never a block on gp_lock.
  *    Stopping half way is safe: the sequence stays odd, gp_stage says which wait comes next,
- *    and the next holder of gp_lock (the driver, a synchronize) repeats the scan from there;
+ *    and the next holder of gp_lock (the driver, a synchronize, another bounded wait) repeats
+ *    the scan from there (the driver itself stops so between its windows of scans, §5);
  *    a scan is a set of loads whichever thread makes it, and the fences after it (the flip's,
  *    (W2)) are run by the thread that made the last one.  (W1), a membarrier, acted on every
  *    thread when the grace period began; in fence mode, a local fence, the thread that goes
@@ -744,6 +751,37 @@ static void driver_poke(void)
   pthread_mutex_unlock(&drv_lock);
 }
 
+/* The driver's grace period (gp_lock held; dropped and taken again meanwhile).  Its waits
+ * for readers are scans for DRV_SCAN_NS at a time (gp_advance with a deadline), and between
+ * two it waits with gp_lock dropped, yielding, then sleeping from 1 us to 1 ms (expedited:
+ * yielding only).  So an allocation's bounded wait (§9), which never blocks on gp_lock, finds
+ * it free while the driver sleeps on a reader, and once the reader has left it ends the grace
+ * period itself instead of polling until the driver wakes: a driver that slept holding gp_lock
+ * let a bound of defer_poll_us run out over a grace period nothing held any more, and the
+ * cache grew.  Stopping between scans is the same hand-over as a bounded wait's (§9: the
+ * sequence stays odd, gp_stage says which wait comes next; gp_lock's release and acquire
+ * order the stage and the flip for the next holder).  Returns once a grace period has
+ * ended: true when the driver ended it, false when another holder did meanwhile. */
+#define DRV_SCAN_NS 20000u   /* one window of scans: spins and yields over a reader's section */
+static bool drv_gp(const struct prd_rcu_source *src)
+{
+  uint64_t seq = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
+  for (unsigned n = 0; !gp_advance(src, prd__now_ns() + DRV_SCAN_NS); n++) {
+    pthread_mutex_unlock(&gp_lock);
+    if (n < 4 || expedited_now()) {
+      sched_yield();
+    } else {
+      struct timespec ts = { 0, (long)(1000u << PRD_MIN(n - 4, 10u)) };   /* 1 us .. 1 ms */
+      nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&gp_lock);
+    uint64_t now = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
+    if (gp_stage == 0 && now > (seq | 1))   /* another holder ended the one in progress */
+      return false;
+  }
+  return true;
+}
+
 static void *driver_main(void *arg)
 {
   (void)arg;
@@ -778,8 +816,8 @@ static void *driver_main(void *arg)
     pthread_mutex_lock(&gp_lock);
     /* a prd_synchronize_rcu may have served the requests while we paced or took the lock */
     if (!prd_rcu_poll_state(atomic_load_explicit(&gp_req, memory_order_relaxed))) {
-      gp_run(src);
-      rcu_count(RCU_ST_gp_by_driver, 1);
+      if (drv_gp(src))
+        rcu_count(RCU_ST_gp_by_driver, 1);
     }
     pthread_mutex_unlock(&gp_lock);
     last_end = now_us();

@@ -1,0 +1,89 @@
+/* test_rcu_driver_lock: the RCU driver does not sleep on a reader while it holds the grace
+ * period's lock (src/rcu.c section 5, drv_gp), so an allocation's bounded wait (section 9)
+ * can end a grace period as soon as its last reader has left.
+ *
+ * The defect this guards: the driver ran each grace period under gp_lock from start to end,
+ * and its wait for readers slept (growing to 1 ms per sleep) with the lock held.  An
+ * allocation's bounded wait never blocks on gp_lock: finding it taken, it only polled the
+ * state.  So once a reader that had held a grace period open for a while left its section,
+ * the grace period still ended only when the driver woke from its sleep, up to 1 ms later,
+ * and a bounded wait of less than that (defer_poll_us, 1 ms, less whatever it spent) ran out
+ * over a grace period that nothing held any more: the cache grew instead (the inline
+ * timeouts of `prd-bench deferred --readers 1`).
+ *
+ * Each round: a reader holds one section open for HOLD_MS, long enough for the driver, asked
+ * for the grace period, to reach its longest sleeps; when the reader leaves, the test's
+ * bounded wait of WAIT_US must end the grace period (it takes gp_lock while the driver
+ * sleeps and runs the remaining scans itself).  The old driver held gp_lock in those sleeps,
+ * so most rounds ran out.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "internal.h"
+#include "prd_test.h"
+
+#define ROUNDS 8
+#define HOLD_MS 30      /* the driver's backoff reaches its 1 ms sleeps after about 2 ms */
+#define WAIT_US 300     /* well under the old driver's sleep, far over a grace period's scans */
+#define ROUNDS_MISSED_MAX 1   /* a round the test thread itself was preempted in */
+
+static atomic_int rd_hold, rd_in, rd_stop;
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+  nanosleep(&ts, NULL);
+}
+
+/* Holds one read-side section open each time it is asked (rd_hold), else stays out of any. */
+static void *reader(void *arg)
+{
+  (void)arg;
+  prd_rcu_register_thread();
+  while (!atomic_load(&rd_stop)) {
+    if (!atomic_load(&rd_hold)) {
+      sleep_ms(1);
+      continue;
+    }
+    prd_rcu_read_lock();
+    atomic_store(&rd_in, 1);
+    sleep_ms(HOLD_MS);
+    atomic_store(&rd_in, 0);   /* before the unlock: the test's wait starts at most now */
+    prd_rcu_read_unlock();
+    atomic_store(&rd_hold, 0);
+  }
+  prd_rcu_unregister_thread();
+  return NULL;
+}
+
+static void test_bounded_wait_after_reader_left(void)
+{
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, reader, NULL), 0);
+  int missed = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    atomic_store(&rd_hold, 1);
+    while (!atomic_load(&rd_in))
+      sched_yield();
+    prd_gp_t s = prd_rcu_get_state();
+    prd_rcu_request_gp(s);   /* the driver runs it, and waits for the reader */
+    while (atomic_load(&rd_in))
+      sched_yield();
+    while (atomic_load(&rd_hold))   /* the reader has left its section */
+      sched_yield();
+    if (!prd__rcu_poll_bounded(s, (uint64_t)WAIT_US * 1000))
+      missed++;
+    prd_rcu_wait_state(s);   /* the next round starts with no grace period open */
+  }
+  atomic_store(&rd_stop, 1);
+  CHECK_EQ(pthread_join(th, NULL), 0);
+  CHECK(missed <= ROUNDS_MISSED_MAX);
+}
+
+int main(void)
+{
+  RUN(test_bounded_wait_after_reader_left);
+  return prd_test_done();
+}
