@@ -62,7 +62,10 @@
  *      generation's tag is the state and it is below cc_lat_stop, the object is pushed
  *      (lines 39-40); cc_lat_stop is the room left under the limit.  If loaded + latent would
  *      overflow the limit after the grace period (line 41) a pre-flush is asked for (line 42,
- *      section 6).  Everything else is the slow path under tc_lock (defer_slow): a new state
+ *      section 6); cc_lat_room, the limit less the older generation, makes that test one add
+ *      and one compare.  Every check before it (the cache's flags, ownership, the free mark)
+ *      is inline only for a cache with the free mark and neither debugging nor call_rcu: one
+ *      flag test sends the others to an out-of-line front with the same checks.  Everything else is the slow path under tc_lock (defer_slow): a new state
  *      rotates the generations (section 3); a latent cache at its limit merges what is safe
  *      (line 46) and otherwise hands a whole generation to the depot's latent list (one lock,
  *      one pointer: cc_to_depot), or, past defer_depot_kb, moves it to the latent slabs under
@@ -160,7 +163,13 @@
  * 8. Locking and memory ordering.  One handshake for magazines and latent generations
  *    (magazine.c section 6): the deferral hit path enters and leaves the CPU cache with the
  *    same primitive as the magazine hit paths (magazine.h prd__mag_enter / prd__mag_exit:
- *    busy store, barrier, steal test, and only then its loads of the latent cache); the
+ *    busy store, barrier, steal test, and only then its loads of the latent cache).  Its
+ *    barrier is also the RCU layer's reader barrier before the load of the state (rcu.c §4,
+ *    R1 kind: the caller's unlink before the load, paired with (W1)), so the state is read
+ *    after the enter: prd__mag_enter_light with prd__mag_defer_light makes it a compiler
+ *    barrier when both the handshake and the readers rely on membarrier, else a full fence
+ *    that serves both (under TSan the reader barrier is made on its own); the slow path reads
+ *    the state with a reader barrier of its own.  The
  *    slow path and every visitor hold the thread's tc_lock.  Order: mag_reap_lock
  *    -> mag_registry_lock -> tc_lock -> dp_lock / cache_lock (magazine.c section 12); the
  *    maintenance thread is woken with no lock held.  The RCU layer's fork handler takes its
@@ -287,6 +296,7 @@ static void cc_restop(prd_cpu_cache_t *cc)
     stop = PRD_MIN(room, mp->mag_size);
   }
   cc->cc_lat_stop = stop;
+  cc->cc_lat_room = cc->cc_lat_limit > lat_n(cc, 0) ? cc->cc_lat_limit - lat_n(cc, 0) : 0;
 }
 
 /* Objects that become free in a magazine: inaccessible to ASan/valgrind (magazine.c §4). */
@@ -456,6 +466,7 @@ static void cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
       cc->cc_lat[g] = NULL;
     }
   cc->cc_lat_stop = 0;
+  cc->cc_lat_room = 0;
   cc->cc_lat_limit = 0;
   cc->cc_lat_gp[0] = cc->cc_lat_gp[1] = 0;
   cc->cc_lat_requested = 0;   /* the id may serve another cache later: ask afresh */
@@ -757,14 +768,27 @@ static inline bool cc_full(const prd_cpu_cache_t *cc)
   return lat_n(cc, 0) + lat_n(cc, 1) >= cc->cc_lat_limit || cc_open_full(cc);
 }
 
-/* Everything but the hit path (section 4), tc_lock held for the CPU cache's part. */
-static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf, prd_gp_t gp)
+/* prd__mag_defer_light set once both halves of it hold (magazine.h): the magazine layer's
+ * membarrier, set before any CPU cache exists, and the RCU layer's fence-free readers, set
+ * at its initialization and never undone (rcu.c §3). */
+static void defer_light_update(void)
 {
+  if (prd_unlikely(!__atomic_load_n(&prd__mag_defer_light, __ATOMIC_RELAXED)) &&
+      prd__mag_membarrier && __atomic_load_n(&prd__rcu_reader_fences, __ATOMIC_RELAXED) == 0)
+    __atomic_store_n(&prd__mag_defer_light, 1, __ATOMIC_RELAXED);
+}
+
+/* Everything but the hit path (section 4), tc_lock held for the CPU cache's part.  The state
+ * is read here (line 35), after the caller's unlink as on the hit path. */
+static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
+{
+  prd_gp_t gp = prd__rcu_get_state();                         /* line 35 */
   if (prd_unlikely(!(atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) &
                      PRD_DEFER_LATENT))) {
     pthread_once(&defer_once, defer_init_once);
     atomic_fetch_or_explicit(&cp->cache_defer_on, PRD_DEFER_LATENT, memory_order_release);
   }
+  defer_light_update();
   uint32_t id = cp->cache_magid;
   prd_tcache_t *tc;
   if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL) {
@@ -813,39 +837,35 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf, prd_gp_t gp)
     preflush_ask(&tc->tc_cc[id]);                             /* line 42 */
 }
 
-void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
+/* prd__mag_defer_light, relaxed: on x86-64 one `cmpl $0` on the flag in memory, where
+ * compilers load an atomic into a register and test it (as magazine.h's steal test). */
+static inline bool defer_light(void)
 {
-  if (buf == NULL)
-    return;
-  if (prd_unlikely(cp == NULL)) {
-    prd__error("prd_cache_free_deferred: NULL cache for buffer %p (ignored)", buf);
-    return;
-  }
-  /* ownership first (as prd_cache_free, cache.c section 2): nothing below reads a buffer, its
-   * slab record or its memory before the page map said it is one of this cache's */
-  if (prd_likely(!(cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH))) &&
-      !prd__pm_check(cp, buf, "deferred free"))
-    return;
-  /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
-   * deferred buffer's readers may still read it */
-  if (prd_unlikely(!(cp->cache_flags & PRD_CF_NOMARK) &&
-                   prd__mark_test(buf))) {
-    prd__mag_double_free(cp, buf, "deferred free");
-    return;
-  }
-  if (cp->cache_flags & PRD_CF_DEFERHEAD) {
-    defer_call_rcu(cp, buf);
-    return;
-  }
-  prd_gp_t gp = prd__rcu_get_state();                         /* line 35 */
-  /* the hit path (section 4): the handshake of magazine.h around one push, on the CPU cache
-   * the magazine hit paths use (mt_lim is 0 while a layer above holds this thread's magazine
-   * layer, so a re-entrant deferral takes the slow path as they do) */
+#if defined(__x86_64__) && !defined(PRD_TSAN)
+  bool light;
+  __asm__("cmpl $0, %1" : "=@ccne"(light) : "m"(prd__mag_defer_light));
+  return light;
+#else
+  return __atomic_load_n(&prd__mag_defer_light, __ATOMIC_RELAXED) != 0;
+#endif
+}
+
+/* The hit path (section 4) and the slow path behind it, for a buffer that passed the checks:
+ * the handshake of magazine.h around one push, on the CPU cache the magazine hit paths use
+ * (mt_lim is 0 while a layer above holds this thread's magazine layer, so a re-entrant
+ * deferral takes the slow path as they do).  The handshake's barrier is also the reader
+ * barrier before the state's load (section 8), which therefore comes after it. */
+static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, void *buf)
+{
   uint32_t id = cp->cache_magid;
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
-    if (prd_likely(prd__mag_enter(cc, tc, false))) {
+    if (prd_likely(prd__mag_enter_light(cc, tc, prd_likely(defer_light())))) {
+#ifdef PRD_TSAN
+      prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
+#endif
+      prd_gp_t gp = prd__rcu_get_state_fenced();              /* line 35 */
       uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
       if (prd_unlikely(prd__mag_late_steal(cc, tc)))
         goto slow;
@@ -854,9 +874,9 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
         PRD_RACE();
         atomic_store_explicit(&cc->cc_lat_n[1], n + 1, memory_order_relaxed);
         PRD__MAG_COUNT(cc->cc_pcnt[PRD_PC_DEFERRED]);
-        bool over = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + n + 1 +
-                        atomic_load_explicit(&cc->cc_lat_n[0], memory_order_relaxed) >
-                    cc->cc_lat_limit;                         /* line 41 */
+        /* line 41: loaded + latent over the limit, as rounds + n + 1 > limit - cc_lat_n[0] */
+        bool over = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + n + 1 >
+                    cc->cc_lat_room;
         prd__mag_exit(cc);
         if (prd_unlikely(over) &&
             !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed))
@@ -867,7 +887,67 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
     }
   }
 slow:
-  defer_slow(cp, buf, gp);
+  defer_slow(cp, buf);
+}
+
+/* Not one of cp's buffers by the page map, or NULL (ignored, as free(NULL)). */
+static PRD_NOINLINE PRD_COLD void defer_not_owned(prd_cache_t *cp, void *buf)
+{
+  if (buf != NULL)
+    prd__pm_bad_free(cp, buf, "deferred free");
+}
+
+static PRD_NOINLINE PRD_COLD void defer_no_cache(void *buf)
+{
+  if (buf != NULL)
+    prd__error("prd_cache_free_deferred: NULL cache for buffer %p (ignored)", buf);
+}
+
+/* A debugging, NOTOUCH, unmarked or call_rcu cache: the same checks, each where its cache
+ * has it, then the call_rcu path or the latent cache. */
+static PRD_NOINLINE void defer_front_slow(prd_cache_t *cp, void *buf)
+{
+  if (buf == NULL)
+    return;
+  uint32_t f = cp->cache_flags;
+  if (!(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH)) && !prd__pm_check(cp, buf, "deferred free"))
+    return;
+  if (!(f & PRD_CF_NOMARK) && prd__mark_test(buf)) {
+    prd__mag_double_free(cp, buf, "deferred free");
+    return;
+  }
+  if (f & PRD_CF_DEFERHEAD)
+    defer_call_rcu(cp, buf);
+  else
+    defer_latent(cp, buf);
+}
+
+void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
+{
+  if (prd_unlikely(cp == NULL)) {
+    defer_no_cache(buf);
+    return;
+  }
+  /* one flag test sends every cache but a plain marked one out of line (defer_front_slow) */
+  if (prd_unlikely(cp->cache_flags &
+                   (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH | PRD_CF_NOMARK | PRD_CF_DEFERHEAD))) {
+    defer_front_slow(cp, buf);
+    return;
+  }
+  /* ownership first (as prd_cache_free, cache.c section 2): nothing below reads a buffer, its
+   * slab record or its memory before the page map said it is one of this cache's; NULL is
+   * never one (granule 0 has no slab entry), so its test is on the refusal's cold path */
+  if (prd_unlikely(!prd__pm_owns(cp, buf))) {
+    defer_not_owned(cp, buf);
+    return;
+  }
+  /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
+   * deferred buffer's readers may still read it */
+  if (prd_unlikely(prd__mark_test(buf))) {
+    prd__mag_double_free(cp, buf, "deferred free");
+    return;
+  }
+  defer_latent(cp, buf);
 }
 
 /* ---- reaching other threads' latent generations (sections 4 and 7) ------------------------- */

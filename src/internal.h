@@ -514,21 +514,28 @@ struct prd__rcu_gp_state {
   _Alignas(64) _Atomic uint64_t gs_seq;
   char gs_pad[64 - sizeof(uint64_t)];
 };
-extern struct prd__rcu_gp_state prd__rcu_gp;
+extern struct prd__rcu_gp_state prd__rcu_gp __attribute__((visibility("hidden")));
 /* prd_rcu_poll_state inline, for the allocator's fast paths: one acquire load (it pairs with
  * the release store that ends a grace period). */
 static inline bool prd__rcu_poll(prd_gp_t s)
 {
   return atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) >= s;
 }
-/* prd_rcu_get_state inline, for the deferral hit path (rcu.c §4): the reader barrier (R1
- * kind: the caller's unlink before the load, paired with (W1)), then the end of the next
- * grace period that starts after the call. */
+/* prd_rcu_get_state inline, for the deferral paths (rcu.c §4): the end of the next grace period
+ * that starts after the call, for a caller that has just made the reader barrier or one
+ * at least as strong (the deferral hit path's handshake: a full fence, or a compiler barrier
+ * when the readers need no fences, magazine.h prd__mag_defer_light). */
+static inline prd_gp_t prd__rcu_get_state_fenced(void)
+{
+  return (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) + 3) &
+         ~(uint64_t)1;
+}
+/* The same with the reader barrier first (R1 kind: the caller's unlink before the load,
+ * paired with (W1)). */
 static inline prd_gp_t prd__rcu_get_state(void)
 {
   prd__rcu_reader_barrier();
-  return (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) + 3) &
-         ~(uint64_t)1;
+  return prd__rcu_get_state_fenced();
 }
 /* Prudence (latent.c, defer.c): has the grace period of state s ended?  Every latent merge
  * asks this. */

@@ -38,6 +38,7 @@ typedef struct prd__mag_ro {
   int mr_membarrier;         /* prd__mag_membarrier */
   int mr_annot;              /* prd__mag_annot */
   int mr_plain;              /* prd__mag_plain */
+  int mr_defer_light;        /* prd__mag_defer_light */
 } prd__mag_ro_t;
 extern prd__mag_ro_t prd__mag_ro __attribute__((visibility("hidden")));
 /* Nonzero when the process registered for membarrier(PRIVATE_EXPEDITED): the owner then
@@ -53,6 +54,14 @@ extern prd__mag_ro_t prd__mag_ro __attribute__((visibility("hidden")));
  * reads its final value).  malloc.c enables its own hit path only when it is set, and that
  * path then needs neither test (prd__mag_alloc_plain / prd__mag_free_plain). */
 #define prd__mag_plain (prd__mag_ro.mr_plain)
+/* Nonzero when neither the handshake nor the RCU layer's reader barrier needs a fence: the
+ * process is registered for membarrier here (prd__mag_membarrier) and the built-in RCU's
+ * readers run without fences (prd__rcu_reader_fences 0, which never becomes 1 again).  Then
+ * the deferral hit path's one barrier after its busy store is a compiler barrier, and
+ * otherwise a full fence that serves both (defer.c section 8).  0 until defer.c's slow path
+ * has seen both (prd__defer_light_update), which only costs fences meanwhile; written with
+ * relaxed atomics, from 0 to 1 at most once per value of the two. */
+#define prd__mag_defer_light (prd__mag_ro.mr_defer_light)
 
 /* The largest magazine of the size table (magazine.c section 8). */
 #define PRD_MAG_MAX_ROUNDS 4095
@@ -167,8 +176,9 @@ static inline void prd__mag_release(void)
 
 /* The owner's half of the handshake (theory section 6), the ONE way a lockless path enters a
  * CPU cache: the magazine hit paths below (and through them malloc.c's plain halves) and the
- * deferral hit path of defer.c all begin with prd__mag_enter and end with prd__mag_exit, so
- * the order of the steps cannot differ between copies.
+ * deferral hit path of defer.c all begin with prd__mag_enter (the deferral with
+ * prd__mag_enter_light, the same steps) and end with prd__mag_exit, so the order of the steps
+ * cannot differ between copies.
  *   enter: cc_busy = 1; the barrier (pairs with the visitor's membarrier(), or without it with
  *          the visitor's seq_cst fence); the steal test; and only after it, if it passed, may
  *          the caller load anything of the CPU cache (section 6 says why no load may come
@@ -179,16 +189,19 @@ static inline void prd__mag_release(void)
  * does not model fences).  `plain`: the caller knows prd__mag_plain is set (membarrier
  * registered), so the compiler barrier is the whole barrier; a constant after inlining.
  * PRD_RACE() marks each step for the race widening of Debug and TSan builds (race.h). */
-static inline void prd__mag_busy_enter_mode(prd_cpu_cache_t *cc, bool plain)
+
+/* The busy store and the barrier after it: a compiler barrier when `light` (the process is
+ * registered for membarrier, which the visitor sends), else a full fence. */
+static inline void prd__mag_busy_enter_light(prd_cpu_cache_t *cc, bool light)
 {
 #ifdef PRD_TSAN
-  (void)plain;
+  (void)light;
   atomic_store_explicit(&cc->cc_busy, 1, memory_order_seq_cst);
   PRD_RACE();
 #else
   atomic_store_explicit(&cc->cc_busy, 1, memory_order_relaxed);
   PRD_RACE();
-  if (plain || prd_likely(prd__mag_membarrier))
+  if (light)
     atomic_signal_fence(memory_order_seq_cst);   /* pairs with the reaper's membarrier() */
   else
     atomic_thread_fence(memory_order_seq_cst);   /* pairs with the reaper's seq_cst fence */
@@ -222,10 +235,12 @@ static inline void prd__mag_exit(prd_cpu_cache_t *cc)
   atomic_store_explicit(&cc->cc_busy, 0, memory_order_release);
 }
 
-static inline bool prd__mag_enter(prd_cpu_cache_t *cc, prd_tcache_t *tc, bool plain)
+/* prd__mag_enter with the barrier's strength given (prd__mag_busy_enter_light): the deferral
+ * hit path passes prd__mag_defer_light, its barrier being the RCU layer's reader barrier too. */
+static inline bool prd__mag_enter_light(prd_cpu_cache_t *cc, prd_tcache_t *tc, bool light)
 {
   PRD_RACE();   /* before the busy store: a visitor looks at cc_busy 0 meanwhile */
-  prd__mag_busy_enter_mode(cc, plain);
+  prd__mag_busy_enter_light(cc, light);
   PRD_RACE();
   if (prd_likely(prd__mag_broken_handshake || !prd__mag_steal_pending(tc))) {
     PRD_RACE();
@@ -233,6 +248,11 @@ static inline bool prd__mag_enter(prd_cpu_cache_t *cc, prd_tcache_t *tc, bool pl
   }
   prd__mag_exit(cc);
   return false;
+}
+
+static inline bool prd__mag_enter(prd_cpu_cache_t *cc, prd_tcache_t *tc, bool plain)
+{
+  return prd__mag_enter_light(cc, tc, plain || prd_likely(prd__mag_membarrier));
 }
 
 /* The old, wrong order, for the torture's --broken-handshake switch only (race.h): with it

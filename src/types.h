@@ -313,7 +313,7 @@ typedef struct prd_cpu_cache {
   uint32_t cc_lat_limit;         /* latent objects at most: the magazine capacity (line 39) */
   prd_gp_t cc_lat_requested;     /* the latest state this CPU cache asked the driver for */
   _Atomic uint32_t cc_want_preflush; /* lines 41-43: the maintenance job should pre-flush */
-  uint32_t cc_pad;
+  uint32_t cc_lat_room;          /* cc_lat_limit less cc_lat_n[0] (0 if below): line 41's test */
   uint64_t cc_pf_ops;            /* allocation hits at the last pre-flush (rate, defer.c §6) */
   uint64_t cc_pf_defers;         /* deferrals at the last pre-flush */
   _Atomic uint64_t cc_pcnt[PRD_PC_NCOUNTERS];

@@ -658,11 +658,74 @@ static void test_bad_input(void)
   prd_cache_free_deferred(NULL, NULL);   /* NULL buffer: nothing */
 }
 
+/* The deferral's front with its checks folded into one flag test, the NULL buffer's test
+ * moved behind the ownership check and the state read after the handshake's barrier: a
+ * NULL buffer is still ignored silently by a plain cache (the page map never owns it: it is
+ * tested on the refusal's path) and by a cache without the free mark (a constructor's, on
+ * the out-of-line front); an interior pointer is still refused, by both, naming the
+ * deferral; and both caches' deferrals still reach the latent cache and come back only
+ * after their grace period. */
+static int ctor_zero(void *buf, void *priv, int flags)
+{
+  (void)priv;
+  (void)flags;
+  memset(buf, 0, 64);
+  return 0;
+}
+
+static void front_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_cache_t *plain = prd_cache_create("dfplain", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                        PRD_CACHE_NODEBUG);
+  prd_cache_t *ctor = prd_cache_create("dfctor", 64, 0, ctor_zero, NULL, NULL, NULL, NULL,
+                                       PRD_CACHE_NODEBUG);
+  uint64_t e0 = prd__error_count();
+  prd_cache_free_deferred(plain, NULL);
+  prd_cache_free_deferred(ctor, NULL);
+  prd_cache_free_deferred(NULL, NULL);
+  if (prd__error_count() != e0)
+    exit(2);
+  prd_cache_t *cps[2] = { plain, ctor };
+  for (int c = 0; c < 2; c++) {
+    char *p = prd_cache_alloc(cps[c], 0);
+    prd_cache_free_deferred(cps[c], p + 8);   /* refused, not deferred */
+    prd_gp_t s = prd_rcu_get_state();
+    for (int i = 0; i < 3; i++) {   /* the slow path's first deferral, then hits */
+      prd_cache_free_deferred(cps[c], p);
+      p = prd_cache_alloc(cps[c], 0);
+      if (p == NULL)
+        exit(3);
+    }
+    prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
+    if (prd_cache_stats(cps[c], &st) != 0 || st.deferred_frees != 3)
+      exit(4);
+    prd_cache_free(cps[c], p);
+    prd_rcu_wait_state(s);
+  }
+  if (prd__error_count() != e0 + 2)
+    exit(5);
+  prd_cache_destroy(plain);
+  prd_cache_destroy(ctor);
+  exit(0);
+}
+
+static void test_front_checks(void)
+{
+  char buf[4096];
+  int st = prd_test_child(front_child, NULL, buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "cache dfplain: deferred free of buffer");
+  CHECK_STR_CONTAINS(buf, "cache dfctor: deferred free of buffer");
+}
+
 int main(void)
 {
   /* first, while this process has no thread: its child starts the RCU threads (TSan
    * refuses new threads in the child of a multi-threaded fork) */
   RUN(test_bad_input);
+  RUN(test_front_checks);
   RUN(test_oblivious);
   RUN(test_pairs_no_early_reuse);
   RUN(test_mixed);
