@@ -43,7 +43,10 @@
  *    peak RSS over batch's, Z that at 4096 B.
  * 2. endurance (§3.5, §5.5, Fig. 3): every thread updates its own RCU-protected list of 64
  *    512-byte nodes (allocate a new version, copy, publish, defer the old) for --seconds
- *    (default 60); a sampler thread records RSS every 10 ms.  growth = mean RSS of the last
+ *    (default 60); a sampler thread records RSS every 10 ms.  --readers R adds R threads of
+ *    the built-in source in short read-side sections, each walking the first nodes of a list
+ *    (writers then default to the CPUs less the readers; the urcu mode, whose callbacks wait
+ *    for liburcu's readers only, does not run).  growth = mean RSS of the last
  *    tenth / mean RSS of the second tenth.  Summary: {"bench":"endurance","summary":true,
  *    "prudence_rss_growth":G,"oblivious_rss_growth":H,"prudence_peak_mb":P}.
  * 3. rcuhash (§5.3 in spirit): an RCU hash table (bench/rcuhash.h) of 64-byte entries, 90%
@@ -787,6 +790,7 @@ struct end_arg {
   double ea_seconds;
   int ea_threads;
   long ea_max_rss_mb;
+  int ea_readers;
 };
 
 static atomic_int end_stop;
@@ -839,6 +843,41 @@ static void *end_thread_main(void *p)
   return NULL;
 }
 
+/* --readers: threads of the built-in source that stay in short read-side sections, each
+ * walking the first nodes of one writer's list (acquire loads: they pair with the writers'
+ * release stores that publish a node), so grace periods must wait for them as an RCU program's
+ * readers make them wait. */
+#define END_READ_NODES 4
+struct end_reader {
+  struct end_thread *er_lists;
+  int er_nlists;
+  long er_sections;
+  uint64_t er_sum;   /* what the sections read, kept so that the reads stay */
+};
+
+static void *end_reader_main(void *p)
+{
+  struct end_reader *er = p;
+  long n = 0;
+  uint64_t sum = 0;
+  prd_rcu_register_thread();
+  while (!atomic_load_explicit(&end_stop, memory_order_relaxed)) {
+    prd_rcu_read_lock();
+    struct end_node *nd =
+        atomic_load_explicit(&er->er_lists[n % er->er_nlists].et_head, memory_order_acquire);
+    for (int k = 0; k < END_READ_NODES && nd != NULL; k++) {
+      sum += nd->en_version;
+      nd = atomic_load_explicit(&nd->en_next, memory_order_acquire);
+    }
+    prd_rcu_read_unlock();
+    n++;
+  }
+  prd_rcu_unregister_thread();
+  er->er_sum = sum;
+  er->er_sections = n;
+  return NULL;
+}
+
 static void end_child(void *arg, char *out, size_t len)
 {
   struct end_arg *ea = arg;
@@ -857,6 +896,16 @@ static void end_child(void *arg, char *out, size_t len)
     et[t].et_mc = &mc;
     pthread_create(&th[t], NULL, end_thread_main, &et[t]);
   }
+  int nr = ea->ea_readers;
+  pthread_t rth[64];
+  static struct end_reader er[64];
+  for (int r = 0; r < nr; r++) {
+    er[r] = (struct end_reader){ et, nt, 0, 0 };
+    if (pthread_create(&rth[r], NULL, end_reader_main, &er[r]) != 0) {
+      perror("prd-bench: reader thread");
+      _exit(2);
+    }
+  }
   /* the sampler: every 10 ms, on an absolute clock so that the samples do not drift */
   struct timespec next;
   clock_gettime(CLOCK_MONOTONIC, &next);
@@ -873,6 +922,11 @@ static void end_child(void *arg, char *out, size_t len)
   atomic_store(&end_stop, 1);
   for (int t = 0; t < nt; t++)
     pthread_join(th[t], NULL);
+  long sections = 0;
+  for (int r = 0; r < nr; r++) {
+    pthread_join(rth[r], NULL);
+    sections += er[r].er_sections;
+  }
   /* growth: mean of the last tenth over the mean of the second tenth */
   long tenth = nsamples / 10;
   double a = 0, b = 0;
@@ -885,9 +939,10 @@ static void end_child(void *arg, char *out, size_t len)
   mode_metrics_json(&mc, (uint64_t)nt * END_NODES, metrics, sizeof(metrics));   /* the lists */
   size_t n = (size_t)snprintf(out, len,
                               "{\"bench\":\"endurance\",\"mode\":\"%s\",\"threads\":%d,"
+                              "\"readers\":%d,\"reader_sections\":%ld,"
                               "\"seconds\":%g,\"updates\":%ld,\"rss_growth\":%.4f,"
                               "\"peak_rss_kb\":%ld,%s,\"interval_ms\":10,\"rss_kb\":[",
-                              mode_names[ea->ea_mode], nt, ea->ea_seconds,
+                              mode_names[ea->ea_mode], nt, nr, sections, ea->ea_seconds,
                               atomic_load(&end_updates), growth, bench_peak_rss_kb(), metrics);
   /* the series, thinned to fit the line (every k-th sample) */
   long step = 1;
@@ -904,7 +959,7 @@ static int endurance_main(int argc, char **argv)
   struct bench_common bc = { .bc_rounds = 1 };
   argc = bench_parse_common(argc, argv, &bc);
   double seconds = bc.bc_smoke ? 0.5 : 60;
-  int threads = default_threads();
+  int threads = -1, readers = 0;
   long max_rss_mb = 4096;
   unsigned modes = (1u << M_PRUDENCE) | (1u << M_OBLIVIOUS) | (1u << M_MALLOC) | (1u << M_URCU);
   for (int i = 1; i < argc; i += 2) {
@@ -915,17 +970,21 @@ static int endurance_main(int argc, char **argv)
       seconds = atof(v);
     else if (strcmp(argv[i], "--threads") == 0)
       threads = atoi(v);
+    else if (strcmp(argv[i], "--readers") == 0)
+      readers = atoi(v);
     else if (strcmp(argv[i], "--max-rss-mb") == 0)
       max_rss_mb = atol(v);
     else if (strcmp(argv[i], "--modes") == 0)
       modes = parse_modes(v);
     else {
-      fprintf(stderr, "usage: prd-bench endurance [--seconds S] [--threads N] [--modes ...] "
-                      "[--max-rss-mb N] [--json] [--smoke]\n");
+      fprintf(stderr, "usage: prd-bench endurance [--seconds S] [--threads N] [--readers R] "
+                      "[--modes ...] [--max-rss-mb N] [--json] [--smoke]\n");
       return 2;
     }
   }
-  if (seconds <= 0 || threads < 1 || threads > 64 || modes == 0)
+  if (threads < 0)   /* as deferred: the CPUs less the readers, at least 1 */
+    threads = PRD_MAX(default_threads() - readers, 1);
+  if (seconds <= 0 || threads < 1 || threads > 64 || readers < 0 || readers > 64 || modes == 0)
     return 2;
   /* each child writes a line with up to END_SAMPLES_MAX samples: a big buffer */
   static char line[1 << 20];
@@ -933,12 +992,15 @@ static int endurance_main(int argc, char **argv)
   int failures = 0;
   if (!bc.bc_json)
     printf("endurance (seed 001 §3.5, Fig. 3): %d threads update their RCU lists of %d-byte "
-           "nodes for %gs per mode; RSS every 10 ms\n  %10s %10s %12s %12s\n", threads, END_OBJ,
-           seconds, "mode", "growth", "peak RSS MB", "updates/s");
+           "nodes for %gs per mode, %d readers; RSS every 10 ms\n  %10s %10s %12s %12s\n",
+           threads, END_OBJ, seconds, readers, "mode", "growth", "peak RSS MB", "updates/s");
   for (int m = 0; m < M_COUNT; m++) {
     if (!(modes & (1u << m)) || !mode_available(m))
       continue;
-    struct end_arg ea = { m, seconds, threads, max_rss_mb };
+    /* the urcu mode's callbacks wait for liburcu's readers, which these are not */
+    if (readers > 0 && m == M_URCU)
+      continue;
+    struct end_arg ea = { m, seconds, threads, max_rss_mb, readers };
     if (run_child(end_child, &ea, line, sizeof(line)) != 0) {
       fprintf(stderr, "prd-bench endurance: mode %s failed\n", mode_names[m]);
       failures++;

@@ -114,6 +114,10 @@ if(bench_srcs)
   # a smoke run of every benchmark in its quick mode keeps them from rotting
   add_test(NAME bench_smoke COMMAND prd-bench --smoke)
   set_tests_properties(bench_smoke PROPERTIES LABELS "bench;no-tsan" TIMEOUT 300)
+  # endurance with a reader of the built-in source beside its writers (not in --smoke's set)
+  add_test(NAME bench_endurance_readers
+           COMMAND prd-bench endurance --smoke --readers 1 --modes prudence,malloc)
+  set_tests_properties(bench_endurance_readers PROPERTIES LABELS "bench;no-tsan" TIMEOUT 120)
 endif()
 
 file(GLOB tool_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/*.c)
