@@ -402,6 +402,19 @@ void prd__rcu_read_unlock_slow(void)
 /* ---- §3 the built-in grace period ------------------------------------------------------ */
 static bool expedited_now(void);
 
+/* The kth sleep of a backoff: 1 us doubling up to 1 ms (the writer's waits for readers, the
+ * driver's sleeps between windows of scans). */
+static uint64_t backoff_ns(unsigned k)
+{
+  return (uint64_t)1000 << PRD_MIN(k, 10u);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+  struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+  nanosleep(&ts, NULL);
+}
+
 /* Waits after the nth unsuccessful scan: spin, then yield, then sleep 1 us .. 1 ms. */
 static void reader_backoff(unsigned n)
 {
@@ -411,9 +424,7 @@ static void reader_backoff(unsigned n)
   } else if (n < 64 || expedited_now()) {
     sched_yield();
   } else {
-    unsigned shift = PRD_MIN(n - 64, 10u);
-    struct timespec ts = { 0, (long)(1000u << shift) };
-    nanosleep(&ts, NULL);
+    sleep_ns(backoff_ns(n - 64));
   }
 }
 
@@ -445,9 +456,7 @@ static bool wait_for_readers_until(uint64_t deadline)
       if (now >= deadline)
         return false;
       if (n >= 64) {
-        uint64_t d = PRD_MIN((uint64_t)1000 << PRD_MIN(n - 64, 10u), deadline - now);
-        struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
-        nanosleep(&ts, NULL);
+        sleep_ns(PRD_MIN(backoff_ns(n - 64), deadline - now));
         continue;
       }
     }
@@ -768,12 +777,10 @@ static bool drv_gp(const struct prd_rcu_source *src)
   uint64_t seq = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   for (unsigned n = 0; !gp_advance(src, prd__now_ns() + DRV_SCAN_NS); n++) {
     pthread_mutex_unlock(&gp_lock);
-    if (n < 4 || expedited_now()) {
+    if (n < 4 || expedited_now())
       sched_yield();
-    } else {
-      struct timespec ts = { 0, (long)(1000u << PRD_MIN(n - 4, 10u)) };   /* 1 us .. 1 ms */
-      nanosleep(&ts, NULL);
-    }
+    else
+      sleep_ns(backoff_ns(n - 4));
     pthread_mutex_lock(&gp_lock);
     uint64_t now = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
     if (gp_stage == 0 && now > (seq | 1))   /* another holder ended the one in progress */
@@ -1069,9 +1076,7 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
     } else if (t < POLL_SLEEP_NS) {
       sched_yield();
     } else {
-      uint64_t d = PRD_MIN(ns - t, (uint64_t)50000);
-      struct timespec ts = { 0, (long)d };
-      nanosleep(&ts, NULL);
+      sleep_ns(PRD_MIN(ns - t, (uint64_t)50000));
     }
   }
   /* not reached: the driver, expedited, ends it (and a grace period left in progress here) */
