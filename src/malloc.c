@@ -1415,7 +1415,7 @@ void *prd_realloc(void *ptr, size_t size)
       uint32_t kind = e & PM_KIND_MASK;
       if (kind == PM_CLASS) {
         /* and not freed, as the class's free mark says (class_free); a class without
-         * mc_mark (the 8-byte one, one without a hit path) asks realloc_slow, which tests
+         * MC_MARK (the 8-byte one, one without a hit path) asks realloc_slow, which tests
          * the mark by the class cache's flags */
         const prd_mclass_t *mc = pm_mclass(e);
         uint32_t sm = mclass_sm(mc);
