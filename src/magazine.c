@@ -241,6 +241,13 @@
  *    prd_thread_flush does the same on demand.  Latent generations (Prudence) leave through
  *    mh_cc_drain (section 14), on this path and every other one that empties a CPU cache.
  *    After its destructor a thread's misses go straight to the slab layer.
+ *    The key is made at the first registration that needs it (mag_key_get), not in the
+ *    layer's pthread_once: when the process's keys are all taken the creation fails, and a
+ *    thread registered without the destructor would keep its record and its magazines' objects
+ *    after it exits (and a set of an unmade key would write someone else's).  So a failure is
+ *    not remembered: that thread runs without magazines (its misses go to the slab layer, as
+ *    after its destructor) and every later registration tries again; the same when the
+ *    thread's value cannot be set (pthread_setspecific may need memory).
  *    Records are reused, not mapped per thread: the destructor (and the fork child's
  *    take-over, section 11) takes the flushed record off the registry and puts it, with its
  *    CPU-cache array, on a spare list (mag_spares, at most MAG_SPARES_MAX, the rest unmapped),
@@ -453,7 +460,6 @@ static prd_magtype_t mag_types[] = {
 _Static_assert(PRD_MAG_MAX_ROUNDS == 4095, "PRD_MAG_MAX_ROUNDS is the last row's size");
 
 static pthread_once_t mag_once = PTHREAD_ONCE_INIT;
-static pthread_key_t mag_key;
 static pthread_mutex_t mag_reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mag_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mag_id_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -994,8 +1000,36 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
     }
 }
 
+/* The key of the exit destructor (section 10), made by the first registration that finds it
+ * missing: its value plus one in mag_key_v (0: not made yet); false when it cannot be made
+ * now (the next registration tries again).  No lock (a fork may come at any point): two
+ * threads that race both make a key, the first compare-exchange publishes its own and the
+ * other deletes its spare.  Memory ordering: the acq_rel compare-exchange that publishes
+ * pairs with the acquire load of every registration after it. */
+static _Atomic unsigned long mag_key_v;
+static void tc_unregister_free(prd_tcache_t *tc);
+static void mag_thread_exit(void *arg);
+
+static bool mag_key_get(pthread_key_t *key)
+{
+  unsigned long v = atomic_load_explicit(&mag_key_v, memory_order_acquire);
+  if (prd_unlikely(v == 0)) {
+    pthread_key_t k;
+    if (pthread_key_create(&k, mag_thread_exit) != 0)
+      return false;
+    if (atomic_compare_exchange_strong_explicit(&mag_key_v, &v, (unsigned long)k + 1,
+                                                memory_order_acq_rel, memory_order_acquire))
+      v = (unsigned long)k + 1;
+    else
+      pthread_key_delete(k);   /* another registration published its key first */
+  }
+  *key = (pthread_key_t)(v - 1);
+  return true;
+}
+
 /* The calling thread's CPU caches, created or grown so that `id` has an entry; NULL when the
- * thread is exiting or no memory could be mapped (the caller then uses the slab layer). */
+ * thread is exiting, no memory could be mapped, or the exit destructor cannot be had (section
+ * 10; the caller then uses the slab layer, and the next miss tries again). */
 prd_tcache_t *prd__mag_tc_get(uint32_t id)
 {
   prd_tcache_t *tc = prd__mag_tls.mt_tc;
@@ -1003,6 +1037,9 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     if (mag_exiting)
       return NULL;
     pthread_once(&mag_once, mag_init_once);
+    pthread_key_t key;
+    if (!mag_key_get(&key))
+      return NULL;
     /* an exited thread's record, its CPU caches empty and zeroed (section 10), else a new
      * one; a failed mapping is not remembered: the next miss tries again */
     pthread_mutex_lock(&mag_registry_lock);
@@ -1026,7 +1063,16 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
       mag_threads->tc_prev = tc;
     mag_threads = tc;
     pthread_mutex_unlock(&mag_registry_lock);
-    pthread_setspecific(mag_key, tc);
+    /* no lock held: setspecific may allocate.  When it fails the record leaves the registry
+     * again, unused, for the spare list (a visitor that found it meanwhile did so under the
+     * registry lock, which this hold excludes), and the thread goes on without magazines
+     * until its next miss */
+    if (pthread_setspecific(key, tc) != 0) {
+      pthread_mutex_lock(&mag_registry_lock);
+      tc_unregister_free(tc);
+      pthread_mutex_unlock(&mag_registry_lock);
+      return NULL;
+    }
     prd__mag_tls.mt_tc = tc;
     prd__lthread_app_arrive();   /* a second one starts the maintenance thread (maint.c) */
   }
@@ -2076,7 +2122,6 @@ bool prd__mag_type_publish(size_t row, prd_cache_t *cp)
 
 static void mag_init_once(void)
 {
-  pthread_key_create(&mag_key, mag_thread_exit);
   prd__maint_set_tick(mag_tick);
 #if defined(PRD_ASAN)
   prd__mag_annot = 1;
