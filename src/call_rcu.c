@@ -25,7 +25,11 @@
  *    acquire load of the link (next_load); a consumer that finds a link not stored yet waits
  *    the few instructions until it is (next_wait).  A thread's queue is in the registry
  *    (cbq_lock) from its first call_rcu to its exit, when what is left goes to the orphans
- *    (§6).  Callbacks of one thread run in the order they were queued.
+ *    (§6).  Callbacks of one thread run in the order they were queued.  The exit is known
+ *    from a pthread key's destructor (thread.c section 6); a thread that cannot have it (the
+ *    process's keys all taken) gets no queue, since its queue would outlive it in the
+ *    registry, and appends each callback to the orphans under cbq_lock instead; its next
+ *    call_rcu tries the key again.
  *
  * 3. The worker (prd-rcu-cb) splices every queue (and the orphans of exited threads), takes
  *    the state after the splice, waits for it through rcu.c's driver, and invokes the batch;
@@ -114,7 +118,7 @@ static void *worker_main(void *arg);
 static void worker_poke(void);
 static struct prd__lthread wrk_lt = { .lt_name = "prd-rcu-cb", .lt_main = worker_main,
                                       .lt_wake = worker_poke };
-static pthread_key_t cb_key;
+static _Atomic unsigned long cb_key_v;   /* the exit destructor's key (thread.c section 6) */
 static pthread_once_t cb_once = PTHREAD_ONCE_INIT;
 
 static void cb_thread_exit(void *arg);
@@ -122,9 +126,6 @@ static void cb_thread_exit(void *arg);
 static void cb_init_once(void)
 {
   prd__init();
-  if (pthread_key_create(&cb_key, cb_thread_exit) != 0)
-    prd__error("rcu: pthread_key_create failed: call_rcu queues will not be orphaned at "
-               "thread exit");
 }
 
 static void cb_init(void)
@@ -132,13 +133,19 @@ static void cb_init(void)
   pthread_once(&cb_once, cb_init_once);
 }
 
-static void cb_arm_exit(struct cb_thread *t)
+/* The exit destructor, on the key made at the first registration that needs it (thread.c
+ * section 6); false when the key cannot be made or the value set (§2: the thread then gets
+ * no queue).  No key that was not made is ever set. */
+static bool cb_arm_exit(struct cb_thread *t)
 {
   if (!t->ct_key_set) {
+    pthread_key_t key;
+    if (!prd__thread_key(&cb_key_v, cb_thread_exit, &key) || pthread_setspecific(key, t) != 0)
+      return false;
     t->ct_key_set = true;
-    (void)pthread_setspecific(cb_key, t);
     prd__lthread_app_arrive();   /* its exit may leave the worker alone (§4) */
   }
+  return true;
 }
 
 /* ---- §2 the queues --------------------------------------------------------------------- */
@@ -198,6 +205,8 @@ static void cb_append(struct prd_rcu_head **first, struct prd_rcu_head **last,
 static void cbq_register(struct cb_thread *t)
 {
   cb_init();
+  if (!cb_arm_exit(t))
+    return;   /* no exit destructor: no queue (§2) */
   cbq_init(t);
   pthread_mutex_lock(&cbq_lock);
   t->ct_prev = NULL;
@@ -207,7 +216,6 @@ static void cbq_register(struct cb_thread *t)
   cbq_head = t;
   t->ct_registered = true;
   pthread_mutex_unlock(&cbq_lock);
-  cb_arm_exit(t);
 }
 
 /* cbq_lock held: moves t's pending callbacks to the orphans and drops its queue.  `dead`: t's
@@ -287,6 +295,20 @@ static void worker_poke(void)
   pthread_mutex_unlock(&wrk_lock);
 }
 
+static bool cb_pending(void);
+
+/* New orphans (no lock held): the worker may be asleep (or gone) with them pending. */
+static void orphans_kick(void)
+{
+  atomic_store(&cb_sleeping, false);
+  pthread_mutex_lock(&wrk_lock);
+  if (wrk_running)
+    pthread_cond_signal(&wrk_cond);
+  else if (cb_pending())
+    (void)worker_start_locked();
+  pthread_mutex_unlock(&wrk_lock);
+}
+
 /* ---- prd_call_rcu ---------------------------------------------------------------------- */
 static PRD_NOINLINE void call_rcu_slow(struct cb_thread *t)
 {
@@ -308,6 +330,13 @@ void prd_call_rcu(struct prd_rcu_head *head, void (*func)(struct prd_rcu_head *)
     call_rcu_slow(t);
   head->func = func;
   __atomic_store_n(&head->next, NULL, __ATOMIC_RELAXED);
+  if (prd_unlikely(!t->ct_registered)) {   /* no queue (§2): to the orphans */
+    pthread_mutex_lock(&cbq_lock);
+    cb_append(&cb_orphan_first, &cb_orphan_last, head, head);
+    pthread_mutex_unlock(&cbq_lock);
+    orphans_kick();
+    return;
+  }
   /* seq_cst exchange: publishes the node to the worker's splice and orders it before the
    * cb_sleeping load in worker_wake (§3) */
   struct prd_rcu_head *prev = atomic_exchange(&t->ct_tail, head);
@@ -477,14 +506,7 @@ static void cb_thread_exit(void *arg)
     pthread_mutex_lock(&cbq_lock);
     cbq_orphan_locked(t, false);
     pthread_mutex_unlock(&cbq_lock);
-    /* the worker may be asleep (or gone) with these callbacks now orphaned */
-    atomic_store(&cb_sleeping, false);
-    pthread_mutex_lock(&wrk_lock);
-    if (wrk_running)
-      pthread_cond_signal(&wrk_cond);
-    else if (cb_pending())
-      (void)worker_start_locked();
-    pthread_mutex_unlock(&wrk_lock);
+    orphans_kick();
   }
   prd__lthread_app_leave();
 }

@@ -371,6 +371,10 @@ bool  prd__lthread_self(void);
 void  prd__lthread_app_arrive(void);
 void  prd__lthread_app_leave(void);
 int   prd__lthread_apps(void);
+/* The pthread key with exit destructor dtor kept in *slot (its value plus one; 0: none yet),
+ * made at the first call; false when it cannot be made now, and the next call tries again
+ * (thread.c section 6). */
+bool  prd__thread_key(_Atomic unsigned long *slot, void (*dtor)(void *), pthread_key_t *key);
 /* In every forked child (fork.c's child handler, last): forgets the library threads' ids and
  * counts this thread once if it was counted.  Stores only atomics and this thread's own
  * variables, so it is async-signal-safe (thread.c section 5). */

@@ -241,7 +241,7 @@
  *    prd_thread_flush does the same on demand.  Latent generations (Prudence) leave through
  *    mh_cc_drain (section 14), on this path and every other one that empties a CPU cache.
  *    After its destructor a thread's misses go straight to the slab layer.
- *    The key is made at the first registration that needs it (mag_key_get), not in the
+ *    The key is made at the first registration that needs it (prd__thread_key), not in the
  *    layer's pthread_once: when the process's keys are all taken the creation fails, and a
  *    thread registered without the destructor would keep its record and its magazines' objects
  *    after it exits (and a set of an unmade key would write someone else's).  So a failure is
@@ -1000,32 +1000,10 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
     }
 }
 
-/* The key of the exit destructor (section 10), made by the first registration that finds it
- * missing: its value plus one in mag_key_v (0: not made yet); false when it cannot be made
- * now (the next registration tries again).  No lock (a fork may come at any point): two
- * threads that race both make a key, the first compare-exchange publishes its own and the
- * other deletes its spare.  Memory ordering: the acq_rel compare-exchange that publishes
- * pairs with the acquire load of every registration after it. */
+/* The key of the exit destructor (section 10; thread.c section 6). */
 static _Atomic unsigned long mag_key_v;
 static void tc_unregister_free(prd_tcache_t *tc);
 static void mag_thread_exit(void *arg);
-
-static bool mag_key_get(pthread_key_t *key)
-{
-  unsigned long v = atomic_load_explicit(&mag_key_v, memory_order_acquire);
-  if (prd_unlikely(v == 0)) {
-    pthread_key_t k;
-    if (pthread_key_create(&k, mag_thread_exit) != 0)
-      return false;
-    if (atomic_compare_exchange_strong_explicit(&mag_key_v, &v, (unsigned long)k + 1,
-                                                memory_order_acq_rel, memory_order_acquire))
-      v = (unsigned long)k + 1;
-    else
-      pthread_key_delete(k);   /* another registration published its key first */
-  }
-  *key = (pthread_key_t)(v - 1);
-  return true;
-}
 
 /* The calling thread's CPU caches, created or grown so that `id` has an entry; NULL when the
  * thread is exiting, no memory could be mapped, or the exit destructor cannot be had (section
@@ -1038,7 +1016,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
       return NULL;
     pthread_once(&mag_once, mag_init_once);
     pthread_key_t key;
-    if (!mag_key_get(&key))
+    if (!prd__thread_key(&mag_key_v, mag_thread_exit, &key))
       return NULL;
     /* an exited thread's record, its CPU caches empty and zeroed (section 10), else a new
      * one; a failed mapping is not remembered: the next miss tries again */

@@ -213,7 +213,7 @@ static __thread struct rcu_thread rcu_self __attribute__((tls_model("initial-exe
 static pthread_mutex_t gp_lock = PTHREAD_MUTEX_INITIALIZER;  /* one grace period at a time */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER; /* reader registry */
 static struct rcu_thread *reg_head;
-static pthread_key_t rcu_key;
+static _Atomic unsigned long rcu_key_v;   /* the exit destructor's key (thread.c section 6) */
 static pthread_once_t rcu_once = PTHREAD_ONCE_INIT;
 static bool use_membarrier;
 
@@ -315,8 +315,6 @@ static void rcu_init_once(void)
   prd__init();
   drv_cond_setup();
   membarrier_setup();
-  if (pthread_key_create(&rcu_key, rcu_thread_exit) != 0)
-    prd__error("rcu: pthread_key_create failed: threads will not unregister at exit");
 }
 
 static void rcu_init(void)
@@ -325,11 +323,20 @@ static void rcu_init(void)
 }
 
 /* ---- §2 registration ------------------------------------------------------------------- */
+/* The exit destructor, on the key made at the first registration that needs it (thread.c
+ * section 6): a key that cannot be made, or a value that cannot be set, is reported (a
+ * reader whose record outlives its thread is read after its memory is gone), and the next
+ * registering thread tries again; no key that was not made is ever set. */
 static void arm_exit_destructor(struct rcu_thread *t)
 {
   if (!t->rt_key_set) {
+    pthread_key_t key;
+    if (!prd__thread_key(&rcu_key_v, rcu_thread_exit, &key) || pthread_setspecific(key, t) != 0) {
+      prd__error("rcu: no thread-exit destructor for this thread (pthread_key_create or "
+                 "pthread_setspecific failed): it will not unregister at exit");
+      return;
+    }
     t->rt_key_set = true;
-    (void)pthread_setspecific(rcu_key, t);
     prd__lthread_app_arrive();   /* its exit may leave the library threads alone (§5) */
   }
 }

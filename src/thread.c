@@ -70,6 +70,19 @@
  *    handler calls last, in every child: it takes no lock, so also after a fork that took
  *    none).  The files that own the threads clear their running flags in their own fork
  *    functions and start them again on demand.
+ *
+ * 6. Exit keys.  The files that keep per-thread state of application threads (magazine.c's
+ *    CPU caches, rcu.c's reader records, call_rcu.c's queues) learn of a thread's exit from a
+ *    pthread key's destructor.  prd__thread_key makes such a key at the first need, not in an
+ *    init-once function: pthread_key_create fails when the process's keys are all taken, and
+ *    a failure made once and remembered would leave every later thread without its
+ *    destructor, or worse, set the value of a key that was never made (someone else's).  So
+ *    a failure is returned, the caller goes on without the destructor in its own safe way,
+ *    and the next need tries again.  No lock (a fork may come at any point): the key's value
+ *    plus one is published in the caller's slot by compare-exchange (0: none yet); two
+ *    threads that race both make a key, and the one that loses deletes its spare.  Memory
+ *    ordering: the acq_rel compare-exchange that publishes pairs with the acquire load of
+ *    every later call.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -358,4 +371,22 @@ void prd__lthread_fork_child(void)
   lt_library = false;
   atomic_store_explicit(&lt_apps, lt_counted ? 1 : 0, memory_order_relaxed);
   atomic_store_explicit(&lt_leaver, 0, memory_order_relaxed);
+}
+
+/* ---- exit keys (section 6) ------------------------------------------------------------ */
+bool prd__thread_key(_Atomic unsigned long *slot, void (*dtor)(void *), pthread_key_t *key)
+{
+  unsigned long v = atomic_load_explicit(slot, memory_order_acquire);
+  if (prd_unlikely(v == 0)) {
+    pthread_key_t k;
+    if (pthread_key_create(&k, dtor) != 0)
+      return false;
+    if (atomic_compare_exchange_strong_explicit(slot, &v, (unsigned long)k + 1,
+                                                memory_order_acq_rel, memory_order_acquire))
+      v = (unsigned long)k + 1;
+    else
+      pthread_key_delete(k);   /* another thread published its key first */
+  }
+  *key = (pthread_key_t)(v - 1);
+  return true;
 }
