@@ -28,8 +28,8 @@
  *    (§6).  Callbacks of one thread run in the order they were queued.  The exit is known
  *    from a pthread key's destructor (thread.c section 6); a thread that cannot have it (the
  *    process's keys all taken) gets no queue, since its queue would outlive it in the
- *    registry, and appends each callback to the orphans under cbq_lock instead; its next
- *    call_rcu tries the key again.
+ *    registry, and appends each callback to the orphans under cbq_lock instead; it tries
+ *    the key again every CB_NOKEY_CALLS calls, and a new thread at its first.
  *
  * 3. The worker (prd-rcu-cb) splices every queue (and the orphans of exited threads), takes
  *    the state after the splice, waits for it through rcu.c's driver, and invokes the batch;
@@ -99,6 +99,7 @@ struct cb_thread {
   bool ct_registered;                  /* in the queue registry */
   bool ct_key_set;                     /* the exit destructor is armed (§6) */
   bool ct_is_worker;                   /* the worker, or a barrier in its place (§5) */
+  uint32_t ct_nokey;                   /* calls until the next try for the exit key (§2) */
 };
 
 static __thread struct cb_thread cb_self __attribute__((tls_model("initial-exec")));
@@ -136,12 +137,20 @@ static void cb_init(void)
 /* The exit destructor, on the key made at the first registration that needs it (thread.c
  * section 6); false when the key cannot be made or the value set (§2: the thread then gets
  * no queue).  No key that was not made is ever set. */
+#define CB_NOKEY_CALLS 1024   /* a failing pthread_key_create walks every key: not every call */
+
 static bool cb_arm_exit(struct cb_thread *t)
 {
   if (!t->ct_key_set) {
-    pthread_key_t key;
-    if (!prd__thread_key(&cb_key_v, cb_thread_exit, &key) || pthread_setspecific(key, t) != 0)
+    if (t->ct_nokey != 0) {
+      t->ct_nokey--;
       return false;
+    }
+    pthread_key_t key;
+    if (!prd__thread_key(&cb_key_v, cb_thread_exit, &key) || pthread_setspecific(key, t) != 0) {
+      t->ct_nokey = CB_NOKEY_CALLS;
+      return false;
+    }
     t->ct_key_set = true;
     prd__lthread_app_arrive();   /* its exit may leave the worker alone (§4) */
   }

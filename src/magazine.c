@@ -246,8 +246,9 @@
  *    thread registered without the destructor would keep its record and its magazines' objects
  *    after it exits (and a set of an unmade key would write someone else's).  So a failure is
  *    not remembered: that thread runs without magazines (its misses go to the slab layer, as
- *    after its destructor) and every later registration tries again; the same when the
- *    thread's value cannot be set (pthread_setspecific may need memory).
+ *    after its destructor) and tries again every MAG_NOKEY_MISSES misses, and every new
+ *    thread tries at its first; the same when the thread's value cannot be set
+ *    (pthread_setspecific may need memory).
  *    Records are reused, not mapped per thread: the destructor (and the fork child's
  *    take-over, section 11) takes the flushed record off the registry and puts it, with its
  *    CPU-cache array, on a spare list (mag_spares, at most MAG_SPARES_MAX, the rest unmapped),
@@ -1000,7 +1001,11 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
     }
 }
 
-/* The key of the exit destructor (section 10; thread.c section 6). */
+/* The key of the exit destructor (section 10; thread.c section 6), and how many of its misses
+ * a thread that could not have it lets pass before it tries again (a failing
+ * pthread_key_create walks every key: trying at every miss made such a thread's allocations
+ * several times slower). */
+#define MAG_NOKEY_MISSES 1024
 static _Atomic unsigned long mag_key_v;
 static void tc_unregister_free(prd_tcache_t *tc);
 static void mag_thread_exit(void *arg);
@@ -1016,8 +1021,14 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
       return NULL;
     pthread_once(&mag_once, mag_init_once);
     pthread_key_t key;
-    if (!prd__thread_key(&mag_key_v, mag_thread_exit, &key))
+    if (prd__mag_tls.mt_nokey != 0) {   /* no key at this thread's last try: not yet again */
+      prd__mag_tls.mt_nokey--;
       return NULL;
+    }
+    if (!prd__thread_key(&mag_key_v, mag_thread_exit, &key)) {
+      prd__mag_tls.mt_nokey = MAG_NOKEY_MISSES;
+      return NULL;
+    }
     /* an exited thread's record, its CPU caches empty and zeroed (section 10), else a new
      * one; a failed mapping is not remembered: the next miss tries again */
     pthread_mutex_lock(&mag_registry_lock);

@@ -25,6 +25,7 @@ typedef struct prd__mag_tls {
   prd_cpu_cache_t *mt_cc;    /* mt_tc->tc_cc, copied: the array the hit paths index */
   uint32_t mt_lim;           /* hit paths use ids below this: mt_tc->tc_ncc, 0 while held */
   uint32_t mt_hold;          /* prd__mag_hold depth (malloc.c's re-entry guard) */
+  uint32_t mt_nokey;         /* misses until the next try for the exit key (section 10) */
 } prd__mag_tls_t;
 extern _Thread_local prd__mag_tls_t prd__mag_tls
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
