@@ -19,9 +19,7 @@
 
 #include "bench.h"
 #include "internal.h"
-#ifdef PRD_HAVE_URCU
 #include "rcu_urcu.h"
-#endif
 
 static double read_pair_ns(long iters)
 {

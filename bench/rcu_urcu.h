@@ -1,6 +1,7 @@
-/* rcu_urcu.h: the liburcu halves of `prd-bench rcu` (bench/urcu_memb.c, bench/urcu_qsbr.c),
- * compiled only when liburcu is installed (PRD_HAVE_URCU).  Each is the same measurement as
- * the built-in one in bench/rcu.c, written with liburcu's own inline (_LGPL_SOURCE) API. */
+/* rcu_urcu.h: the call_rcu throughput driver that `prd-bench rcu` shares between the built-in
+ * RCU (bench/rcu.c, always built) and its liburcu halves (bench/urcu_memb.c, bench/urcu_qsbr.c,
+ * compiled only when liburcu is installed: PRD_HAVE_URCU).  Each liburcu half is the same
+ * measurement as the built-in one, written with liburcu's own inline (_LGPL_SOURCE) API. */
 #ifndef PRD_BENCH_RCU_URCU_H
 #define PRD_BENCH_RCU_URCU_H
 
