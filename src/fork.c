@@ -39,8 +39,10 @@
  *    call_rcu's locks included (a miss may request a grace period; starting a library thread
  *    allocates), as glibc takes it before its malloc locks.  gp_lock and reg_lock come
  *    before it: a grace period holds them while it waits for readers, and a reader may use
- *    stdio inside its read-side section; this needs that no allocation takes gp_lock (runs a
- *    grace period itself: docs/api.md).  The list lock is recursive: glibc's own acquisition
+ *    stdio inside its read-side section; this needs that no allocation blocks on gp_lock, nor
+ *    on reg_lock without gp_lock: an allocation's bounded wait only tries gp_lock (and runs
+ *    the grace period's steps under it, bounded), and outside it only tries reg_lock (rcu.c
+ *    §9; docs/api.md).  The list lock is recursive: glibc's own acquisition
  *    after ours nests in it, glibc drops its hold before the parent handlers (parent drops
  *    ours), and in the child glibc resets the lock before the child handlers (the child
  *    handler leaves it alone).  glibc takes and resets it only when the process has had a
@@ -165,6 +167,7 @@ static void fork_parent(void)
   prd__rcu_fork_parent();
   if (fork_io)
     _IO_list_unlock();   /* glibc has dropped its own hold of it already */
+  prd__rcu_fork_parent_gp();
   prd__fork_section_leave();
 }
 

@@ -563,11 +563,13 @@ void prd__rcu_wait_raw(prd_gp_t s);
  * rs_read_ongoing): reported as `what` "called inside a read-side critical section", true. */
 bool prd__rcu_in_read_section(const struct prd_rcu_source *src, const char *what);
 /* Fork (§7; called by fork.c's atfork handlers, in the order of its section 2):
- * prepare_gp takes gp_lock and reg_lock, prepare drv_lock and src_lock; parent releases all
- * four; child re-initializes them and forgets the threads that did not survive the fork. */
+ * prepare_gp takes gp_lock and reg_lock, prepare drv_lock and src_lock; parent releases the
+ * last two, parent_gp the first two; child re-initializes them and forgets the threads that
+ * did not survive the fork. */
 void prd__rcu_fork_prepare_gp(void);
 void prd__rcu_fork_prepare(void);
 void prd__rcu_fork_parent(void);
+void prd__rcu_fork_parent_gp(void);
 void prd__rcu_fork_child(void);
 
 /* ---- call_rcu.c: callbacks after a grace period (prd_call_rcu, prd_rcu_barrier) -------- */

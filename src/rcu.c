@@ -133,15 +133,23 @@
  *    registered and sets the same mode (use_membarrier, prd__rcu_reader_fences) that the
  *    parent had.  call_rcu.c's fork functions (its §7) do the same for its queues and worker.
  *    A fork that takes no lock (fork.c section 4: from a signal handler, or single-threaded)
- *    calls none of them.  A thread that forks inside a read-side section while another runs a
+ *    calls none of them.  A source's synchronize runs with gp_lock dropped (GP_EXT, §8), as it
+ *    may wait for the forking thread itself (an online QSBR thread); prepare lets one in
+ *    progress end for at most FORK_EXT_WAIT_NS, then forks anyway, and the child, which lacks
+ *    the thread that ran it, takes the sequence back to before that grace period (its states
+ *    then wait for the child's own grace periods).  Such a child inherits liburcu's grace-period
+ *    lock held, as any liburcu program that forks during a synchronize does: liburcu's rule,
+ *    not ours.  A thread that forks inside a read-side section while another runs a
  *    grace period deadlocks (as with liburcu): not allowed.
  *
  * 8. Lock order: gp_lock -> reg_lock (a grace period scans the registry).  drv_lock and
  *    src_lock are leaves: never held while another lock of this file is taken.  The fork
  *    handlers take all four in the order gp, reg, drv, src, which respects the chain.  A grace
- *    period holds gp_lock while it runs (a source's rs_synchronize runs under it), except the
- *    driver's built-in one between its windows of scans (§5) and a bounded wait's that ran
- *    out (§9), which leave it in progress for the next holder; the built-in source holds
+ *    period holds gp_lock while it runs, except the driver's built-in one between its windows
+ *    of scans (§5) and a bounded wait's that ran out (§9), which leave it in progress for the
+ *    next holder, and a source's rs_synchronize, which runs with gp_lock dropped and gp_stage
+ *    at GP_EXT (every other holder then waits on gp_ext_cond, or, with a deadline, looks
+ *    again later: one grace period at a time still); the built-in source holds
  *    reg_lock for each scan of the readers, never across a sleep.  The
  *    driver is created (thread.c) under drv_lock; thread.c's poke takes it alone.
  *
@@ -211,6 +219,7 @@ struct rcu_thread {
 static __thread struct rcu_thread rcu_self __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t gp_lock = PTHREAD_MUTEX_INITIALIZER;  /* one grace period at a time */
+static pthread_cond_t gp_ext_cond;   /* with gp_lock: a source's synchronize ended (§8) */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER; /* reader registry */
 static struct rcu_thread *reg_head;
 static _Atomic unsigned long rcu_key_v;   /* the exit destructor's key (thread.c section 6) */
@@ -308,6 +317,7 @@ static void rcu_thread_exit(void *arg);
 static void drv_cond_setup(void)
 {
   prd__lthread_cond_init(&drv_cond);
+  prd__lthread_cond_init(&gp_ext_cond);
 }
 
 static void rcu_init_once(void)
@@ -435,20 +445,38 @@ static void reader_backoff(unsigned n)
   }
 }
 
-/* True when some registered reader is ACTIVE_OLD with respect to the current phase. */
-static bool readers_old(void)
+/* True when some registered reader is ACTIVE_OLD with respect to the current phase.  With
+ * `try`, reg_lock is only tried, and a registry held by another thread reads as no reader:
+ * the caller holds no gp_lock then (an allocation after its bounded wait, §9), and blocking
+ * there would take reg_lock outside gp_lock, against fork's order (fork.c section 2: its
+ * prepare holds gp_lock and reg_lock while it waits for the C library's stream-list lock,
+ * whose holder may wait for a FILE lock that this allocating thread holds). */
+static bool readers_old_locked(unsigned long gp)
 {
-  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
-  bool old = false;
-  pthread_mutex_lock(&reg_lock);
   for (struct rcu_thread *t = reg_head; t != NULL; t = t->rt_next) {
     /* acquire: pairs with the reader's release clearing store (after R2) */
     unsigned long v = __atomic_load_n(&t->rt_reader->rr_ctr, __ATOMIC_ACQUIRE);
-    if ((v & PRD__RCU_NEST_MASK) != 0 && ((v ^ gp) & PRD__RCU_PHASE) != 0) {
-      old = true;
-      break;
-    }
+    if ((v & PRD__RCU_NEST_MASK) != 0 && ((v ^ gp) & PRD__RCU_PHASE) != 0)
+      return true;
   }
+  return false;
+}
+
+static bool readers_old_try(void)
+{
+  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
+  if (pthread_mutex_trylock(&reg_lock) != 0)
+    return false;
+  bool old = readers_old_locked(gp);
+  pthread_mutex_unlock(&reg_lock);
+  return old;
+}
+
+static bool readers_old(void)
+{
+  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&reg_lock);
+  bool old = readers_old_locked(gp);
   pthread_mutex_unlock(&reg_lock);
   return old;
 }
@@ -477,11 +505,13 @@ static bool wait_for_readers_until(uint64_t deadline)
  * and runs (W2).  gp_stage keeps where a bounded runner (§9) stopped, so that the next
  * holder of gp_lock goes on from there: a scan is a scan whichever thread makes it, and the
  * fences below are run by the thread that makes the last scan before them. */
-static int gp_stage; /* gp_lock: 0 none in progress, 1 (W1) done, 2 phase flipped */
+static int gp_stage; /* gp_lock: 0 none in progress, 1 (W1) done, 2 phase flipped,
+                      * GP_EXT a source's rs_synchronize runs with gp_lock dropped (§8) */
+#define GP_EXT 3
 
-static bool builtin_stages(uint64_t deadline)
+static bool builtin_stages(int *stage, uint64_t deadline)
 {
-  if (gp_stage == 1) {
+  if (*stage == 1) {
     if (!wait_for_readers_until(deadline))   /* readers of the previous phase */
       return false;
     /* Writer-local ordering, paired with no reader barrier (liburcu has the same two): the
@@ -491,7 +521,7 @@ static bool builtin_stages(uint64_t deadline)
     prd__rcu_full_fence();
     __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
     prd__rcu_full_fence();
-    gp_stage = 2;
+    *stage = 2;
   }
   if (!wait_for_readers_until(deadline))     /* readers that began before the flip */
     return false;
@@ -502,12 +532,14 @@ static bool builtin_stages(uint64_t deadline)
   return true;
 }
 
-/* rs_synchronize of the built-in source: gp_lock is held and (W1) has been executed. */
+/* rs_synchronize of the built-in source, which gp_advance never calls (it runs the stages
+ * itself, under gp_lock, with gp_stage): only a source of a program's own that wraps the
+ * built-in one calls it, as that source's step, (W1) executed, gp_lock dropped and gp_stage
+ * at GP_EXT, so no other grace period runs meanwhile (§8).  Its stage is its own. */
 static void builtin_synchronize(void)
 {
-  gp_stage = 1;
-  (void)builtin_stages(UINT64_MAX);
-  gp_stage = 0;
+  int stage = 1;
+  (void)builtin_stages(&stage, UINT64_MAX);
 }
 
 static int builtin_read_ongoing(void)
@@ -689,6 +721,15 @@ bool prd_rcu_poll_state(prd_gp_t s)
  * next call, from any thread, to go on with. */
 static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
 {
+  if (gp_stage == GP_EXT) {
+    /* another thread runs the source's synchronize with gp_lock dropped (§8): its end is
+     * the end of a grace period.  A caller with a deadline (the driver) looks again later. */
+    if (deadline != UINT64_MAX)
+      return false;
+    while (gp_stage == GP_EXT)
+      pthread_cond_wait(&gp_ext_cond, &gp_lock);
+    return true;
+  }
   uint64_t s = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   if (gp_stage == 0) {
     PRD_ASSERT((s & 1) == 0);
@@ -697,7 +738,17 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
     PRD_RACE(); /* race widening (src/race.h) */
     smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
     if (src->rs_synchronize != builtin_synchronize) {
+      /* a source's synchronize cannot be bounded, and may wait for the thread that forks
+       * (an online QSBR thread): it runs with gp_lock dropped, so that fork's prepare, which
+       * takes gp_lock, never waits for it unboundedly (§7).  GP_EXT keeps every other holder
+       * of gp_lock from starting or ending a grace period meanwhile. */
+      gp_stage = GP_EXT;
+      pthread_mutex_unlock(&gp_lock);
+      PRD_RACE(); /* race widening (src/race.h) */
       src->rs_synchronize();
+      pthread_mutex_lock(&gp_lock);
+      gp_stage = 0;
+      pthread_cond_broadcast(&gp_ext_cond);
       s += 2;
       goto end;
     }
@@ -711,7 +762,7 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
     if (!use_membarrier)
       smp_mb_master();
   }
-  if (!builtin_stages(deadline))
+  if (!builtin_stages(&gp_stage, deadline))
     return false;
   gp_stage = 0;
 end:
@@ -1089,7 +1140,7 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   /* not reached: the driver, expedited, ends it (and a grace period left in progress here) */
   if (inline_gp)
     prd__rcu_request_expedited(s);
-  if (inline_gp && readers_old())
+  if (inline_gp && readers_old_try())   /* no gp_lock held here: only tried (see above) */
     poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   bool reached = prd_rcu_poll_state(s);
   if (!reached)
@@ -1174,9 +1225,27 @@ static void rcu_thread_exit(void *arg)
 
 /* ---- §7 fork --------------------------------------------------------------------------- */
 PRD__FORK_LINK();
+/* How long fork's prepare lets a source's synchronize in progress (GP_EXT) end before it
+ * forks anyway: long enough for a grace period of liburcu's (microseconds to a millisecond or
+ * two), short against the wait for one that waits for the forking thread itself (an online
+ * QSBR thread), which can never end while it forks. */
+#define FORK_EXT_WAIT_NS 20000000u
+
 void prd__rcu_fork_prepare_gp(void)
 {
   pthread_mutex_lock(&gp_lock);
+  if (gp_stage == GP_EXT) {
+    /* a child that inherits the synchronize in progress finds liburcu's own grace-period
+     * lock held by a thread it does not have: give it a chance to end first, bounded */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + FORK_EXT_WAIT_NS;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    while (gp_stage == GP_EXT &&
+           pthread_cond_timedwait(&gp_ext_cond, &gp_lock, &ts) != ETIMEDOUT)
+      ;
+  }
   pthread_mutex_lock(&reg_lock);
 }
 
@@ -1190,6 +1259,10 @@ void prd__rcu_fork_parent(void)
 {
   pthread_mutex_unlock(&src_lock);
   pthread_mutex_unlock(&drv_lock);
+}
+
+void prd__rcu_fork_parent_gp(void)
+{
   pthread_mutex_unlock(&reg_lock);
   pthread_mutex_unlock(&gp_lock);
 }
@@ -1213,6 +1286,14 @@ void prd__rcu_fork_child(void)
   drv_idle = false;
   atomic_store(&drv_alive, false);
   drv_waiters = 0;
+  if (gp_stage == GP_EXT) {
+    /* the thread that ran the source's synchronize is not in the child: that grace period
+     * never began here.  The sequence goes back to the even value before it, so every state
+     * that waited for it waits for the child's next grace periods instead, which begin after
+     * the fork (later, never earlier: no object is reused sooner than it would have been). */
+    gp_stage = 0;
+    atomic_store(&prd__rcu_gp.gs_seq, atomic_load(&prd__rcu_gp.gs_seq) - 1);
+  }
   /* requests of the parent's threads die with them; this thread's next request restarts */
   atomic_store(&gp_req, atomic_load(&prd__rcu_gp.gs_seq));
 }

@@ -17,6 +17,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -230,6 +233,57 @@ static void test_qsbr_alloc_not_quiescent(void)
   CHECK_STR_CONTAINS(buf, "qsbr online=1 reused=0 nulls=0");
 }
 
+/* A fork from an online QSBR thread while a grace period of the library runs.  The defect this
+ * guards: the grace period ran the source's synchronize with gp_lock held, and fork's prepare
+ * takes gp_lock; liburcu's QSBR synchronize waits for every online thread, the forking one
+ * too, which waited for gp_lock inside fork: a deadlock, where the same program on liburcu
+ * alone forks at once.  The source's synchronize now runs with gp_lock dropped (rcu.c §8),
+ * prepare lets it end for a bounded time, and the child takes the sequence back to before
+ * the grace period it cannot finish (rcu.c §7): its states wait for the child's own grace
+ * periods, never fewer.  alarm(): the old code hung in fork. */
+static void child_qsbr_fork_online(void *arg)
+{
+  (void)arg;
+  alarm(30);
+  prd_rcu_set_source(&prd_rcu_urcu_qsbr);
+  urcu_qsbr_register_thread(); /* online: every grace period waits for this thread */
+  prd_gp_t s = prd_rcu_get_state();
+  prd_rcu_request_gp(s); /* the driver starts liburcu's synchronize, which waits for us */
+  for (int i = 0; i < 50; i++) {
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL); /* online, no quiescent state: the grace period stays open */
+  }
+  int forks = 0, children_ok = 0;
+  for (int i = 0; i < 3; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      /* the grace period in progress is not the child's: s is not reached here */
+      _exit(prd_rcu_poll_state(s) ? 2 : 0);
+    }
+    if (pid > 0) {
+      forks++;
+      int st;
+      children_ok += waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+  }
+  bool open_before = !prd_rcu_poll_state(s);
+  urcu_qsbr_quiescent_state(); /* now the grace period can end */
+  prd_rcu_wait_state(s);
+  printf("qsbr forks=%d children_ok=%d open_before=%d ended=%d\n", forks, children_ok,
+         open_before, prd_rcu_poll_state(s));
+  urcu_qsbr_unregister_thread();
+}
+
+static void test_qsbr_fork_online(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_qsbr_fork_online, NULL, buf, sizeof(buf));
+  if (WIFSIGNALED(st))
+    fprintf(stderr, "  child killed by signal %d (SIGALRM %d: it hung)\n", WTERMSIG(st), SIGALRM);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "qsbr forks=3 children_ok=3 open_before=1 ended=1");
+}
+
 int main(void)
 {
   RUN(test_memb);
@@ -238,5 +292,6 @@ int main(void)
   RUN(test_memb_sync_in_section);
   RUN(test_builtin_reader_with_urcu);
   RUN(test_qsbr_alloc_not_quiescent);
+  RUN(test_qsbr_fork_online);
   return prd_test_done();
 }
