@@ -69,11 +69,19 @@ static const char *opt_choice_at(const char *doc, long idx, size_t *len)
   return NULL;
 }
 
+/* A CHOICE option set to a name outside its list keeps the name here, one slot per option,
+ * and its value is then the length of the list: the option's user checks the name (the rcu
+ * option: a source the program registered itself, or none, which ends the process: rcu.c §6;
+ * a safety choice is never dropped for the default).  Written before the value's release
+ * store, read after its acquire load (prd__option_choice). */
+#define OPT_TEXT_MAX 64
+static char opt_text[PRD_ARRAY_SIZE(opt_table)][OPT_TEXT_MAX];
+
 /* Parses value text [s, s+len) for option d; 0 on success. */
 static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, long *out)
 {
   enum prd__opt_kind kind = d->od_kind;
-  char buf[64];
+  char buf[OPT_TEXT_MAX];
   if (len == 0 || len >= sizeof(buf))
     return -1;
   memcpy(buf, s, len);
@@ -81,12 +89,15 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
   if (kind == PRD__OPT_CHOICE) {
     const char *name;
     size_t nlen;
-    for (long i = 0; (name = opt_choice_at(d->od_doc, i, &nlen)) != NULL; i++)
+    long i;
+    for (i = 0; (name = opt_choice_at(d->od_doc, i, &nlen)) != NULL; i++)
       if (nlen == len && strncmp(name, buf, len) == 0) {
         *out = i;
         return 0;
       }
-    return -1;
+    memcpy(opt_text[d - opt_table], buf, len + 1);   /* any other name: kept as text */
+    *out = i;
+    return 0;
   }
   if (kind == PRD__OPT_BOOL) {
     static const char *const yes[] = { "1", "true", "yes", "on" };
@@ -132,7 +143,8 @@ static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, 
     errno = EINVAL;
     return -1;
   }
-  atomic_store_explicit(d->od_value, v, memory_order_relaxed);
+  /* release: a CHOICE option's text (opt_text) before the value that points at it */
+  atomic_store_explicit(d->od_value, v, memory_order_release);
   return 0;
 }
 
@@ -261,8 +273,12 @@ int prd__option_choice(const char *name, char *buf, size_t len)
   const char *s;
   if (d == NULL || d->od_kind != PRD__OPT_CHOICE || len == 0)
     return -1;
-  s = opt_choice_at(d->od_doc, atomic_load_explicit(d->od_value, memory_order_relaxed), &nlen);
-  if (s == NULL || nlen >= len)
+  s = opt_choice_at(d->od_doc, atomic_load_explicit(d->od_value, memory_order_acquire), &nlen);
+  if (s == NULL) {   /* a name outside the list (opt_text) */
+    s = opt_text[d - opt_table];
+    nlen = strlen(s);
+  }
+  if (nlen >= len)
     return -1;
   memcpy(buf, s, nlen);
   buf[nlen] = '\0';

@@ -5,7 +5,9 @@
  *   X(kind, name, default, meaning)
  *   kind: BOOL (0/1, also true/false/yes/no/on/off), LONG (integer, k/m/g suffixes), MS (ms),
  *         CHOICE (one of the '|'-separated names that open the meaning, before the ':'; the
- *         value is the name's index, prd__option_choice() gives the name back)
+ *         value is the name's index, prd__option_choice() gives the name back; any other
+ *         name of up to 63 bytes is kept too, as the index past the list, and its user
+ *         checks it)
  *
  * Add an option here and nowhere else; read it with prd__opt(name).
  */
@@ -61,7 +63,8 @@
     "debug flags for every new cache, as PRD_CACHE_* bits; PRUDENCE_DEBUG=patterns,... by name") \
   X(CHOICE, rcu, 0,                                                                             \
     "builtin|urcu-memb|urcu-qsbr: the grace-period source, fixed at first use (urcu-*: link "   \
-    "libprudence-urcu; naming a source not linked ends the process, never falls back)")         \
+    "libprudence-urcu; or the name of a source the program registered; naming a source not "     \
+    "linked or registered ends the process, never falls back)")                                  \
   X(LONG, rcu_gp_interval_us, 1000,                                                             \
     "minimum microseconds between grace periods started by the RCU driver thread (batching; "  \
     "waiters and expedited requests, the allocator's polls among them, are not paced)")         \

@@ -618,10 +618,16 @@ static const struct prd_rcu_source *source_find(const char *name)
  * the driver thread, or inside an allocation, where atexit handlers must not run. */
 _Noreturn static PRD_COLD void source_missing(const char *name)
 {
-  prd__report("rcu: option rcu=%s names a grace-period source that is not linked into this "
-              "program; link libprudence-urcu (pkg-config --libs prudence-urcu, CMake "
-              "prudence::urcu, or #include <prudence_urcu.h> and -lprudence-urcu): "
-              "exiting, as another source would not see the program's readers", name);
+  char known[RCU_MAX_SOURCES * 24 + 16];
+  size_t n = (size_t)snprintf(known, sizeof(known), "%s", prd_rcu_builtin.rs_name);
+  for (int i = 0; i < src_count && n < sizeof(known); i++)
+    n += (size_t)snprintf(known + n, sizeof(known) - n, ", %s", src_table[i]->rs_name);
+  prd__report("rcu: option rcu=%s names no grace-period source of this program (it has: %s); "
+              "urcu-memb and urcu-qsbr need libprudence-urcu linked (pkg-config --libs "
+              "prudence-urcu, CMake prudence::urcu, or #include <prudence_urcu.h> and "
+              "-lprudence-urcu), a source of the program's own needs prd_rcu_register_source "
+              "before first use: exiting, as another source would not see the program's "
+              "readers", name, known);
   _exit(EXIT_FAILURE);
 }
 

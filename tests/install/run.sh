@@ -67,7 +67,7 @@ if [ $have_urcu = 1 ]; then
     cat "$tmp/consumer_urcu_bare.out"
     echo "FAIL: consumer_urcu_bare: rcu=urcu-memb without the adapter did not fail"; exit 1
   fi
-  grep -q "option rcu=urcu-memb names a grace-period source that is not linked" \
+  grep -q "option rcu=urcu-memb names no grace-period source of this program" \
     "$tmp/consumer_urcu_bare.out" || { cat "$tmp/consumer_urcu_bare.out"; echo "FAIL: no message"; exit 1; }
   echo "ok - consumer_urcu_bare: the adapter dropped by --as-needed, rcu=urcu-memb fails loudly"
 fi

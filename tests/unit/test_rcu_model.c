@@ -69,16 +69,26 @@ static void test_source_choice(void)
   st = prd_test_child(child_option_source, (void *)"builtin", buf, sizeof(buf));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(buf, "source=builtin counted=0");
-  /* rcu=urcu-memb and rcu=urcu-qsbr without libprudence-urcu linked: the process exits
+  /* rcu=NAME of a source the program registered itself (api.md: prd_rcu_register_source
+   * makes it selectable so).  The defect this guards: the option took only the names of its
+   * list, so this was reported as a bad value and the built-in source used instead */
+  st = prd_test_child(child_option_source, (void *)"counting", buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "source=counting counted=");
+  CHECK(strstr(buf, "counted=0") == NULL);
+  /* rcu=urcu-memb and rcu=urcu-qsbr without libprudence-urcu linked, and names no source
+   * has (a typo: the defect guarded is the same fallback, through the option's own parser,
+   * which reported the bad value and went on with the built-in source): the process exits
    * non-zero, saying why and what to link, and never runs on another source */
-  const char *missing[] = { "urcu-memb", "urcu-qsbr" };
+  const char *missing[] = { "urcu-memb", "urcu-qsbr", "urcu_memb", "qsbr" };
   for (size_t i = 0; i < PRD_ARRAY_SIZE(missing); i++) {
     char want[64];
     st = prd_test_child(child_option_missing, (void *)missing[i], buf, sizeof(buf));
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0);
-    snprintf(want, sizeof(want), "option rcu=%s names a grace-period source", missing[i]);
+    snprintf(want, sizeof(want), "option rcu=%s names no grace-period source", missing[i]);
     CHECK_STR_CONTAINS(buf, want);
     CHECK_STR_CONTAINS(buf, "libprudence-urcu");
+    CHECK_STR_CONTAINS(buf, "(it has: builtin");
     CHECK(strstr(buf, "went on") == NULL);
   }
 }
