@@ -192,7 +192,8 @@
  *    its own (two handlers taking one mutex would deadlock the forking thread).  It marks this
  *    thread's fork section (prd__fork_section_enter/leave) around
  *    everything that may take a lock of the order: start-up, the calls into the class caches
- *    (malloc_enter) and the heap arena's big blocks (malloc_big, big_free).  hc_lock
+ *    (malloc_enter), the heap arena's big blocks (malloc_big, big_free) and the call_rcu of a
+ *    big block's deferred free (prd_free_deferred).  hc_lock
  *    (section 1b) is taken after malloc_init_lock and released before it.  A fork from a
  *    signal handler that interrupted one of them then takes no lock, instead of waiting for
  *    one its own thread holds; the hit paths take no lock and are not marked.
@@ -1548,7 +1549,9 @@ static void free_deferred_in(void *ptr)
       return;
     }
     n->mdn_block = ptr;
+    prd__fork_section_enter();   /* call_rcu.c's queue and worker locks (section 6) */
     prd_call_rcu(&n->mdn_head, malloc_defer_cb);
+    prd__fork_section_leave();
     return;
   }
   }
