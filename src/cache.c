@@ -109,7 +109,9 @@
  *
  * 5. Hooks.  One this file offers: prd__cache_set_reap_hook, the one holding above the caches
  *    that a reap gives back too (malloc.c's kept huge blocks, registered at its start-up):
- *    prd_reap and prd__cache_trim call it first, with no lock held.
+ *    prd_reap, prd__cache_trim and the pressure reclaim (reclaim_all: a heap import or a
+ *    slab that found no memory) call it first, with no lock held, so that kept blocks never
+ *    make an allocation of another size fail.
  *    Hooks this file sets (once, at its first use, before any user cache exists):
  *    - prd__slab_set_oom_hook(cache_oom): the slab layer found no slab and the source no
  *      memory; the hook applies section 4's policy with no lock held and says retry or fail.
@@ -494,11 +496,18 @@ static void reap_all_locked(bool all)
     cache_reap(cp, all);
 }
 
-/* Memory pressure: ask every cache's owner to give memory back, then reap all free slabs. */
+static void (*_Atomic cache_reap_hook)(void);   /* section 5 */
+
+/* Memory pressure: what is kept above the caches (the reap hook: malloc's kept huge blocks,
+ * which may be what the kernel is short of), every cache's owner asked to give memory back,
+ * then every free slab reaped. */
 static void reclaim_all(void)
 {
   if (cache_in_reclaim)
     return;
+  void (*hook)(void) = atomic_load_explicit(&cache_reap_hook, memory_order_acquire);
+  if (hook != NULL)
+    hook();
   cache_in_reclaim = true;
   pthread_mutex_lock(&cache_reap_lock);
   pthread_mutex_lock(&cache_list_lock);
@@ -529,8 +538,6 @@ void prd_cache_reap(prd_cache_t *cp)
 /* prd_reap (all = false: working sets kept) and malloc_trim (all): every cache, then the heap
  * arena's decommit of every free page.  Returns the bytes given back to the kernel: the heap
  * arena's imported bytes that went (unmapped) and those decommitted. */
-static void (*_Atomic cache_reap_hook)(void);   /* section 5 */
-
 void prd__cache_set_reap_hook(void (*fn)(void))
 {
   atomic_store_explicit(&cache_reap_hook, fn, memory_order_release);

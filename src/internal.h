@@ -476,6 +476,8 @@ int    prd__os_protect_rw(void *addr, size_t size);
 int    prd__os_protect_ro(void *addr, size_t size);   /* read-only: writes fault */
 /* Fault injection: every nth mapping fails (0 = off).  Also option fault_mmap. */
 void   prd__os_fault_every(long n);
+/* Tests: every Nth prd__os_move fails before it moves anything (ENOMEM); 0 = off. */
+void   prd__os_fault_move_every(long n);
 /* Tests: every Nth prd__os_unmap fails as munmap does (EINVAL, nothing unmapped); 0 = off. */
 void   prd__os_fault_unmap_every(long n);
 /* Bytes currently mapped through os.c, and the number of failed mappings so far. */

@@ -38,8 +38,9 @@
  *    bound is reached unmaps the oldest first.  Kept blocks go back to the kernel when
  *    they sit unused for malloc_huge_decay_ms (the maintenance job hc_job, registered at
  *    start-up with maint.c; it asks for the thread while blocks are kept, so an idle program
- *    gives them back), and all at once when a mapping fails, before it is retried: kept
- *    memory never makes an allocation fail.  calloc zeroes a kept block (a fresh mapping is
+ *    gives them back), and all at once when a mapping fails, before it is retried (a huge
+ *    block's here, any other's through the caches' pressure reclaim, which calls the reap
+ *    hook first: cache.c section 5): kept memory never makes an allocation fail.  calloc zeroes a kept block (a fresh mapping is
  *    zero already).  Unmaps happen outside hc_lock.  Memory ordering: the cache itself is
  *    read and written only under hc_lock; hc_nonempty, read without it by a take, the
  *    release and the job's predicate, is a relaxed hint: a stale false only makes a request
@@ -192,8 +193,9 @@
  *    its own (two handlers taking one mutex would deadlock the forking thread).  It marks this
  *    thread's fork section (prd__fork_section_enter/leave) around
  *    everything that may take a lock of the order: start-up, the calls into the class caches
- *    (malloc_enter), the heap arena's big blocks (malloc_big, big_free) and the call_rcu of a
- *    big block's deferred free (prd_free_deferred).  hc_lock
+ *    (malloc_enter), the heap arena's big blocks (malloc_big, big_free), the maintenance
+ *    pokes after a big block's free (free_slow) and the call_rcu of a big block's deferred
+ *    free (prd_free_deferred).  hc_lock
  *    (section 1b) is taken after malloc_init_lock and released before it.  A fork from a
  *    signal handler that interrupted one of them then takes no lock, instead of waiting for
  *    one its own thread holds; the hit paths take no lock and are not marked.
@@ -342,8 +344,9 @@ static void *malloc_boot_alloc(size_t size, size_t align)
   if (align < MC_ALIGN)
     align = MC_ALIGN;
   size_t old = atomic_load_explicit(&malloc_boot_used, memory_order_relaxed);
+  uintptr_t base = (uintptr_t)malloc_boot;   /* aligned to a page only: align the address */
   for (;;) {
-    size_t start = PRD_P2ROUNDUP(old, align);
+    size_t start = (size_t)(PRD_P2ROUNDUP(base + old, align) - base);
     if (start > MALLOC_BOOT_SIZE || MALLOC_BOOT_SIZE - start < size) {
       errno = ENOMEM;
       return NULL;
@@ -1152,13 +1155,17 @@ static PRD_NOINLINE void free_slow(void *ptr)
   if (e != 0) {
     free_entry("free", ptr, e);
     /* a kept block wants the job that gives it back (section 1b); not from a re-entrant
-     * free, whose thread is inside the layers the tick would enter (section 5) */
+     * free, whose thread is inside the layers the tick would enter (section 5).  Both may
+     * take locks of the fork order (maint_lock; the jobs run inline when no maintenance
+     * thread runs): inside the fork section (section 6) */
+    prd__fork_section_enter();
     if ((e & PM_KIND_MASK) == PM_HUGE && malloc_depth == 0)
       prd__maint_poke();
     /* pages back in the heap arena: decay wants a thread to run it (cache.c section 4) */
     else if (((e & PM_KIND_MASK) == PM_LARGE || (e & PM_KIND_MASK) == PM_LARGEX) &&
              malloc_depth == 0)
       prd__cache_decay_nudge();
+    prd__fork_section_leave();
   }
   errno = saved;
 }
@@ -1250,8 +1257,11 @@ static PRD_NOINLINE size_t usable_slow(void *ptr)
 {
   if (ptr == NULL)
     return 0;
+  int saved = errno;   /* a report's write may set it (a closed stderr): errno is the caller's */
   uintptr_t e = malloc_owner("malloc_usable_size", ptr);
-  return e == 0 ? 0 : entry_usable(ptr, e);
+  size_t n = e == 0 ? 0 : entry_usable(ptr, e);
+  errno = saved;
+  return n;
 }
 
 size_t prd_malloc_usable_size(void *ptr)
@@ -1300,7 +1310,7 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
     *bad = true;
     return NULL;
   }
-  if (prd__os_move(ptr, old, to, bytes) != 0) {
+  if (prd__os_move(ptr, old, to, bytes) != 0) {   /* it gave the placeholder back */
     atomic_store_explicit(slot, e, memory_order_release);   /* still at ptr, unchanged */
     return NULL;
   }

@@ -23,6 +23,7 @@
  * 4. Fault injection: with the option fault_mmap=N (or PRUDENCE_FAULT_MMAP=N) every Nth call
  *    that would create a mapping fails as if the kernel had said ENOMEM, so the tests of every
  *    layer can prove that allocation failure is handled.  The counter is one relaxed atomic.
+ *    prd__os_fault_move_every(N) (tests only) every Nth move (section 6), before mremap runs;
  *    prd__os_fault_unmap_every(N) (tests only) makes every Nth unmap fail as munmap does,
  *    EINVAL and the mapping left in place, so tests can prove that a free whose unmap fails
  *    reports it and keeps the caller's errno.
@@ -31,7 +32,7 @@
  *    kernel moves page-table entries instead of the caller copying the bytes; a growth counts
  *    as a mapping for fault injection.  prd__os_move moves a mapping onto one the caller made
  *    (MREMAP_FIXED over its own placeholder), so the caller knows the destination, and can
- *    prepare for it, before anything moves.
+ *    prepare for it, before anything moves; a move that fails gives the placeholder back.
  * 7. The clock: prd__now_ns reads CLOCK_MONOTONIC in nanoseconds for every layer's intervals
  *    and ages (working sets, maintenance and grace-period pacing, snapshot times, debug
  *    records).  Monotonic, because an interval must not jump when the wall clock is set; one
@@ -173,13 +174,37 @@ void *prd__os_remap(void *addr, size_t old_size, size_t new_size, bool may_move)
   return p;
 }
 
+/* A move that failed gives the caller's placeholder back (section 6): the kernel may have
+ * unmapped the destination before it failed (mremap unmaps it first), or not.  A probe with
+ * MAP_FIXED_NOREPLACE, which maps only into a hole, tells which: a hole at `to` means the
+ * placeholder is gone (the probe is unmapped again), EEXIST that it is still there (unmapped
+ * now).  A kernel without MAP_FIXED_NOREPLACE takes it as a hint and maps elsewhere: then
+ * the placeholder is unmapped as if it were there (munmap of a hole does nothing). */
+static void os_move_failed(void *to, size_t size)
+{
+  void *q = mmap(to, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+                 MAP_FIXED_NOREPLACE, -1, 0);
+  if (q != MAP_FAILED)
+    (void)munmap(q, size);
+  if (q != to)
+    (void)munmap(to, size);
+  atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
+}
+
+static _Atomic long os_move_every;      /* section 4: tests only */
+static _Atomic uint64_t os_move_calls;
+
 int prd__os_move(void *from, size_t old_size, void *to, size_t new_size)
 {
   PRD_ASSERT(PRD_IS_P2ALIGNED(from, prd__os_page_size()));
   PRD_ASSERT(PRD_IS_P2ALIGNED(to, prd__os_page_size()));
-  void *p = mremap(from, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  void *p = os_fault_nth(atomic_load_explicit(&os_move_every, memory_order_relaxed),
+                         &os_move_calls)
+                ? MAP_FAILED
+                : mremap(from, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
   if (p == MAP_FAILED) {
     atomic_fetch_add_explicit(&os_failures, 1, memory_order_relaxed);
+    os_move_failed(to, new_size);
     errno = ENOMEM;
     return -1;
   }
@@ -230,6 +255,12 @@ void prd__os_fault_every(long n)
 {
   atomic_store_explicit(&os_map_calls, 0, memory_order_relaxed);
   atomic_store_explicit(&prd__options.fault_mmap, n, memory_order_relaxed);
+}
+
+void prd__os_fault_move_every(long n)
+{
+  atomic_store_explicit(&os_move_calls, 0, memory_order_relaxed);
+  atomic_store_explicit(&os_move_every, n, memory_order_relaxed);
 }
 
 void prd__os_fault_unmap_every(long n)

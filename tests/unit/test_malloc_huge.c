@@ -6,7 +6,9 @@
  *     kept blocks back after malloc_huge_decay_ms; calloc of a kept block is zeroed;
  *   - sizes no plain mmap could commit fail with ENOMEM (malloc, calloc, realloc,
  *     aligned_alloc, posix_memalign, which also sets errno as glibc does);
- *   - free and prd_free_deferred keep errno when an unmap fails or a report is written.
+ *   - free, prd_free_deferred and malloc_usable_size keep errno when an unmap fails or a
+ *     report is written;
+ *   - a realloc whose move of the mapping fails copies instead and leaks no mapping.
  * Each case that frees a huge block runs in a child, so that options and fault injection stay
  * local, and so that this process starts no library thread (the maintenance job's thread
  * starts while blocks are kept) before it forks the next child.
@@ -15,6 +17,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -271,6 +274,12 @@ static void errno_child(void *arg)
   errno = 4848;
   prd_free(l);   /* double free of a big block */
   CHECK_EQ(errno, 4848);
+  /* malloc_usable_size of a pointer that is not ours: reported, errno kept.  The defect this
+   * guards: its slow path reported without saving errno, so a program with stderr closed
+   * (a daemon) found EBADF in errno after the call */
+  errno = 4949;
+  CHECK_EQ(prd_malloc_usable_size(not_ours), 0);
+  CHECK_EQ(errno, 4949);
   dup2(saved_fd, 2);
   close(saved_fd);
   _exit(prd_t_failures == 0 ? 0 : 1);
@@ -284,6 +293,108 @@ static void test_free_keeps_errno(void)
   CHECK_STR_CONTAINS(out, "munmap");
 }
 
+/* ---- kept blocks give way to an allocation of another size -------------------------------- */
+/* The defect this guards: kept huge blocks were given back when a huge block's mapping failed,
+ * but not when a heap import (a class slab, a large block) did: the caches' pressure reclaim
+ * never called the reap hook, so with the address space limited a program that had freed a
+ * 48 MiB block got ENOMEM for small blocks while that block stayed mapped.  Here the address
+ * space is limited to what the process has plus 64 MiB (the heap's reservations add some
+ * room); after a 48 MiB block is freed (and kept), small allocations run into the limit: the
+ * kept block must have been given back by then, and they must have got more than 40 MiB. */
+static size_t vm_bytes(void)
+{
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  if (f != NULL) {
+    if (fscanf(f, "%lu", &pages) != 1)
+      pages = 0;
+    fclose(f);
+  }
+  return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void kept_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_option_set("malloc_huge_decay_ms", "600000");   /* kept for the whole test */
+  void *warm = prd_malloc(100);   /* start-up's reservations made before the limit */
+  prd_free(warm);
+  void *big = prd_malloc(48 * MIB);
+  CHECK(big != NULL);
+  memset(big, 1, 48 * MIB);
+  prd_free(big);
+  CHECK_EQ(prd__malloc_huge_cached(), 48 * MIB);
+  struct rlimit rl = { vm_bytes() + 64 * MIB, RLIM_INFINITY };
+  CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+  size_t got = 0;
+  for (int i = 0; i < 4096; i++) {   /* at most 256 MiB: the limit ends it long before */
+    if (prd_malloc(64 << 10) == NULL)
+      break;
+    got += 64 << 10;
+  }
+  printf("small blocks after the kept one: %zu MiB, kept %zu MiB\n", got / MIB,
+         prd__malloc_huge_cached() / MIB);
+  CHECK(got >= 40 * MIB);
+  CHECK_EQ(prd__malloc_huge_cached(), 0);
+  fflush(stdout);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_kept_gives_way(void)
+{
+#if defined(PRD_ASAN) || defined(PRD_TSAN)
+  return;   /* the sanitizers reserve terabytes of shadow: an address-space limit breaks them */
+#endif
+  static char out[8192];
+  int st = prd_test_child(kept_child, NULL, out, sizeof(out));
+  fputs(out, stdout);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- a huge realloc whose move fails --------------------------------------------------- */
+/* realloc of a huge block that cannot grow in place maps a placeholder and moves the block
+ * onto it (malloc.c huge_resize).  The defect this guards: when the move failed, the block
+ * stayed where it was (right) but the placeholder, the new size's worth of mapping, was never
+ * unmapped, so every failing realloc leaked it.  Here every move fails: realloc copies
+ * instead, the data survives, and once everything is freed the mapped bytes are what they
+ * were before. */
+static void move_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_option_set("malloc_huge_cache", "0");   /* every huge free unmaps */
+  size_t before = prd__os_mapped_bytes();
+  prd__os_fault_move_every(1);
+  for (int i = 0; i < 4; i++) {
+    size_t sz = (size_t)(8 + 4 * i) * MIB;
+    char *p = prd_malloc(sz);
+    CHECK(p != NULL);
+    char *guard = prd_malloc(64 * MIB);   /* a mapping above, so that p cannot grow in place */
+    memset(p, 0x5a, sz);
+    char *q = prd_realloc(p, 2 * sz);
+    CHECK(q != NULL);
+    size_t bad = 0;
+    for (size_t j = 0; j < sz; j += 4096)
+      bad += q[j] != 0x5a;
+    CHECK_EQ(bad, 0);
+    prd_free(q);
+    prd_free(guard);
+  }
+  prd__os_fault_move_every(0);
+  CHECK_EQ(prd__os_mapped_bytes(), before);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_move_fails(void)
+{
+  static char out[8192];
+  int st = prd_test_child(move_child, NULL, out, sizeof(out));
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fputs(out, stderr);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 int main(void)
 {
   RUN(test_reuse);
@@ -291,5 +402,7 @@ int main(void)
   RUN(test_absurd_sizes);
   RUN(test_posix_memalign_errno);
   RUN(test_free_keeps_errno);
+  RUN(test_move_fails);
+  RUN(test_kept_gives_way);
   return prd_test_done();
 }
