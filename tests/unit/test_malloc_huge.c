@@ -358,7 +358,7 @@ static void test_kept_gives_way(void)
  * stayed where it was (right) but the placeholder, the new size's worth of mapping, was never
  * unmapped, so every failing realloc leaked it.  Here every move fails: realloc copies
  * instead, the data survives, and once everything is freed the mapped bytes are what they
- * were before. */
+ * were before, but for page-map leaves. */
 static void move_child(void *arg)
 {
   (void)arg;
@@ -382,7 +382,12 @@ static void move_child(void *arg)
     prd_free(guard);
   }
   prd__os_fault_move_every(0);
-  CHECK_EQ(prd__os_mapped_bytes(), before);
+  /* what may stay: page-map leaves made for the placeholders' addresses (2 MiB each, one per
+   * GiB of address space, kept for good); one leaked placeholder is 16 MiB at least */
+  size_t after = prd__os_mapped_bytes();
+  printf("mapped before %zu KiB, after %zu KiB\n", before >> 10, after >> 10);
+  fflush(stdout);
+  CHECK(after >= before && after - before < 16 * MIB);
   _exit(prd_t_failures == 0 ? 0 : 1);
 }
 
