@@ -662,7 +662,8 @@ static void test_bad_input(void)
  * moved behind the ownership check and the state read after the handshake's barrier: a
  * NULL buffer is still ignored silently by a plain cache (the page map never owns it: it is
  * tested on the refusal's path) and by a cache without the free mark (a constructor's, on
- * the out-of-line front); an interior pointer is still refused, by both, naming the
+ * its own inline branch, which skips only the mark); an interior pointer is still refused,
+ * by both, naming the
  * deferral; and both caches' deferrals still reach the latent cache and come back only
  * after their grace period. */
 static int ctor_zero(void *buf, void *priv, int flags)
