@@ -49,7 +49,11 @@
  *    needs, never for one that started after it was deferred (the flaw of Linux's rcu_free
  *    sheaf, ANCHORS.md).  Two generations suffice: rcu.c §4 makes get_state() at most one
  *    grace period past the one in progress, so at any instant at most two states are
- *    unsafe (s and s - 2).  In a CPU cache the states of one thread only grow; when a
+ *    unsafe (s and s - 2).  In a CPU cache the states of one thread only grow (but in a fork
+ *    child whose parent ran a liburcu source's synchronize: the child takes the sequence back
+ *    by one, rcu.c §7, so the forking thread's next state may be below its newer
+ *    generation's; rotation polls before it merges, and a merge stops at the first unsafe
+ *    generation, so that costs time, never safety); when a
  *    deferral brings a third state g > gp[1] > gp[0], gp[0] <= g - 4 had ended when g was
  *    read, and is merged before the generations rotate.  In a latent slab the states come
  *    from several threads: the new state is polled before the two tags, so three

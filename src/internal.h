@@ -460,9 +460,9 @@ void  *prd__os_map_aligned(size_t size, size_t align);
 void  *prd__os_remap(void *addr, size_t old_size, size_t new_size, bool may_move);
 /* Moves the mapping [from, from + old_size) onto `to`, a mapping of new_size bytes the caller
  * made with prd__os_map, growing it to new_size (mremap MREMAP_FIXED): 0, or -1 + ENOMEM with
- * the old mapping unchanged; the placeholder at `to` may then be gone or still there (the
- * kernel unmaps it before it moves), so the caller leaves its range alone (address space
- * only: it was never touched). */
+ * the old mapping unchanged and the placeholder at `to` given back (os.c os_move_failed: the
+ * kernel may have unmapped it already, and another mapping may have taken its place since,
+ * which is left alone); the caller leaves its range alone either way. */
 int    prd__os_move(void *from, size_t old_size, void *to, size_t new_size);
 /* Reserve address space only (PROT_NONE); prd__os_commit makes part of it usable. */
 void  *prd__os_reserve(size_t size, size_t align);

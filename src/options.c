@@ -82,6 +82,18 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
 {
   enum prd__opt_kind kind = d->od_kind;
   char buf[OPT_TEXT_MAX];
+  if (len >= sizeof(buf) && kind == PRD__OPT_CHOICE) {
+    /* too long to keep: kept cut, with "..." that no list name has, so that its user
+     * refuses it rather than the option keep its old value (rcu=: never fall back) */
+    memcpy(opt_text[d - opt_table], s, sizeof(buf) - 4);
+    memcpy(opt_text[d - opt_table] + sizeof(buf) - 4, "...", 4);
+    long i = 0;
+    size_t nlen;
+    while (opt_choice_at(d->od_doc, i, &nlen) != NULL)
+      i++;
+    *out = i;
+    return 0;
+  }
   if (len == 0 || len >= sizeof(buf))
     return -1;
   memcpy(buf, s, len);

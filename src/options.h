@@ -6,8 +6,8 @@
  *   kind: BOOL (0/1, also true/false/yes/no/on/off), LONG (integer, k/m/g suffixes), MS (ms),
  *         CHOICE (one of the '|'-separated names that open the meaning, before the ':'; the
  *         value is the name's index, prd__option_choice() gives the name back; any other
- *         name of up to 63 bytes is kept too, as the index past the list, and its user
- *         checks it)
+ *         name is kept too, as the index past the list (cut to 60 bytes and "..." past 63),
+ *         and its user checks it)
  *
  * Add an option here and nowhere else; read it with prd__opt(name).
  */

@@ -41,6 +41,7 @@
  */
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -174,21 +175,44 @@ void *prd__os_remap(void *addr, size_t old_size, size_t new_size, bool may_move)
   return p;
 }
 
-/* A move that failed gives the caller's placeholder back (section 6): the kernel may have
- * unmapped the destination before it failed (mremap unmaps it first), or not.  A probe with
- * MAP_FIXED_NOREPLACE, which maps only into a hole, tells which: a hole at `to` means the
- * placeholder is gone (the probe is unmapped again), EEXIST that it is still there (unmapped
- * now).  A kernel without MAP_FIXED_NOREPLACE takes it as a hint and maps elsewhere: then
- * the placeholder is unmapped as if it were there (munmap of a hole does nothing). */
+/* A move that failed gives the caller's placeholder back (section 6).  mremap unmaps the
+ * destination first and may fail after that, or fail before it: the placeholder is gone, or
+ * whole (the kernel unmaps a destination whole or not at all).  A probe with
+ * MAP_FIXED_NOREPLACE, which maps only into a hole, finds a hole: gone.  Else something is
+ * there, the placeholder or (in the moment since the failure) another thread's new mapping
+ * in the hole: it is ours, and unmapped, only if its first word still holds the cookie the
+ * move wrote there, read with process_vm_readv, which fails instead of faulting on memory
+ * that is not readable.  When that cannot be told (process_vm_readv refused), nothing is
+ * unmapped and it is reported: unmapping another thread's memory would be far worse than
+ * keeping the placeholder. */
+#define OS_MOVE_COOKIE 0x9e3779b97f4a7c15ull
+
+static uintptr_t os_move_cookie(const void *to)
+{
+  return (uintptr_t)to ^ (uintptr_t)OS_MOVE_COOKIE;
+}
+
 static void os_move_failed(void *to, size_t size)
 {
   void *q = mmap(to, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
                  MAP_FIXED_NOREPLACE, -1, 0);
   if (q != MAP_FAILED)
-    (void)munmap(q, size);
-  if (q != to)
-    (void)munmap(to, size);
-  atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
+    (void)munmap(q, size);   /* the hole's probe, or a kernel's hint mapped elsewhere */
+  if (q == to) {   /* a hole: the kernel had unmapped the placeholder */
+    atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
+    return;
+  }
+  uintptr_t w = 0;
+  struct iovec local = { &w, sizeof(w) }, remote = { to, sizeof(w) };
+  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (n == (ssize_t)sizeof(w) && w == os_move_cookie(to)) {
+    prd__os_unmap(to, size);   /* the placeholder, whole */
+  } else if (n >= 0 || errno == EFAULT) {   /* another mapping took the hole: ours is gone */
+    atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
+  } else {
+    prd__report("os: a failed move's placeholder at %p (%zu bytes) may be left mapped "
+                "(process_vm_readv: errno %d)", to, size, errno);
+  }
 }
 
 static _Atomic long os_move_every;      /* section 4: tests only */
@@ -198,6 +222,7 @@ int prd__os_move(void *from, size_t old_size, void *to, size_t new_size)
 {
   PRD_ASSERT(PRD_IS_P2ALIGNED(from, prd__os_page_size()));
   PRD_ASSERT(PRD_IS_P2ALIGNED(to, prd__os_page_size()));
+  *(volatile uintptr_t *)to = os_move_cookie(to);   /* the placeholder's, until the move */
   void *p = os_fault_nth(atomic_load_explicit(&os_move_every, memory_order_relaxed),
                          &os_move_calls)
                 ? MAP_FAILED

@@ -26,7 +26,7 @@
  *    outermost lock (rr_fast == 0 sends it to prd__rcu_read_lock_slow); a pthread key's
  *    destructor unregisters them at exit and reports a thread that exits inside a section.
  *
- * 3. The built-in grace period (builtin_synchronize, under gp_lock).
+ * 3. The built-in grace period (gp_advance's stages, under gp_lock).
  *        (W1) full barrier on every thread          [done by gp_run before calling the source]
  *        wait until no reader is ACTIVE_OLD          (readers that began before the last flip)
  *        fence; flip the phase bit; fence
@@ -134,12 +134,13 @@
  *    parent had.  call_rcu.c's fork functions (its §7) do the same for its queues and worker.
  *    A fork that takes no lock (fork.c section 4: from a signal handler, or single-threaded)
  *    calls none of them.  A source's synchronize runs with gp_lock dropped (GP_EXT, §8), as it
- *    may wait for the forking thread itself (an online QSBR thread); prepare lets one in
- *    progress end for at most FORK_EXT_WAIT_NS, then forks anyway, and the child, which lacks
- *    the thread that ran it, takes the sequence back to before that grace period (its states
- *    then wait for the child's own grace periods).  Such a child inherits liburcu's grace-period
- *    lock held, as any liburcu program that forks during a synchronize does: liburcu's rule,
- *    not ours.  A thread that forks inside a read-side section while another runs a
+ *    may wait for the forking thread itself (an online QSBR thread); prepare waits for one in
+ *    progress to end, for at most FORK_EXT_WAIT_NS with a QSBR source (rs_block_begin set),
+ *    then forks anyway, and the child, which lacks the thread that ran it, takes the sequence
+ *    back to before that grace period (its states then wait for the child's own grace
+ *    periods).  Such a child inherits liburcu's grace-period lock held, and must not wait for
+ *    a grace period of that source: the price of a fork that cannot wait for a grace period
+ *    that waits for it.  A thread that forks inside a read-side section while another runs a
  *    grace period deadlocks (as with liburcu): not allowed.
  *
  * 8. Lock order: gp_lock -> reg_lock (a grace period scans the registry).  drv_lock and
@@ -729,7 +730,9 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
 {
   if (gp_stage == GP_EXT) {
     /* another thread runs the source's synchronize with gp_lock dropped (§8): its end is
-     * the end of a grace period.  A caller with a deadline (the driver) looks again later. */
+     * the end of a grace period.  A caller with a deadline looks again later (the driver
+     * waits for it before it calls this, drv_gp; a bounded wait runs no source's
+     * synchronize, §9). */
     if (deadline != UINT64_MAX)
       return false;
     while (gp_stage == GP_EXT)
@@ -838,6 +841,14 @@ static void driver_poke(void)
 #define DRV_SCAN_NS 20000u   /* one window of scans: spins and yields over a reader's section */
 static bool drv_gp(const struct prd_rcu_source *src)
 {
+  /* another thread runs the source's synchronize with gp_lock dropped (§8): its end ends
+   * the grace period in progress; wait for it here (the wait drops gp_lock), not in the
+   * loop below, whose windows would only spin on it */
+  if (gp_stage == GP_EXT) {
+    while (gp_stage == GP_EXT)
+      pthread_cond_wait(&gp_ext_cond, &gp_lock);
+    return false;
+  }
   uint64_t seq = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   for (unsigned n = 0; !gp_advance(src, prd__now_ns() + DRV_SCAN_NS); n++) {
     pthread_mutex_unlock(&gp_lock);
@@ -1231,9 +1242,9 @@ static void rcu_thread_exit(void *arg)
 
 /* ---- §7 fork --------------------------------------------------------------------------- */
 PRD__FORK_LINK();
-/* How long fork's prepare lets a source's synchronize in progress (GP_EXT) end before it
- * forks anyway: long enough for a grace period of liburcu's (microseconds to a millisecond or
- * two), short against the wait for one that waits for the forking thread itself (an online
+/* How long fork's prepare lets a QSBR source's synchronize in progress (GP_EXT) end before
+ * it forks anyway: long enough for a grace period of liburcu's (microseconds to a millisecond
+ * or two), short against the wait for one that waits for the forking thread itself (an online
  * QSBR thread), which can never end while it forks. */
 #define FORK_EXT_WAIT_NS 20000000u
 
@@ -1242,7 +1253,16 @@ void prd__rcu_fork_prepare_gp(void)
   pthread_mutex_lock(&gp_lock);
   if (gp_stage == GP_EXT) {
     /* a child that inherits the synchronize in progress finds liburcu's own grace-period
-     * lock held by a thread it does not have: give it a chance to end first, bounded */
+     * lock held by a thread it does not have: let it end first.  A source whose grace
+     * periods wait only for read-side sections (memb: no rs_block_begin) cannot be waiting
+     * for this thread, which is in none (forking inside one is not allowed, as with
+     * liburcu): wait for it to end, as a fork always did.  A QSBR source's may be waiting for
+     * this thread, online: bounded */
+    const struct prd_rcu_source *src = atomic_load_explicit(&rcu_src, memory_order_acquire);
+    if (src == NULL || src->rs_block_begin == NULL) {
+      while (gp_stage == GP_EXT)
+        pthread_cond_wait(&gp_ext_cond, &gp_lock);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t ns = (uint64_t)ts.tv_nsec + FORK_EXT_WAIT_NS;

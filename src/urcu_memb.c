@@ -3,8 +3,9 @@
  * libprudence-urcu; the core library never depends on liburcu).
  *
  * 1. Grace periods are urcu_memb_synchronize_rcu(), called by prudence's driver thread (or by a
- *    thread in prd_synchronize_rcu) under prudence's gp_lock, after the (W1) barrier of
- *    src/rcu.c §4; liburcu's own barriers (membarrier, or fences) order its readers.
+ *    thread in prd_synchronize_rcu) with prudence's gp_lock dropped (rcu.c §8: GP_EXT),
+ *    after the (W1) barrier of src/rcu.c §4; liburcu's own barriers (membarrier, or fences)
+ *    order its readers.
  * 2. Readers use liburcu's urcu_memb_read_lock(); urcu_memb_read_ongoing() lets prudence detect
  *    a blocking call inside a read-side section.  The memb flavour has no quiescent states.
  * 3. A constructor registers the source by name (option rcu=urcu-memb).  A program that picks

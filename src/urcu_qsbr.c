@@ -3,8 +3,9 @@
  * libprudence-urcu).
  *
  * 1. Grace periods are urcu_qsbr_synchronize_rcu(), run by prudence's driver thread (not a
- *    QSBR thread) under prudence's gp_lock.  Registered threads must announce quiescent states
- *    (prd_rcu_quiescent_state or urcu_qsbr_quiescent_state) or go offline around blocking.
+ *    QSBR thread) with prudence's gp_lock dropped (rcu.c §8: GP_EXT).  Registered threads
+ *    must announce quiescent states (prd_rcu_quiescent_state or urcu_qsbr_quiescent_state)
+ *    or go offline around blocking.
  * 2. Blocking in prudence: a thread that waits for a grace period (prd_synchronize_rcu,
  *    prd_rcu_wait_state, prd_rcu_barrier) is put offline while it waits (rs_block_begin /
  *    rs_block_end) when it was online, or every grace period would wait for it: a deadlock.

@@ -80,12 +80,15 @@ static void test_source_choice(void)
    * has (a typo: the defect guarded is the same fallback, through the option's own parser,
    * which reported the bad value and went on with the built-in source): the process exits
    * non-zero, saying why and what to link, and never runs on another source */
-  const char *missing[] = { "urcu-memb", "urcu-qsbr", "urcu_memb", "qsbr" };
+  const char *missing[] = { "urcu-memb", "urcu-qsbr", "urcu_memb", "qsbr",
+                            "a-name-longer-than-the-sixty-three-bytes-an-option-value-may-have" };
   for (size_t i = 0; i < PRD_ARRAY_SIZE(missing); i++) {
     char want[64];
     st = prd_test_child(child_option_missing, (void *)missing[i], buf, sizeof(buf));
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0);
-    snprintf(want, sizeof(want), "option rcu=%s names no grace-period source", missing[i]);
+    snprintf(want, sizeof(want), "option rcu=%.20s", missing[i]);
+    CHECK_STR_CONTAINS(buf, want);
+    snprintf(want, sizeof(want), "names no grace-period source");
     CHECK_STR_CONTAINS(buf, want);
     CHECK_STR_CONTAINS(buf, "libprudence-urcu");
     CHECK_STR_CONTAINS(buf, "(it has: builtin");

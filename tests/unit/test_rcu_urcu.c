@@ -284,6 +284,71 @@ static void test_qsbr_fork_online(void)
   CHECK_STR_CONTAINS(buf, "qsbr forks=3 children_ok=3 open_before=1 ended=1");
 }
 
+/* The driver while another thread runs a liburcu source's synchronize with gp_lock dropped
+ * (rcu.c §8, GP_EXT).  The defect this guards: asked for an expedited grace period then, the
+ * driver found the grace period in another thread's hands and went round its scan loop,
+ * yielding, for as long as that synchronize took (under QSBR, as long as an online thread
+ * announces nothing): a core burnt.  It must wait for the synchronize's end instead.  Here a
+ * thread's prd_synchronize_rcu runs liburcu's QSBR synchronize, which waits for this thread
+ * (online, asleep) for SPIN_WINDOW_MS, while this thread asks for grace periods, expedited;
+ * the process's CPU time over that window must stay far below the window. */
+#define SPIN_WINDOW_MS 300
+static atomic_int sync_done;
+
+static void *qsbr_syncer(void *arg)
+{
+  (void)arg;
+  prd_synchronize_rcu(); /* not a QSBR thread: liburcu's synchronize waits for main */
+  atomic_store(&sync_done, 1);
+  return NULL;
+}
+
+static double cpu_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void child_qsbr_driver_waits(void *arg)
+{
+  (void)arg;
+  alarm(30);
+  prd_rcu_set_source(&prd_rcu_urcu_qsbr);
+  urcu_qsbr_register_thread(); /* online: the syncer's grace period waits for this thread */
+  prd_rcu_request_gp(prd_rcu_get_state()); /* the driver exists before the measurement */
+  urcu_qsbr_quiescent_state();
+  prd_rcu_wait_state(prd_rcu_get_state());
+  pthread_t t;
+  pthread_create(&t, NULL, qsbr_syncer, NULL);
+  struct timespec ms = { 0, 1000000 };
+  for (int i = 0; i < 20; i++)
+    nanosleep(&ms, NULL); /* the syncer is in liburcu's synchronize, waiting for us */
+  double c0 = cpu_ms();
+  for (int i = 0; i < SPIN_WINDOW_MS; i++) {
+    prd__rcu_request_expedited(prd_rcu_get_state()); /* wakes the driver, unpaced */
+    nanosleep(&ms, NULL);
+  }
+  double used = cpu_ms() - c0;
+  int done_early = atomic_load(&sync_done);
+  urcu_qsbr_quiescent_state(); /* the syncer's grace period ends */
+  pthread_join(t, NULL);
+  printf("qsbr driver cpu_ms=%.0f window_ms=%d done_early=%d\n", used, SPIN_WINDOW_MS,
+         done_early);
+  printf("driver %s\n", used < SPIN_WINDOW_MS / 4 ? "waited" : "spun");
+  urcu_qsbr_unregister_thread();
+}
+
+static void test_qsbr_driver_waits(void)
+{
+  char buf[4096];
+  int st = prd_test_child(child_qsbr_driver_waits, NULL, buf, sizeof(buf));
+  fputs(buf, stdout);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "done_early=0");
+  CHECK_STR_CONTAINS(buf, "driver waited");
+}
+
 int main(void)
 {
   RUN(test_memb);
@@ -293,5 +358,6 @@ int main(void)
   RUN(test_builtin_reader_with_urcu);
   RUN(test_qsbr_alloc_not_quiescent);
   RUN(test_qsbr_fork_online);
+  RUN(test_qsbr_driver_waits);
   return prd_test_done();
 }
