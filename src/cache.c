@@ -271,12 +271,15 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     return;
   }
   /* one flag test: buffer debugging (checks of its own, out of line), NOTOUCH (integers, not
-   * in the page map) or no free mark (out of line, after the ownership check); else the
-   * ownership check (section 2) and the free mark inline */
-  uint32_t f = cp->cache_flags;
-  if (prd_unlikely(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH | PRD_CF_NOMARK))) {
-    if ((f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH)) || prd__pm_check(cp, buf, "free"))
+   * in the page map) or no free mark (the ownership check, then the hit with its top-round
+   * compare, inline too); else the ownership check (section 2) and the free mark inline */
+  if (prd_unlikely(cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH | PRD_CF_NOMARK))) {
+    /* the flags read again here: the path below tests them in memory, one instruction */
+    __asm__("" ::: "memory");
+    if (cp->cache_flags & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH))
       cache_free_slow(cp, buf);
+    else if (prd__pm_check(cp, buf, "free"))
+      prd__mag_free(cp, buf, true);   /* no free mark: the top round is compared */
     return;
   }
   /* a bad pointer and a double free stop here; then the CPU layer, the slab layer */
