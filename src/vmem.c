@@ -933,7 +933,9 @@ void *prd_vmem_xalloc(prd_vmem_t *vmp, size_t size, size_t align, size_t phase, 
     goto einval;
   if (!PRD_ISP2(align) || phase >= align || !PRD_ISP2(nocross))
     goto einval;
-  if (nocross != 0 && (phase & (nocross - 1)) + size > nocross)
+  /* the size and the phase's offset within a nocross unit must fit in one (written so that
+   * a size near the top of the range cannot wrap the sum) */
+  if (nocross != 0 && (size > nocross || (phase & (nocross - 1)) > nocross - size))
     goto einval;
   if (lo >= hi || hi - lo < size)
     goto einval;

@@ -457,6 +457,10 @@ static void test_invalid_arguments(void)
   CHECK(prd_vmem_xalloc(a, Q, 0, 0, 48, NULL, NULL, 0) == NULL && errno == EINVAL);     /* nocross not P2 */
   CHECK(prd_vmem_xalloc(a, 4 * Q, 0, 0, 2 * Q, NULL, NULL, 0) == NULL && errno == EINVAL); /* size > nocross */
   CHECK(prd_vmem_xalloc(a, 2 * Q, 0x100, 0x30, 0x40, NULL, NULL, 0) == NULL && errno == EINVAL);
+  /* a size that wraps the phase's offset plus the size: refused, not ENOMEM after a search */
+  errno = 0;
+  CHECK(prd_vmem_xalloc(a, SIZE_MAX - Q + 1, 0x100, 0x30, 0x40, NULL, NULL, 0) == NULL &&
+        errno == EINVAL);
   CHECK(prd_vmem_xalloc(a, Q, 0, 0, 0, P(0x12000), P(0x12000), 0) == NULL && errno == EINVAL);
   CHECK(prd_vmem_xalloc(a, Q, 0, 0, 0, P(0x13000), P(0x12000), 0) == NULL && errno == EINVAL);
   CHECK(prd_vmem_xalloc(a, 4 * Q, 0, 0, 0, P(0x12000), P(0x12020), 0) == NULL && errno == EINVAL);
