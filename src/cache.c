@@ -210,11 +210,10 @@ static void cache_init(void)
 }
 
 /* ---- the public front end ------------------------------------------------------------------- */
-/* prd__cache_slow_front (internal.h) says whether a cache's free takes the out-of-line
- * front end: buffer debugging, or no free mark (section 2).  Its allocation goes out of line
- * for buffer debugging alone: without the mark, the same inline path less the mark's clear.
- * A cache with Prudence deferrals stays on the magazine layer's hit path: its latent
- * generations live in the same CPU caches (defer.c section 2). */
+/* The out-of-line front end (cache_alloc_slow, cache_free_slow) is for buffer debugging
+ * (and, for a free, NOTOUCH); a cache without the free mark takes the inline paths less the
+ * mark's test and clear (section 2).  A cache with Prudence deferrals stays on the magazine
+ * layer's hit path: its latent generations live in the same CPU caches (defer.c section 2). */
 
 /* The debug hooks run at the boundary between the user and the layers, so objects parked in
  * magazines are "free" for the checks.  A buffer whose constructor failed in debug.c goes

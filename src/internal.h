@@ -333,14 +333,6 @@ void  prd__cache_set_reap_hook(void (*fn)(void));
  * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
  * more dirty free pages than a thread is worth (cache.c section 4). */
 void  prd__cache_decay_nudge(void);
-/* Whether prd_cache_free of cp must take the front end's out-of-line path (buffer
- * debugging, or a cache without the free mark: magazine.c section 15) instead of the
- * magazine hit path (prd_cache_alloc goes out of line for buffer debugging alone).  Caches
- * with Prudence deferrals stay on the hit path (defer.c section 2). */
-static inline bool prd__cache_slow_front(const prd_cache_t *cp)
-{
-  return (cp->cache_flags & (PRD_CF_DEBUG | PRD_CF_NOMARK)) != 0;
-}
 /* Fork (fork.c's order): the reap and list locks, later every cache lock; release all. */
 void  prd__cache_fork_prepare(void);
 void  prd__cache_fork_prepare_caches(void);

@@ -82,15 +82,28 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
 {
   enum prd__opt_kind kind = d->od_kind;
   char buf[OPT_TEXT_MAX];
-  if (len >= sizeof(buf) && kind == PRD__OPT_CHOICE) {
-    /* too long to keep: kept cut, with "..." that no list name has, so that its user
+  if (kind == PRD__OPT_CHOICE) {
+    /* a name of the list: its index; any other: the index past the list, the name kept as
+     * text, cut with "..." (which no list name has) when too long to keep, so that its user
      * refuses it rather than the option keep its old value (rcu=: never fall back) */
-    memcpy(opt_text[d - opt_table], s, sizeof(buf) - 4);
-    memcpy(opt_text[d - opt_table] + sizeof(buf) - 4, "...", 4);
-    long i = 0;
+    const char *name;
     size_t nlen;
-    while (opt_choice_at(d->od_doc, i, &nlen) != NULL)
-      i++;
+    long i;
+    for (i = 0; (name = opt_choice_at(d->od_doc, i, &nlen)) != NULL; i++)
+      if (nlen == len && strncmp(name, s, len) == 0) {
+        *out = i;
+        return 0;
+      }
+    if (len == 0)
+      return -1;
+    char *text = opt_text[d - opt_table];
+    if (len < OPT_TEXT_MAX) {
+      memcpy(text, s, len);
+      text[len] = '\0';
+    } else {
+      memcpy(text, s, OPT_TEXT_MAX - 4);
+      memcpy(text + OPT_TEXT_MAX - 4, "...", 4);
+    }
     *out = i;
     return 0;
   }
@@ -98,19 +111,6 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
     return -1;
   memcpy(buf, s, len);
   buf[len] = '\0';
-  if (kind == PRD__OPT_CHOICE) {
-    const char *name;
-    size_t nlen;
-    long i;
-    for (i = 0; (name = opt_choice_at(d->od_doc, i, &nlen)) != NULL; i++)
-      if (nlen == len && strncmp(name, buf, len) == 0) {
-        *out = i;
-        return 0;
-      }
-    memcpy(opt_text[d - opt_table], buf, len + 1);   /* any other name: kept as text */
-    *out = i;
-    return 0;
-  }
   if (kind == PRD__OPT_BOOL) {
     static const char *const yes[] = { "1", "true", "yes", "on" };
     static const char *const no[] = { "0", "false", "no", "off" };

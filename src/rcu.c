@@ -452,32 +452,19 @@ static void reader_backoff(unsigned n)
  * there would take reg_lock outside gp_lock, against fork's order (fork.c section 2: its
  * prepare holds gp_lock and reg_lock while it waits for the C library's stream-list lock,
  * whose holder may wait for a FILE lock that this allocating thread holds). */
-static bool readers_old_locked(unsigned long gp)
+static bool readers_old(bool try)
 {
-  for (struct rcu_thread *t = reg_head; t != NULL; t = t->rt_next) {
+  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
+  if (!try)
+    pthread_mutex_lock(&reg_lock);
+  else if (pthread_mutex_trylock(&reg_lock) != 0)
+    return false;
+  bool old = false;
+  for (struct rcu_thread *t = reg_head; t != NULL && !old; t = t->rt_next) {
     /* acquire: pairs with the reader's release clearing store (after R2) */
     unsigned long v = __atomic_load_n(&t->rt_reader->rr_ctr, __ATOMIC_ACQUIRE);
-    if ((v & PRD__RCU_NEST_MASK) != 0 && ((v ^ gp) & PRD__RCU_PHASE) != 0)
-      return true;
+    old = (v & PRD__RCU_NEST_MASK) != 0 && ((v ^ gp) & PRD__RCU_PHASE) != 0;
   }
-  return false;
-}
-
-static bool readers_old_try(void)
-{
-  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
-  if (pthread_mutex_trylock(&reg_lock) != 0)
-    return false;
-  bool old = readers_old_locked(gp);
-  pthread_mutex_unlock(&reg_lock);
-  return old;
-}
-
-static bool readers_old(void)
-{
-  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
-  pthread_mutex_lock(&reg_lock);
-  bool old = readers_old_locked(gp);
   pthread_mutex_unlock(&reg_lock);
   return old;
 }
@@ -486,7 +473,7 @@ static bool readers_old(void)
  * (a bounded runner, §9: the same backoff, its sleeps cut at the deadline). */
 static bool wait_for_readers_until(uint64_t deadline)
 {
-  for (unsigned n = 0; readers_old(); n++) {
+  for (unsigned n = 0; readers_old(false); n++) {
     if (deadline != UINT64_MAX) {
       uint64_t now = prd__now_ns();
       if (now >= deadline)
@@ -509,6 +496,21 @@ static bool wait_for_readers_until(uint64_t deadline)
 static int gp_stage; /* gp_lock: 0 none in progress, 1 (W1) done, 2 phase flipped,
                       * GP_EXT a source's rs_synchronize runs with gp_lock dropped (§8) */
 #define GP_EXT 3
+
+/* gp_lock held: waits (gp_lock dropped meanwhile) until the source's synchronize that
+ * another thread runs (GP_EXT) has ended; false at monotonic time `deadline` (ns; UINT64_MAX:
+ * none) if it has not. */
+static bool gp_ext_wait(uint64_t deadline)
+{
+  struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+  while (gp_stage == GP_EXT) {
+    if (deadline == UINT64_MAX)
+      pthread_cond_wait(&gp_ext_cond, &gp_lock);
+    else if (pthread_cond_timedwait(&gp_ext_cond, &gp_lock, &ts) == ETIMEDOUT)
+      return gp_stage != GP_EXT;
+  }
+  return true;
+}
 
 static bool builtin_stages(int *stage, uint64_t deadline)
 {
@@ -735,9 +737,7 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
      * synchronize, §9). */
     if (deadline != UINT64_MAX)
       return false;
-    while (gp_stage == GP_EXT)
-      pthread_cond_wait(&gp_ext_cond, &gp_lock);
-    return true;
+    return gp_ext_wait(UINT64_MAX);
   }
   uint64_t s = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   if (gp_stage == 0) {
@@ -845,8 +845,7 @@ static bool drv_gp(const struct prd_rcu_source *src)
    * the grace period in progress; wait for it here (the wait drops gp_lock), not in the
    * loop below, whose windows would only spin on it */
   if (gp_stage == GP_EXT) {
-    while (gp_stage == GP_EXT)
-      pthread_cond_wait(&gp_ext_cond, &gp_lock);
+    (void)gp_ext_wait(UINT64_MAX);
     return false;
   }
   uint64_t seq = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
@@ -1157,7 +1156,7 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   /* not reached: the driver, expedited, ends it (and a grace period left in progress here) */
   if (inline_gp)
     prd__rcu_request_expedited(s);
-  if (inline_gp && readers_old_try())   /* no gp_lock held here: only tried (see above) */
+  if (inline_gp && readers_old(true))   /* no gp_lock held here: only tried (see above) */
     poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   bool reached = prd_rcu_poll_state(s);
   if (!reached)
@@ -1259,18 +1258,8 @@ void prd__rcu_fork_prepare_gp(void)
      * liburcu): wait for it to end, as a fork always did.  A QSBR source's may be waiting for
      * this thread, online: bounded */
     const struct prd_rcu_source *src = atomic_load_explicit(&rcu_src, memory_order_acquire);
-    if (src == NULL || src->rs_block_begin == NULL) {
-      while (gp_stage == GP_EXT)
-        pthread_cond_wait(&gp_ext_cond, &gp_lock);
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + FORK_EXT_WAIT_NS;
-    ts.tv_sec += (time_t)(ns / 1000000000u);
-    ts.tv_nsec = (long)(ns % 1000000000u);
-    while (gp_stage == GP_EXT &&
-           pthread_cond_timedwait(&gp_ext_cond, &gp_lock, &ts) != ETIMEDOUT)
-      ;
+    bool qsbr = src != NULL && src->rs_block_begin != NULL;
+    (void)gp_ext_wait(qsbr ? prd__now_ns() + FORK_EXT_WAIT_NS : UINT64_MAX);
   }
   pthread_mutex_lock(&reg_lock);
 }

@@ -29,7 +29,7 @@ static size_t heap_total(void)
 /* Whether the classes run with buffer debugging (PRUDENCE_DEBUG): the large layout then. */
 static bool debugging(void)
 {
-  return prd__cache_slow_front(prd__malloc_class_cache(640));
+  return (prd__malloc_class_cache(640)->cache_flags & (PRD_CF_DEBUG | PRD_CF_NOMARK)) != 0;
 }
 
 /* Every class from 512 B that the packed layout fits (the ones near 512-700 B among them)
