@@ -1593,6 +1593,21 @@ prd_cache_t *prd__malloc_pm_cache(const void *p)
   return pm_is_class(e) ? class_cache_of(e) : NULL;
 }
 
+/* ---- the C library's names of the hottest entry points (override.c section 4) -------------- */
+#ifdef PRD_OVERRIDE_NAMES
+/* libprudence-malloc.so only (CMakeLists.txt): malloc, free, cfree and malloc_usable_size are
+ * the same symbols as their prd_ functions, not functions that jump to them, so a program's
+ * call reaches the hit path with one branch fewer.  An alias needs its target in the same
+ * translation unit, hence here; override.c defines every other name. */
+#define PRD_ALIAS(name, target) \
+  extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
+PRD_ALIAS(malloc, prd_malloc);
+PRD_ALIAS(free, prd_free);
+PRD_ALIAS(cfree, prd_free);
+PRD_ALIAS(malloc_usable_size, prd_malloc_usable_size);
+#undef PRD_ALIAS
+#endif
+
 /* ---- fork (section 6) ---------------------------------------------------------------------- */
 void prd__malloc_fork_prepare(void)
 {

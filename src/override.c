@@ -22,6 +22,13 @@
  * 3. Start-up, threads and fork are malloc.c's (sections 5 and 6): this file only forwards.
  *    The library is built with the initial-exec TLS model (CMakeLists.txt), so no thread-local
  *    access inside the allocator can call __tls_get_addr, which may itself call malloc.
+ *
+ * 4. The hottest names are aliases.  malloc, free, cfree and malloc_usable_size are the
+ *    symbols of prd_malloc, prd_free and prd_malloc_usable_size themselves (defined in
+ *    malloc.c under PRD_OVERRIDE_NAMES, which only this library's build sets: an alias must
+ *    name a function of its own translation unit), so a call through them is not a call of
+ *    a function that jumps on: one branch less on every malloc and free.  The declarations
+ *    below still say that this library exports them.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,6 +38,8 @@
 #define PRD_EXPORT __attribute__((visibility("default")))
 
 /* ---- the C library's names ------------------------------------------------------------- */
+/* malloc, free, cfree and malloc_usable_size: aliases defined in malloc.c (section 4); the
+ * others forward. */
 PRD_EXPORT void *malloc(size_t size);
 PRD_EXPORT void free(void *ptr);
 PRD_EXPORT void cfree(void *ptr);
@@ -45,9 +54,6 @@ PRD_EXPORT void *pvalloc(size_t size);
 PRD_EXPORT size_t malloc_usable_size(void *ptr);
 PRD_EXPORT int malloc_trim(size_t pad);
 
-void *malloc(size_t size) { return prd_malloc(size); }
-void free(void *ptr) { prd_free(ptr); }
-void cfree(void *ptr) { prd_free(ptr); }
 void *calloc(size_t n, size_t size) { return prd_calloc(n, size); }
 void *realloc(void *ptr, size_t size) { return prd_realloc(ptr, size); }
 void *reallocarray(void *ptr, size_t n, size_t size) { return prd_reallocarray(ptr, n, size); }
@@ -59,7 +65,6 @@ void *aligned_alloc(size_t align, size_t size) { return prd_aligned_alloc(align,
 void *memalign(size_t align, size_t size) { return prd_memalign(align, size); }
 void *valloc(size_t size) { return prd_valloc(size); }
 void *pvalloc(size_t size) { return prd_pvalloc(size); }
-size_t malloc_usable_size(void *ptr) { return prd_malloc_usable_size(ptr); }
 
 /* glibc's signature and result: 1 if memory went back to the kernel, else 0.  The kept huge
  * blocks are unmapped (malloc.c section 1b, through cache.c's reap hook), every cache's
