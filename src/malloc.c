@@ -87,7 +87,14 @@
  *    jemalloc.  Alignment: 8 for the 8 B class (the largest power of two not above the
  *    size), 16 for the other classes, and each power-of-two class is aligned to its size (up
  *    to a page), so that memalign of a small alignment is served from a class: the request
- *    is rounded to the power-of-two class that is at least the alignment.  Size -> class is
+ *    is rounded to the power-of-two class that is at least the alignment.  A class whose size
+ *    is a multiple of the 64-byte cache line (192, 320, 384, 448, 640, ...) is aligned to
+ *    the line: its buffers never straddle a line, so two buffers of one slab never share one,
+ *    whichever threads hold them (at 16-byte alignment the slab's color offsets put every
+ *    buffer across a line boundary, and a thread that takes a partial slab in which another
+ *    thread's blocks live shares their lines: prd-bench threads --sharing), and a buffer
+ *    spans no more lines than its size needs.  Chunks are the size either way, so no memory
+ *    changes; only the color offsets step by 64 instead of 16.  Size -> class is
  *    one table lookup: index (size + 7) >> 3 up to 1 KiB, (size + 127) >> 7 above.
  *    Magazines: each class cache asks the CPU layer for magazines of MALLOC_MAG_BYTES
  *    (16 KiB) / class size rounds from the start (the next row of libumem's table: 143 rounds
@@ -244,6 +251,7 @@
 #define MC_TAB1        (MC_SMALL_MAX / 8 + 1)
 #define MC_TAB2        (MC_MAX / 128 + 1)
 #define MC_ALIGN       16u        /* _Alignof(max_align_t) on x86-64 and aarch64 */
+#define MC_LINE        64u        /* the cache line: classes of whole lines are aligned to it */
 #define MALLOC_MAG_BYTES 16384u   /* bytes of objects per magazine (section 2) */
 
 /* 32 bytes, the array 64-aligned: what a hit reads of its class (mc_hitid, and for a free
@@ -375,6 +383,8 @@ static void malloc_classes_build(void)
     uint32_t align = s < MC_ALIGN ? s : MC_ALIGN;
     if (PRD_ISP2(s))
       align = (uint32_t)PRD_MIN((size_t)s, malloc_page);
+    else if (s % MC_LINE == 0)
+      align = MC_LINE;   /* whole lines: no buffer straddles one (section 2) */
     malloc_class[i].mc_size = s;
     malloc_class[i].mc_align = align;
   }

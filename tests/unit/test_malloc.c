@@ -2,7 +2,8 @@
  * test_malloc.c: conformance of every function of the malloc family (src/malloc.c): the size
  * classes and their waste bound, the alignment of every result, usable sizes, realloc keeping
  * contents and staying in place within a class, calloc zeroing and overflow, errno values,
- * the page map, bad pointers reported and not touched.
+ * the page map, bad pointers reported and not touched, classes of whole cache lines aligned
+ * to the line.
  */
 #include <errno.h>
 #include <stdalign.h>
@@ -234,6 +235,31 @@ static void test_realloc(void)
   p = prd_malloc(100000);
   CHECK(prd_realloc(p, 90000) == p);
   prd_free(p);
+}
+
+/* A class of whole cache lines (192, 320, 384, ... : src/malloc.c section 2) is aligned to
+ * the line, so none of its blocks straddles one and two blocks of one slab never share a
+ * line, whichever threads hold them.  Many blocks of each, so that every color offset of the
+ * class's slabs shows up. */
+static void test_line_classes(void)
+{
+  static const size_t sizes[] = { 192, 320, 384, 448, 640, 768, 896, 1280, 1536, 1792, 2560,
+                                  3072, 3584, 5120, 6144, 7168, 10240, 12288, 14336 };
+  enum { N = 200 };
+  static void *blocks[N];
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    size_t bad = 0;
+    for (int k = 0; k < N; k++) {
+      blocks[k] = prd_malloc(sizes[i] - 5);   /* a request the class rounds up */
+      CHECK(blocks[k] != NULL && prd_malloc_usable_size(blocks[k]) == sizes[i]);
+      bad += !aligned_to(blocks[k], 64);
+    }
+    if (bad != 0)
+      fprintf(stderr, "class %zu: %zu of %d blocks not on a line boundary\n", sizes[i], bad, N);
+    CHECK_EQ(bad, 0);
+    for (int k = 0; k < N; k++)
+      prd_free(blocks[k]);
+  }
 }
 
 static void test_aligned(void)
@@ -718,6 +744,7 @@ int main(void)
   RUN(test_calloc);
   RUN(test_realloc);
   RUN(test_aligned);
+  RUN(test_line_classes);
   RUN(test_pagemap);
   RUN(test_free_deferred);
   RUN(test_free_deferred_foreign);
