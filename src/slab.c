@@ -1016,6 +1016,14 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   size_t page = prd__os_page_size();
   size_t q = slab_source_quantum(cp->cache_source);
   bool notouch = (f & PRD_CACHE_NOTOUCH) != 0;
+  /* a NOTOUCH cache's buffers are integers, not memory: only the large layout (records out
+   * of the slab, found through the hash) leaves them untouched, whatever the chunk's size
+   * against the source's quantum (the small layout would write its slab record and freelist
+   * words at those addresses) */
+  if (notouch) {
+    cp->cache_flags |= PRD_CF_HASH;
+    f = cp->cache_flags;
+  }
   size_t minalign = notouch ? 1 : PRD_SLAB_MIN_ALIGN;
   if (align < minalign)
     align = minalign;

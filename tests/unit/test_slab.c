@@ -445,6 +445,35 @@ static void test_working_set(void)
 }
 
 /* ---- a cache of integers (002 §7.1, seed 004: vmem makes any resource cacheable) ---------- */
+/* A NOTOUCH cache whose buffers are small against its source's quantum (8-byte ids in an
+ * arena of 4 KiB quanta, where a memory cache would take the small layout, with its slab
+ * record and freelist words inside the slab) still has the large layout: the integers are not
+ * memory, and any touch would fault. */
+static void test_notouch_small_chunk(void)
+{
+  prd_vmem_t *ids = prd_vmem_create("ids4k", (void *)0x10000000, 64 * 4096, 4096, NULL, NULL,
+                                    NULL, 0, PRD_VM_NOSLEEP);
+  CHECK(ids != NULL);
+  prd_cache_t *cp = prd_cache_create("small_ids", 8, 0, NULL, NULL, NULL, NULL, ids,
+                                     PRD_CACHE_NOTOUCH);
+  CHECK(cp != NULL);
+  CHECK_EQ(stats_of(cp).large_layout, 1);
+  enum { N = 600 };
+  static void *got[N];
+  for (int i = 0; i < N; i++) {
+    got[i] = prd_cache_alloc(cp, PRD_NOSLEEP);
+    CHECK(got[i] != NULL);
+    CHECK((uintptr_t)got[i] >= 0x10000000 && (uintptr_t)got[i] + 8 <= 0x10000000 + 64 * 4096);
+    for (int j = 0; j < i; j++)
+      CHECK(got[j] != got[i]);
+  }
+  for (int i = 0; i < N; i++)
+    prd_cache_free(cp, got[i]);
+  CHECK_EQ(prd__cache_check(cp), 0);
+  prd_cache_destroy(cp);
+  prd_vmem_destroy(ids);
+}
+
 static void test_notouch_integers(void)
 {
   /* ids 1000 .. 1000+65536: nothing is mapped there, so any touch would fault */
@@ -807,6 +836,7 @@ int main(void)
   RUN(test_reap_returns_memory);
   RUN(test_working_set);
   RUN(test_notouch_integers);
+  RUN(test_notouch_small_chunk);
   RUN(test_exhaustion_fault_injection);
   RUN(test_reclaim_on_exhaustion);
   RUN(test_nofail_exit);
