@@ -137,9 +137,13 @@
  *    is then a magazine pop (the per-thread fast path of magazine.c) and groups allocations
  *    by size, which cuts fragmentation; prd_vmem_free of those sizes pushes onto a magazine.
  *    The statistics of the arena then count the caches' slabs, not each small allocation.
- *    A free of an xalloc'ed segment with prd_vmem_free of a cached size cannot be told from
- *    a cache object without a lookup; PRUDENCE_DEBUG=verify (which the quantum caches take
- *    like every cache) reports it, naming the cache.  If the caches cannot be made (no
+ *    A free of a cached size is not checked: the magazine takes it (the integers are not
+ *    memory, so there is no free mark, and the record of an allocated object is found only
+ *    under the cache's lock), so an address never allocated, one freed already (unless it was
+ *    the last one freed, the magazine's top) or an xalloc'ed segment goes back into
+ *    circulation, as in kmem and libumem; PRUDENCE_DEBUG=verify (which the quantum caches
+ *    take like every cache) checks every such free against the cache's records and reports
+ *    it, naming the cache.  Section 11's reports cover the sizes the caches do not serve.  If the caches cannot be made (no
  *    memory), the arena serves every size itself and the pairing check of section 11 applies.
  *    The heap arena has qcache_max = HEAP_QCACHE_PAGES pages.  The caches are destroyed first
  *    by prd_vmem_destroy.  Creating them takes vmem_qcache_lock (it nests slab-layer locks).
