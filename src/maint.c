@@ -75,7 +75,10 @@ static struct {
   bool (*mw_needs)(void);   /* the job wants the thread now (NULL: never on its own) */
 } maint_work[MAINT_SLOTS];
 static _Atomic int maint_nwork;          /* slots filled: stored (release) after the slot */
-static prd__maint_tick_fn *maint_tick_fn;  /* the interval job (section 1) */
+/* the interval job (section 1): read with no lock (acquire, pairing with the release store
+ * of prd__maint_set_tick), because the inline tick runs on slow paths whose callers may hold
+ * locks that come after maint_lock in fork.c's order */
+static _Atomic(prd__maint_tick_fn *) maint_tick_fn;
 static _Atomic bool maint_started;
 static _Atomic int maint_kick;             /* prd__maint_wake: run the jobs now */
 static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
@@ -117,18 +120,15 @@ int prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void))
 void prd__maint_set_tick(prd__maint_tick_fn *fn)
 {
   pthread_once(&maint_once, maint_init_once);
-  pthread_mutex_lock(&maint_lock);
-  maint_tick_fn = fn;
-  pthread_mutex_unlock(&maint_lock);
+  atomic_store_explicit(&maint_tick_fn, fn, memory_order_release);
 }
 
 /* ---- running the work ---------------------------------------------------------------------- */
-/* The interval job (no lock of this file held). */
+/* The interval job (no lock of this file held, none taken: `trylock` is the slow paths' form,
+ * whose callers may hold locks ordered after maint_lock). */
 static void maint_tick(bool trylock)
 {
-  pthread_mutex_lock(&maint_lock);
-  prd__maint_tick_fn *fn = maint_tick_fn;
-  pthread_mutex_unlock(&maint_lock);
+  prd__maint_tick_fn *fn = atomic_load_explicit(&maint_tick_fn, memory_order_acquire);
   if (fn != NULL && fn(trylock))
     atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
 }
@@ -229,6 +229,9 @@ void prd__maint_poke(void)
      * may be this library's and come back here (it then sees the claim and returns) */
     bool expect = false;
     if (maint_needed() && atomic_compare_exchange_strong(&maint_started, &expect, true)) {
+      /* the condition variable with its monotonic clock before the thread that waits on it
+       * (a poke may come before anything else set this file up: a kept huge block's free) */
+      pthread_once(&maint_once, maint_init_once);
       if (prd__lthread_start(&maint_lt) == 0)
         return;
       atomic_store_explicit(&maint_started, false, memory_order_relaxed);   /* try again later */
