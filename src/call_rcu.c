@@ -71,6 +71,18 @@
  *    linked) and marks the worker as not running: it starts again at the next call_rcu,
  *    rcu_barrier or thread exit (thread.c forgets its id).  A barrier pending in the parent is
  *    done in the child, where no thread waits for it.
+ *    The batch a worker pass has spliced lives only on that pass's stack, which the child
+ *    lacks, so its bounds and step are kept under cbq_lock too (cb_flight_*): spliced and
+ *    waiting for its grace period (FL_WAITING: a whole grace period, the long step), none of
+ *    it has run, and the child puts it on the orphans, to run after the child's own grace
+ *    period; being invoked (FL_INVOKING), some of it has run and the child could not tell
+ *    which, so prepare waits for the invocation to end (cb_flight_cond, with cbq_lock and
+ *    wrk_lock dropped, then takes both again in their order).  That wait is for callbacks
+ *    only, never for readers: the pass has its grace period by then.  A callback must not
+ *    take a lock that fork's prepare holds before this file's (rcu.c's, the C library's
+ *    stream list), as in liburcu, where a fork waits for its call_rcu threads the same way.
+ *    A fork from a callback does not wait for itself: the child's copy of the invoking
+ *    thread finishes the batch.
  *
  * 8. Lock order: wrk_lock -> cbq_lock (the worker's last look before it sleeps, a barrier's
  *    and an exiting thread's look for pending callbacks).  No lock of this file is held while
@@ -107,6 +119,13 @@ static __thread struct cb_thread cb_self __attribute__((tls_model("initial-exec"
 static pthread_mutex_t cbq_lock = PTHREAD_MUTEX_INITIALIZER; /* queue registry, orphans */
 static struct cb_thread *cbq_head;
 static struct prd_rcu_head *cb_orphan_first, *cb_orphan_last;
+/* The batch a worker pass has spliced, from the splice to the end of its invocation (§7), all
+ * under cbq_lock: a fork child runs again what was only waiting for its grace period, and a
+ * fork waits while the batch is being invoked */
+enum { FL_NONE, FL_WAITING, FL_INVOKING };
+static struct prd_rcu_head *cb_flight_first, *cb_flight_last;
+static int cb_flight_state;
+static pthread_cond_t cb_flight_cond = PTHREAD_COND_INITIALIZER;   /* FL_INVOKING ended */
 static pthread_mutex_t wrk_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wrk_cond = PTHREAD_COND_INITIALIZER;  /* the worker sleeps here */
 static pthread_cond_t wrk_done_cond = PTHREAD_COND_INITIALIZER; /* rcu_barrier waits here */
@@ -367,8 +386,26 @@ static struct prd_rcu_head *cb_gather(struct prd_rcu_head **last)
   for (struct cb_thread *t = cbq_head; t != NULL; t = t->ct_next)
     if ((f = cbq_splice(t, &l)) != NULL)
       cb_append(&first, last, f, l);
+  if (first != NULL) {   /* in flight (§7) */
+    cb_flight_first = first;
+    cb_flight_last = *last;
+    cb_flight_state = FL_WAITING;
+  }
   pthread_mutex_unlock(&cbq_lock);
   return first;
+}
+
+/* The spliced batch's next step (§7): FL_INVOKING before its first callback runs, FL_NONE
+ * after its last (a fork waiting for that is woken). */
+static void cb_flight_set(int state)
+{
+  pthread_mutex_lock(&cbq_lock);
+  cb_flight_state = state;
+  if (state == FL_NONE) {
+    cb_flight_first = cb_flight_last = NULL;
+    pthread_cond_broadcast(&cb_flight_cond);
+  }
+  pthread_mutex_unlock(&cbq_lock);
 }
 
 static bool cb_pending(void)
@@ -415,7 +452,9 @@ static bool worker_pass(void)
   struct prd_rcu_head *first = cb_gather(&last);
   if (first != NULL) {
     prd__rcu_wait_raw(prd_rcu_get_state());
+    cb_flight_set(FL_INVOKING);
     atomic_fetch_add_explicit(&cb_invoked, cb_invoke(first, last), memory_order_relaxed);
+    cb_flight_set(FL_NONE);
   }
   if (req > atomic_load_explicit(&cb_barrier_done, memory_order_relaxed))
     barrier_publish(req);
@@ -524,8 +563,18 @@ static void cb_thread_exit(void *arg)
 PRD__FORK_LINK();
 void prd__call_rcu_fork_prepare(void)
 {
-  pthread_mutex_lock(&wrk_lock);
-  pthread_mutex_lock(&cbq_lock);
+  for (;;) {
+    pthread_mutex_lock(&wrk_lock);
+    pthread_mutex_lock(&cbq_lock);
+    /* not while a batch is being invoked (§7), unless this thread invokes it (a fork from a
+     * callback: the child's copy of this thread goes on with the batch) */
+    if (cb_flight_state != FL_INVOKING || cb_self.ct_is_worker)
+      return;
+    pthread_mutex_unlock(&wrk_lock);
+    while (cb_flight_state == FL_INVOKING)
+      pthread_cond_wait(&cb_flight_cond, &cbq_lock);
+    pthread_mutex_unlock(&cbq_lock);
+  }
 }
 
 void prd__call_rcu_fork_parent(void)
@@ -540,7 +589,15 @@ void prd__call_rcu_fork_child(void)
   pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;
   struct cb_thread *self = &cb_self;
   cbq_lock = wrk_lock = init;
-  wrk_cond = wrk_done_cond = cinit;
+  wrk_cond = wrk_done_cond = cb_flight_cond = cinit;
+  /* a batch the parent's worker spliced and was waiting for: none of it ran, so it runs
+   * here, after the child's own grace period (§7).  One being invoked is this thread's own
+   * (prepare waited for any other), which the child's copy of this thread goes on with */
+  if (cb_flight_state == FL_WAITING) {
+    cb_append(&cb_orphan_first, &cb_orphan_last, cb_flight_first, cb_flight_last);
+    cb_flight_first = cb_flight_last = NULL;
+    cb_flight_state = FL_NONE;
+  }
   /* only this thread exists now */
   for (struct cb_thread *t = cbq_head, *next; t != NULL; t = next) {
     next = t->ct_next;

@@ -528,6 +528,58 @@ static void test_fork(void)
   CHECK_EQ(ok, nforks);
 }
 
+/* ---- fork while the worker waits for a batch's grace period ------------------------------ */
+/* The worker splices a queued callback and waits for its grace period, which a reader holds
+ * open; a fork then.  The batch was on the worker's stack only, so the child once lost it: its
+ * prd_rcu_barrier returned with the callback never run (and an oblivious cache's buffer
+ * leaked).  The child must run it, after a grace period of its own. */
+static atomic_int inflight_ran, inflight_in, inflight_stop;
+static struct prd_rcu_head inflight_head;
+static void cb_inflight(struct prd_rcu_head *h)
+{
+  (void)h;
+  atomic_fetch_add(&inflight_ran, 1);
+}
+
+static void *inflight_reader(void *arg)
+{
+  (void)arg;
+  prd_rcu_read_lock();
+  atomic_store(&inflight_in, 1);
+  while (!atomic_load(&inflight_stop))
+    usleep(1000);
+  prd_rcu_read_unlock();
+  return NULL;
+}
+
+static void test_call_rcu_fork_in_flight(void)
+{
+#if defined(PRD_TSAN) || defined(PRD_ASAN)
+  return;   /* the child needs a worker thread (see test_fork) */
+#endif
+  pthread_t r;
+  atomic_store(&inflight_stop, 0);
+  CHECK_EQ(pthread_create(&r, NULL, inflight_reader, NULL), 0);
+  while (!atomic_load(&inflight_in))
+    usleep(1000);
+  prd_call_rcu(&inflight_head, cb_inflight);
+  usleep(200000);   /* the worker has spliced it and waits for the reader */
+  CHECK_EQ(atomic_load(&inflight_ran), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    prd_rcu_barrier();   /* every callback queued before it has run, in this process too */
+    _exit(atomic_load(&inflight_ran) == 1 ? 0 : 3);
+  }
+  CHECK(pid > 0);
+  int st = 0;
+  CHECK_EQ(waitpid(pid, &st, 0), pid);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  atomic_store(&inflight_stop, 1);
+  pthread_join(r, NULL);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&inflight_ran), 1);
+}
+
 int main(void)
 {
   RUN(test_read_lock_nesting);
@@ -546,6 +598,7 @@ int main(void)
   RUN(test_exit_in_read_section_child);
   RUN(test_bad_calls);
   RUN(test_sources);
+  RUN(test_call_rcu_fork_in_flight);
   RUN(test_fork);
   return prd_test_done();
 }
