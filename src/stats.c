@@ -28,8 +28,11 @@
  *    stats_interval_ms, from prd__stats_periodic, a job of the maintenance thread (maint.c)
  *    registered at start-up; with option stats_append each snapshot is appended to path as
  *    one line (one write(2) with O_APPEND) instead of replacing it, so a run leaves a series for
- *    prdstat --plot.  Replacement writes "path.tmp.PID" and renames it over path (rename(2) is
- *    atomic): a reader sees the old document or the new one, never half of one.
+ *    prdstat --plot.  Replacement writes a temporary file of the writer's own,
+ *    "path.tmp.PID.N" (N from a counter of the process, the file created with O_EXCL), and
+ *    renames it over path (rename(2) is atomic): a reader sees one whole document, never half
+ *    of one, also while two writers (the exit's and the periodic job's, two threads) replace
+ *    the same path.
  *    This file arms its triggers itself, from a constructor: prd__stats_init reads
  *    PRUDENCE_STATS_FILE and registers the at-exit printer, once (pthread_once), and the
  *    periodic writer runs it first too, so a snapshot asked for before the constructor (from a
@@ -554,9 +557,20 @@ static int stats_file_write(const char *path, bool append)
       saved = errno;
     }
   } else {
-    char tmp[STATS_PATH_MAX + 32];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a temporary file of this writer's own (the process, and a number no other writer of
+     * it gets), created exclusively: two writers of one path (the exit's and the periodic
+     * job's, or two threads) never truncate or rename each other's file, so the reader sees
+     * one whole document or the other, and each rename finds its file */
+    static _Atomic uint64_t tmp_seq;
+    char tmp[STATS_PATH_MAX + 48];
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+      snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%llu", path, (long)getpid(),
+               (unsigned long long)atomic_fetch_add_explicit(&tmp_seq, 1, memory_order_relaxed));
+      fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0 && errno != EEXIST)
+        break;   /* a left-over of a dead process of the same pid: the next number */
+    }
     if (fd >= 0) {
       rc = prd__write_all(fd, doc, len);
       saved = errno;

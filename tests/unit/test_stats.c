@@ -7,6 +7,7 @@
 //  PRUDENCE_STATS_FILE too and writes its own snapshot at exit)
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 #include "internal.h"
@@ -353,6 +354,62 @@ static void test_write_file(void)
   prd_cache_destroy(c);
 }
 
+/* Two threads replace one path while a third reads it: every read is one whole document and
+ * every write succeeds.  The writers once shared the temporary name path.tmp.PID: one
+ * truncated the other's file, or renamed it away before the other's rename (ENOENT). */
+static char wr_path[512];
+static atomic_int wr_stop, wr_fails, wr_torn, wr_reads;
+
+static void *wr_writer(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 150; i++)
+    if (prd_stats_write_file(wr_path) != 0)
+      atomic_fetch_add(&wr_fails, 1);
+  return NULL;
+}
+
+static void *wr_reader(void *arg)
+{
+  (void)arg;
+  static char buf[1 << 20];
+  while (!atomic_load(&wr_stop)) {
+    FILE *f = fopen(wr_path, "r");
+    if (f == NULL)
+      continue;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    atomic_fetch_add(&wr_reads, 1);
+    if (n < 3 || strncmp(buf, "{\"schema\"", 9) != 0 || strchr(buf, '\n') != buf + n - 1)
+      atomic_fetch_add(&wr_torn, 1);
+  }
+  return NULL;
+}
+
+static void test_write_file_concurrent(void)
+{
+  snprintf(wr_path, sizeof(wr_path), "%s/race.json", tmpdir);
+  prd_cache_t *c = prd_cache_create("tstat_race", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  void *p = prd_cache_alloc(c, PRD_SLEEP);
+  CHECK_EQ(prd_stats_write_file(wr_path), 0);
+  pthread_t w[2], r;
+  CHECK_EQ(pthread_create(&r, NULL, wr_reader, NULL), 0);
+  for (int i = 0; i < 2; i++)
+    CHECK_EQ(pthread_create(&w[i], NULL, wr_writer, NULL), 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(w[i], NULL);
+  atomic_store(&wr_stop, 1);
+  pthread_join(r, NULL);
+  CHECK_EQ(atomic_load(&wr_fails), 0);
+  CHECK_EQ(atomic_load(&wr_torn), 0);
+  CHECK(atomic_load(&wr_reads) > 0);
+  CHECK_EQ(dir_entries(tmpdir), 1);   /* no temporary file left behind */
+  unlink(wr_path);
+  prd_cache_free(c, p);
+  prd_cache_destroy(c);
+}
+
 /* ---- the triggers, in a child started with the environment set ------------------------- */
 static const char *self_exe;
 
@@ -509,6 +566,7 @@ int main(int argc, char **argv)
   RUN(test_many_caches);
   RUN(test_bad_input);
   RUN(test_write_file);
+  RUN(test_write_file_concurrent);
   RUN(test_env_triggers);
   RUN(test_print_during_churn);
   rmdir(tmpdir);
