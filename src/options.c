@@ -77,6 +77,9 @@ static const char *opt_choice_at(const char *doc, long idx, size_t *len)
 #define OPT_TEXT_MAX 64
 static char opt_text[PRD_ARRAY_SIZE(opt_table)][OPT_TEXT_MAX];
 
+/* The largest MS value, 10^12 ms (about 31 years): 8 x 10^6 times it still fits 64 bits. */
+#define OPT_MS_MAX 1000000000000L
+
 /* Parses value text [s, s+len) for option d; 0 on success. */
 static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, long *out)
 {
@@ -136,6 +139,10 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
     end++;
   }
   if (*end != '\0' || v < 0 || (mult > 1 && v > __LONG_MAX__ / mult))
+    return -1;
+  /* milliseconds are turned into nanoseconds (and doubled, quadrupled) in 64 bits by their
+   * users: a larger value would wrap to a short period */
+  if (kind == PRD__OPT_MS && v > OPT_MS_MAX)
     return -1;
   *out = v * mult;
   return 0;

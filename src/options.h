@@ -3,7 +3,8 @@
  * defaults and the printer from it, and docs/options.md is checked against it by a test).
  *
  *   X(kind, name, default, meaning)
- *   kind: BOOL (0/1, also true/false/yes/no/on/off), LONG (integer, k/m/g suffixes), MS (ms),
+ *   kind: BOOL (0/1, also true/false/yes/no/on/off), LONG (integer, k/m/g suffixes), MS (ms,
+ *         at most 10^12: larger values are refused, their nanoseconds would not fit 64 bits),
  *         CHOICE (one of the '|'-separated names that open the meaning, before the ':'; the
  *         value is the name's index, prd__option_choice() gives the name back; any other
  *         name is kept too, as the index past the list (cut to 60 bytes and "..." past 63),

@@ -1,5 +1,6 @@
 /* docs/options.md must list exactly the options of the table in src/options.h: a test that
- * fails when they drift (add a row to docs/options.md when you add an option). */
+ * fails when they drift (add a row to docs/options.md when you add an option).  And the range
+ * it states for options in milliseconds. */
 #include "internal.h"
 #include "prd_test.h"
 
@@ -44,6 +45,23 @@ static void test_every_documented_option_exists(void)
   CHECK(rows > 0);
 }
 
+/* Milliseconds up to 10^12; above, refused (their nanoseconds once wrapped to a short period:
+ * 18446744073710 ms made the periodic snapshots come every 0.45 ms). */
+static void test_ms_range(void)
+{
+  long before = prd_option_get("stats_interval_ms");
+  errno = 0;
+  CHECK_EQ(prd_option_set("stats_interval_ms", "18446744073710"), -1);
+  CHECK_EQ(errno, EINVAL);
+  CHECK_EQ(prd_option_set("decay_ms", "1000000000001"), -1);
+  CHECK_EQ(prd_option_get("stats_interval_ms"), before);
+  CHECK_EQ(prd_option_set("stats_interval_ms", "1000000000000"), 0);
+  CHECK_EQ(prd_option_get("stats_interval_ms"), 1000000000000L);
+  char b[32];
+  snprintf(b, sizeof(b), "%ld", before);
+  CHECK_EQ(prd_option_set("stats_interval_ms", b), 0);
+}
+
 int main(void)
 {
   FILE *f = fopen(PRD_SOURCE_DIR "/docs/options.md", "r");
@@ -57,5 +75,6 @@ int main(void)
   fclose(f);
   RUN(test_every_option_documented);
   RUN(test_every_documented_option_exists);
+  RUN(test_ms_range);
   return prd_test_done();
 }
