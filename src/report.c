@@ -65,12 +65,22 @@ void prd__write_fmt(int fd, const char *fmt, ...)
   va_end(ap);
 }
 
+/* One report, one line: "prudence: ", the message (cut at 1,000 bytes, "..." then) and the
+ * newline, in one write, so that a long message never runs into the next report. */
 static void report_v(const char *fmt, va_list ap)
 {
-  char line[1024];
-  if (vsnprintf(line, sizeof(line), fmt, ap) < 0)
-    line[0] = '\0';
-  prd__write_fmt(STDERR_FILENO, "prudence: %s\n", line);
+  static const char head[] = "prudence: ";
+  char out[sizeof(head) - 1 + 1000 + 4 + 1];
+  char *line = out + sizeof(head) - 1;
+  memcpy(out, head, sizeof(head) - 1);
+  int n = vsnprintf(line, 1000 + 1, fmt, ap);
+  size_t len = n < 0 ? 0 : (size_t)n;
+  if (len > 1000) {
+    memcpy(line + 1000, "...", 3);
+    len = 1003;
+  }
+  line[len] = '\n';
+  prd__write_all(STDERR_FILENO, out, sizeof(head) - 1 + len + 1);
   atomic_fetch_add_explicit(&report_count, 1, memory_order_relaxed);
 }
 

@@ -1,6 +1,6 @@
 /* docs/options.md must list exactly the options of the table in src/options.h: a test that
  * fails when they drift (add a row to docs/options.md when you add an option).  And the range
- * it states for options in milliseconds. */
+ * it states for options in milliseconds, and that a report stays on its line. */
 #include "internal.h"
 #include "prd_test.h"
 
@@ -62,6 +62,26 @@ static void test_ms_range(void)
   CHECK_EQ(prd_option_set("stats_interval_ms", b), 0);
 }
 
+/* A report longer than the line buffer keeps its newline: it was cut before it, and the next
+ * report ran on in the same line. */
+static void two_reports(void *arg)
+{
+  (void)arg;
+  static char name[1200];
+  memset(name, 'x', sizeof(name) - 1);
+  prd__report("unknown option '%s' (ignored)", name);
+  prd__report("the next report");
+  _exit(0);
+}
+
+static void test_long_report_one_line(void)
+{
+  static char out[8192];
+  int st = prd_test_child(two_reports, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "xxx...\nprudence: the next report\n");
+}
+
 int main(void)
 {
   FILE *f = fopen(PRD_SOURCE_DIR "/docs/options.md", "r");
@@ -76,5 +96,6 @@ int main(void)
   RUN(test_every_option_documented);
   RUN(test_every_documented_option_exists);
   RUN(test_ms_range);
+  RUN(test_long_report_one_line);
   return prd_test_done();
 }
