@@ -80,24 +80,63 @@ static void sb_flush(int fd, struct sbuf *sb)
   prd__write_all(fd, sb->sb_buf, sb->sb_len);
 }
 
+/* The length of the well-formed UTF-8 sequence at s (1 - 4), or 0 when the bytes there are
+ * not one (a stray continuation byte, a cut or overlong sequence, a surrogate, past U+10FFFF). */
+static size_t utf8_len(const unsigned char *s)
+{
+  unsigned c = s[0];
+  size_t len;
+  unsigned min;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    len = 2, min = 0x80;
+  else if (c >= 0xe0 && c <= 0xef)
+    len = 3, min = 0x800;
+  else if (c >= 0xf0 && c <= 0xf4)
+    len = 4, min = 0x10000;
+  else
+    return 0;
+  unsigned cp = c & (0x7fu >> len);
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;   /* also the terminating NUL */
+    cp = cp << 6 | (s[i] & 0x3fu);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return len;
+}
+
 /* A JSON string, quoted, of s (a cache or arena name, at most PRD_CACHE_NAME_MAX - 1 bytes,
- * which may hold any byte): escapes what JSON requires, 6 bytes at most per byte.  Both
- * writers use it: the fd writer (prd__cache_stats_write) and the stdio one (prd_stats_json). */
+ * which may hold any byte): escapes what JSON requires, keeps well-formed UTF-8 and writes
+ * any other byte as U+FFFD, so the document is valid UTF-8 whatever the name (6 bytes at
+ * most per byte).  Both writers use it: the fd writer (prd__cache_stats_write) and the stdio
+ * one (prd_stats_json). */
 #define JSON_STR_MAX (6 * PRD_CACHE_NAME_MAX + 3)
 static void json_quote(char out[JSON_STR_MAX], const char *s)
 {
   size_t n = 0;
   out[n++] = '"';
-  for (; *s != '\0' && n + 6 + 2 <= JSON_STR_MAX; s++) {
+  while (*s != '\0' && n + 6 + 2 <= JSON_STR_MAX) {
     unsigned char c = (unsigned char)*s;
+    size_t len = utf8_len((const unsigned char *)s);
     if (c == '"' || c == '\\') {
       out[n++] = '\\';
       out[n++] = (char)c;
     } else if (c < 0x20) {
       n += (size_t)snprintf(out + n, JSON_STR_MAX - n, "\\u%04x", c);
+    } else if (len == 0) {
+      memcpy(out + n, "\\ufffd", 6);   /* not UTF-8: the replacement character */
+      n += 6;
+      len = 1;
     } else {
-      out[n++] = (char)c;
+      memcpy(out + n, s, len);
+      n += len;
+      s += len;
+      continue;
     }
+    s++;
   }
   out[n++] = '"';
   out[n] = '\0';

@@ -92,6 +92,19 @@ static void test_table_of_a_real_run(void)
   CHECK_STR_CONTAINS(out, "no column named bogus");
   CHECK(run("echo '{\"a\":1}' | %s -", prdstat) != 0);
   CHECK_STR_CONTAINS(out, "not a prudence statistics snapshot");
+  /* JSON that is no object, and bytes that are not UTF-8: the same message, exit status 1 (a
+   * Python traceback once) */
+  static const char *const not_snapshots[] = { "5", "null", "true", "\"text\"", "[5]",
+                                               "{\"schema\":\"caf\\351\"}" };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(not_snapshots); i++) {
+    CHECK_EQ(run("printf '%s' | %s -", not_snapshots[i], prdstat), 1);
+    CHECK_STR_CONTAINS(out, "not a prudence statistics snapshot");
+    CHECK(strstr(out, "Traceback") == NULL);
+  }
+  CHECK_EQ(run("printf '\\351t\\351' > %s/latin1.json && %s %s/latin1.json", dir, prdstat,
+               dir), 1);
+  CHECK_STR_CONTAINS(out, "prdstat: no snapshot in");
+  CHECK(strstr(out, "Traceback") == NULL);
   CHECK(run("%s %s/missing.json", prdstat, dir) != 0);
   CHECK_STR_CONTAINS(out, "missing.json");
   unlink(snap);

@@ -214,6 +214,12 @@ static void test_json_document(void)
 {
   prd_cache_t *c = prd_cache_create("we\"ird\nname", 40, 0, NULL, NULL, NULL, NULL, NULL, 0);
   prd_cache_t *d = prd_cache_create("tstat_json", 40, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  /* names that are not UTF-8 (a Latin-1 byte, a cut sequence) and one that is */
+  prd_cache_t *l1 = prd_cache_create("caf\xe9", 40, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd_cache_t *cut = prd_cache_create("x\xe2\x82", 40, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd_cache_t *u8 = prd_cache_create("caf\xc3\xa9 \xe2\x82\xac", 40, 0, NULL, NULL, NULL, NULL,
+                                     NULL, 0);
+  CHECK(l1 != NULL && cut != NULL && u8 != NULL);
   void *bufs[3];
   for (int i = 0; i < 3; i++)
     bufs[i] = prd_cache_alloc(d, PRD_SLEEP);
@@ -225,6 +231,25 @@ static void test_json_document(void)
   /* one line: the only newline ends the document */
   CHECK(strchr(out, '\n') == out + strlen(out) - 1);
   CHECK_STR_CONTAINS(out, "\"name\":\"we\\\"ird\\u000aname\"");
+  CHECK_STR_CONTAINS(out, "\"name\":\"caf\\ufffd\"");
+  CHECK_STR_CONTAINS(out, "\"name\":\"x\\ufffd\\ufffd\"");
+  CHECK_STR_CONTAINS(out, "\"name\":\"caf\xc3\xa9 \xe2\x82\xac\"");
+  /* the document is valid UTF-8: no byte of 0x80 and above but in whole sequences */
+  size_t bad_utf8 = 0;
+  for (const unsigned char *q = (const unsigned char *)out; *q != '\0'; q++) {
+    if (*q < 0x80)
+      continue;
+    size_t len = (*q & 0xe0) == 0xc0 ? 2 : (*q & 0xf0) == 0xe0 ? 3 : (*q & 0xf8) == 0xf0 ? 4 : 0;
+    for (size_t i = 1; len != 0 && i < len; i++)
+      if ((q[i] & 0xc0) != 0x80)
+        len = 0;
+    if (len == 0) {
+      bad_utf8++;
+      continue;
+    }
+    q += len - 1;
+  }
+  CHECK_EQ(bad_utf8, 0);
   const char *obj = strstr(out, "\"name\":\"tstat_json\"");
   CHECK(obj != NULL);
   if (obj != NULL) {
@@ -266,6 +291,9 @@ static void test_json_document(void)
     prd_cache_free(d, bufs[i]);
   prd_cache_destroy(c);
   prd_cache_destroy(d);
+  prd_cache_destroy(l1);
+  prd_cache_destroy(cut);
+  prd_cache_destroy(u8);
 }
 
 /* More caches than the first snapshot has room for: the census retries, and lists them all. */
