@@ -399,7 +399,10 @@ void prd__debug_live_buf(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bc
     prd_bufctl_audit_t *bca = (prd_bufctl_audit_t *)bcp;
     if (bca->bca_ntx > 0)
       last = &bca->bca_tx[(bca->bca_ntx - 1) % PRD_AUDIT_TX];
-    if (last != NULL && lc->lc_now - last->tx_time_ns < lc->lc_min_age_ns)
+    /* a buffer allocated after the report took its time (another thread, during the walk)
+     * is younger than any age: not a leak, and its age is not negative */
+    if (last != NULL && (last->tx_time_ns >= lc->lc_now ||
+                         lc->lc_now - last->tx_time_ns < lc->lc_min_age_ns))
       return;
   }
   lc->lc_seen++;
@@ -425,11 +428,28 @@ static struct {
 } dbg_quarantine[PRD_UNMAP_QUARANTINE];
 static unsigned dbg_qnext;
 static pthread_mutex_t dbg_qlock = PTHREAD_MUTEX_INITIALIZER;
+/* The quarantined slabs being given back now, with dbg_qlock dropped: their caches, so that a
+ * cache's destroy waits for the releases of its slabs that other threads started (a slot per
+ * releasing thread; a release that finds none free waits for one) */
+#define DBG_RELEASING 64
+static prd_cache_t *dbg_releasing[DBG_RELEASING];
+static pthread_cond_t dbg_qcond = PTHREAD_COND_INITIALIZER;   /* a release has ended */
 
+/* Gives a quarantined slab back to its cache's source, with no lock of this file held: the
+ * source's free may go on into other caches and arenas (an importing arena's ffunc, a quantum
+ * cache's magazine and slab locks), all of which fork.c's order puts before dbg_qlock. */
 static void quarantine_release(prd_cache_t *cp, void *addr, size_t size)
 {
   (void)prd__os_protect_rw(addr, size);
   prd_vmem_xfree(cp->cache_source, addr, size);
+}
+
+static bool releasing(const prd_cache_t *cp)
+{
+  for (unsigned k = 0; k < DBG_RELEASING; k++)
+    if (dbg_releasing[k] == cp)
+      return true;
+  return false;
 }
 
 void prd__debug_unmap(prd_cache_t *cp, void *base, size_t size)
@@ -437,6 +457,15 @@ void prd__debug_unmap(prd_cache_t *cp, void *base, size_t size)
   (void)prd__os_decommit(base, size);
   (void)prd__os_protect_none(base, size);
   pthread_mutex_lock(&dbg_qlock);
+  unsigned slot = 0;
+  for (;;) {   /* a slot to announce the release in: the ring's entry is taken only with one */
+    while (slot < DBG_RELEASING && dbg_releasing[slot] != NULL)
+      slot++;
+    if (slot < DBG_RELEASING)
+      break;
+    pthread_cond_wait(&dbg_qcond, &dbg_qlock);
+    slot = 0;
+  }
   unsigned i = dbg_qnext;
   dbg_qnext = (i + 1) % PRD_UNMAP_QUARANTINE;
   prd_cache_t *ocp = dbg_quarantine[i].q_cache;
@@ -445,20 +474,36 @@ void prd__debug_unmap(prd_cache_t *cp, void *base, size_t size)
   dbg_quarantine[i].q_cache = cp;
   dbg_quarantine[i].q_addr = base;
   dbg_quarantine[i].q_size = size;
-  if (ocp != NULL)
-    quarantine_release(ocp, oaddr, osize);   /* under dbg_qlock: a flush cannot race it */
+  dbg_releasing[slot] = ocp;   /* ocp's destroy waits for this release (NULL: none) */
   pthread_mutex_unlock(&dbg_qlock);
+  if (ocp != NULL) {
+    quarantine_release(ocp, oaddr, osize);
+    pthread_mutex_lock(&dbg_qlock);
+    dbg_releasing[slot] = NULL;
+    pthread_cond_broadcast(&dbg_qcond);
+    pthread_mutex_unlock(&dbg_qlock);
+  }
 }
 
+/* The cache is being destroyed: its quarantined slabs go back to its source, after the
+ * releases of its slabs that other threads started have ended, before its source may go. */
 void prd__debug_unmap_flush(prd_cache_t *cp)
 {
+  struct { void *addr; size_t size; } mine[PRD_UNMAP_QUARANTINE];
+  unsigned n = 0;
   pthread_mutex_lock(&dbg_qlock);
   for (unsigned i = 0; i < PRD_UNMAP_QUARANTINE; i++)
     if (dbg_quarantine[i].q_cache == cp) {
-      quarantine_release(cp, dbg_quarantine[i].q_addr, dbg_quarantine[i].q_size);
+      mine[n].addr = dbg_quarantine[i].q_addr;
+      mine[n].size = dbg_quarantine[i].q_size;
+      n++;
       dbg_quarantine[i].q_cache = NULL;
     }
+  while (releasing(cp))
+    pthread_cond_wait(&dbg_qcond, &dbg_qlock);
   pthread_mutex_unlock(&dbg_qlock);
+  for (unsigned k = 0; k < n; k++)
+    quarantine_release(cp, mine[k].addr, mine[k].size);
 }
 
 /* ---- fork (called by fork.c's pthread_atfork handlers, after the depot locks) -------------- */
@@ -471,4 +516,13 @@ void prd__debug_fork_prepare(void)
 void prd__debug_fork_release(void)
 {
   pthread_mutex_unlock(&dbg_qlock);
+}
+
+/* The child (after fork_release): the threads that were giving quarantined slabs back are
+ * gone, their slabs with them; no destroy may wait for them. */
+void prd__debug_fork_child(void)
+{
+  pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;
+  dbg_qcond = cinit;
+  memset(dbg_releasing, 0, sizeof(dbg_releasing));
 }

@@ -184,6 +184,7 @@ static void fork_child(void)
   }
   prd__vmem_fork_child();
   fork_release();
+  prd__debug_fork_child();
   prd__call_rcu_fork_child();
   prd__rcu_fork_child();
   /* the stream-list lock: glibc has reset it before the child handlers (it takes and

@@ -255,6 +255,7 @@ void  prd__debug_unmap_flush(prd_cache_t *cp);
 /* Fork: the quarantine lock (fork.c's order: after the depot locks, before vmem's). */
 void  prd__debug_fork_prepare(void);
 void  prd__debug_fork_release(void);
+void  prd__debug_fork_child(void);   /* the releases of dead threads are forgotten */
 
 /* ---- stats.c: printing statistics from their one list -------------------------------- */
 /* One cache's statistics as "name value  # meaning" lines, or one JSON object (a line). */

@@ -1,6 +1,8 @@
 /* Tests of the slab layer's debugging features (seed 002 §6, src/debug.c): each provokes its
  * error in a child process and checks the report. */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 
 #include "internal.h"
@@ -470,6 +472,128 @@ static void test_debug_env_abort_option(void)
   CHECK_STR_CONTAINS(out, "abort_on_error=0 debug=16");
 }
 
+/* ---- the unmap quarantine against fork, and the leak report's age ----------------------------- */
+/* A quarantined slab given back to a source arena that imports from a quantum-caching arena:
+ * the release goes on into that arena's quantum cache (its magazine and slab locks).  It was
+ * made with dbg_qlock held, which fork.c's order puts after those locks: with a thread forking
+ * meanwhile, the two deadlocked within a second or two.  Two threads free the only buffer of
+ * a slab over and over (each free unmaps a slab, each unmap releases the oldest quarantined
+ * one) while a third forks; the run must go on to its end. */
+static prd_cache_t *qf_cache;
+static atomic_int qf_stop;
+static atomic_long qf_frees, qf_forks;
+
+static void *qf_churn(void *arg)
+{
+  (void)arg;
+  while (!atomic_load(&qf_stop)) {
+    void *p = prd_cache_alloc(qf_cache, 0);
+    if (p != NULL)
+      prd_cache_free(qf_cache, p);
+    atomic_fetch_add(&qf_frees, 1);
+  }
+  return NULL;
+}
+
+static void *qf_forker(void *arg)
+{
+  (void)arg;
+  while (!atomic_load(&qf_stop)) {
+    pid_t pid = fork();
+    if (pid == 0)
+      _exit(0);
+    if (pid > 0)
+      waitpid(pid, NULL, 0);
+    atomic_fetch_add(&qf_forks, 1);
+  }
+  return NULL;
+}
+
+static void quarantine_fork_child(void *arg)
+{
+  (void)arg;
+  alarm(20);   /* a deadlock ends the child: SIGALRM */
+  prd_option_set("magazines", "1");   /* the quantum cache of arena b has its magazines */
+  prd_vmem_t *b = prd_vmem_create("qf_b", NULL, 0, 4096, prd_vmem_alloc, prd_vmem_free,
+                                  prd_heap_arena(), 64 * 1024, PRD_VM_SLEEP);
+  prd_vmem_t *a = prd_vmem_create("qf_a", NULL, 0, 4096, prd_vmem_alloc, prd_vmem_free, b, 0,
+                                  PRD_VM_SLEEP);
+  qf_cache = prd_cache_create("qf_unmap", 96, 0, NULL, NULL, NULL, NULL, a,
+                              PRD_CACHE_UNMAP | PRD_CACHE_NOMAGAZINE);
+  if (a == NULL || b == NULL || qf_cache == NULL)
+    _exit(2);
+  pthread_t t[3];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, qf_churn, NULL);
+  pthread_create(&t[2], NULL, qf_forker, NULL);
+  usleep(3000000);
+  atomic_store(&qf_stop, 1);
+  for (int i = 0; i < 3; i++)
+    pthread_join(t[i], NULL);
+  printf("frees %ld forks %ld\n", atomic_load(&qf_frees), atomic_load(&qf_forks));
+  fflush(stdout);
+  prd_cache_destroy(qf_cache);
+  prd_vmem_destroy(a);
+  prd_vmem_destroy(b);
+  _exit(0);
+}
+
+static void test_unmap_quarantine_fork(void)
+{
+#if defined(PRD_TSAN)
+  return;   /* forks of a multi-threaded process in a loop: TSan's own locks */
+#endif
+  static char out[4096];
+  int st = prd_test_child(quarantine_fork_child, NULL, out, sizeof(out));
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "%s", out);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "frees ");
+}
+
+/* A buffer allocated by another thread while the report walks the caches is younger than the
+ * report's clock: it was listed as a leak, "allocated 18446744073.7 s ago". */
+static prd_cache_t *ly_cache;
+static atomic_int ly_stop;
+
+static void *ly_worker(void *arg)
+{
+  (void)arg;
+  while (!atomic_load(&ly_stop)) {
+    void *p = prd_cache_alloc(ly_cache, 0);
+    for (volatile int i = 0; i < 200; i++)
+      ;
+    prd_cache_free(ly_cache, p);
+  }
+  return NULL;
+}
+
+static void test_leak_report_young(void)
+{
+  ly_cache = prd_cache_create("ly_young", 64, 0, NULL, NULL, NULL, NULL, NULL, PRD_CACHE_AUDIT);
+  prd_cache_t *big = prd_cache_create("ly_walked_first", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                      PRD_CACHE_AUDIT);
+  enum { NBIG = 20000 };
+  static void *kept[NBIG];
+  for (int i = 0; i < NBIG; i++)
+    kept[i] = prd_cache_alloc(big, 0);
+  pthread_t t;
+  atomic_store(&ly_stop, 0);
+  CHECK_EQ(pthread_create(&t, NULL, ly_worker, NULL), 0);
+  FILE *devnull = fopen("/dev/null", "w");
+  size_t listed = 0;
+  for (int i = 0; i < 50; i++)
+    listed += prd_leak_report(devnull, 3600.0);   /* nothing here is an hour old */
+  fclose(devnull);
+  atomic_store(&ly_stop, 1);
+  pthread_join(t, NULL);
+  CHECK_EQ(listed, 0);
+  for (int i = 0; i < NBIG; i++)
+    prd_cache_free(big, kept[i]);
+  prd_cache_destroy(big);
+  prd_cache_destroy(ly_cache);
+}
+
 int main(int argc, char **argv)
 {
   prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
@@ -491,6 +615,8 @@ int main(int argc, char **argv)
   RUN(test_pagebuf_ctor);
   RUN(test_all_features_normal_use);
   RUN(test_leak_report);
+  RUN(test_leak_report_young);
+  RUN(test_unmap_quarantine_fork);
   RUN(test_leaks_at_exit);
   RUN(test_leaks_cflag_at_exit);
   RUN(test_debug_env_abort_option);
