@@ -269,7 +269,8 @@
  *    (lock release and acquire).  The zeroing leaves every CPU cache as a fresh mapping
  *    reads: empty, no busy mark, no counters (the flush folded them into the depots), and
  *    no stale entry for an id whose cache was being destroyed while the thread exited (the
- *    flush skips such an id, and the id may be given to a new cache).  tc_lock stays
+ *    exit's flush empties that CPU cache too, as the destroy, which walks the registry, will
+ *    not find the record; the id may then be given to a new cache).  tc_lock stays
  *    initialized and unlocked across reuse.
  *
  * 11. fork.  fork.c holds the library's one pthread_atfork registration and states the whole
@@ -478,6 +479,9 @@ static prd_cache_t **mag_caches;           /* by id; MAG_DYING while a destroy e
 static size_t mag_caches_cap;              /* entries mapped */
 static uint32_t mag_nids = 1;              /* ids in use are below this; 0 is never given */
 #define MAG_DYING ((prd_cache_t *)1)
+/* The cache whose id is MAG_DYING (at most one: destroys hold mag_reap_lock), for an exiting
+ * thread's flush (tc_flush); under mag_id_lock */
+static prd_cache_t *mag_dying;
 
 static const struct prd__mag_hooks *_Atomic mag_hooks_p;   /* section 14 */
 
@@ -558,8 +562,21 @@ static uint32_t mag_id_get(prd_cache_t *cp)
 static void mag_id_set(uint32_t id, prd_cache_t *cp)
 {
   pthread_mutex_lock(&mag_id_lock);
+  if (cp == MAG_DYING)
+    mag_dying = mag_caches[id];
+  else if (mag_caches[id] == MAG_DYING)
+    mag_dying = NULL;
   mag_caches[id] = cp;
   pthread_mutex_unlock(&mag_id_lock);
+}
+
+/* The cache of id while a destroy empties it (MAG_DYING), else NULL. */
+static prd_cache_t *mag_dying_of(uint32_t id)
+{
+  pthread_mutex_lock(&mag_id_lock);
+  prd_cache_t *cp = id < mag_nids && mag_caches[id] == MAG_DYING ? mag_dying : NULL;
+  pthread_mutex_unlock(&mag_id_lock);
+  return cp;
 }
 
 /* ---- magazines ------------------------------------------------------------------------- */
@@ -1063,6 +1080,10 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
       return NULL;
     }
     prd__mag_tls.mt_tc = tc;
+    /* a spare record has an array already: the copy the hit paths index names it from now
+     * on, so that a bound taken from the record (prd__mag_release) never comes with a NULL
+     * array, whatever fails below */
+    prd__mag_tls.mt_cc = tc->tc_cc;
     prd__lthread_app_arrive();   /* a second one starts the maintenance thread (maint.c) */
   }
   if (prd_unlikely(id >= tc->tc_ncc)) {
@@ -1092,12 +1113,26 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
   return tc;
 }
 
-/* Flushes every CPU cache of tc to the depots (tc_lock held). */
-static void tc_flush(prd_tcache_t *tc, bool fold)
+static bool cc_holds_anything(const prd_cpu_cache_t *cc)
+{
+  return cc->cc_loaded != NULL || cc->cc_previous != NULL || cc->cc_lat[0] != NULL ||
+         cc->cc_lat[1] != NULL || cc->cc_own != NULL;
+}
+
+/* Flushes every CPU cache of tc to the depots (tc_lock held).  `leaving` (mag_registry_lock
+ * held too, and tc about to leave the registry: a thread's exit, a fork child's dead threads):
+ * also the CPU cache of a cache being destroyed (MAG_DYING), which the destroy's visit would
+ * otherwise miss (it walks the registry, and tc will not be on it), losing its objects and
+ * magazines.  Its cache is alive then: a CPU cache that still holds anything has not been
+ * visited (the visit empties it), and the destroy cannot visit it, nor get past its visit,
+ * while this thread holds the registry lock. */
+static void tc_flush(prd_tcache_t *tc, bool fold, bool leaving)
 {
   uint32_t n = PRD_MIN(tc->tc_ncc, mag_id_count());
   for (uint32_t id = 1; id < n; id++) {
     prd_cache_t *cp = mag_cache_of(id);
+    if (cp == NULL && leaving && cc_holds_anything(&tc->tc_cc[id]))
+      cp = mag_dying_of(id);
     if (cp != NULL)
       cc_empty(cp, tc, &tc->tc_cc[id], true, fold);
   }
@@ -1147,7 +1182,7 @@ static void mag_thread_exit(void *arg)
   prd__mag_tls.mt_tc = &mag_tc_none;
   pthread_mutex_lock(&mag_registry_lock);
   pthread_mutex_lock(&tc->tc_lock);
-  tc_flush(tc, true);
+  tc_flush(tc, true, true);
   pthread_mutex_unlock(&tc->tc_lock);
   tc_unregister_free(tc);
   pthread_mutex_unlock(&mag_registry_lock);
@@ -1161,7 +1196,7 @@ void prd_thread_flush(void)
   if (tc == &mag_tc_none)
     return;
   pthread_mutex_lock(&tc->tc_lock);
-  tc_flush(tc, false);
+  tc_flush(tc, false, false);
   pthread_mutex_unlock(&tc->tc_lock);
   mag_unlocked();
 }
@@ -2047,7 +2082,7 @@ void prd__mag_fork_child(void)
     if (tc != self) {
       atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
       pthread_mutex_lock(&tc->tc_lock);
-      tc_flush(tc, true);
+      tc_flush(tc, true, true);
       pthread_mutex_unlock(&tc->tc_lock);
       tc_unregister_free(tc);
     }
