@@ -1463,13 +1463,15 @@ static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t
   prd_cpu_cache_t *cc = &tc->tc_cc[cp->cache_magid];
   prd_depot_t *dp = &cp->cache_depot;
   bool visited = false;
+  /* a second pass's round is not a hit: the first pass counted the miss's depot visit */
+  bool counted = !first;
   prd__mag_fold_hits(cc);   /* the hits' count, before it could wrap (types.h cc_rw) */
   for (;;) {
     uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
     /* tier 1: the loaded magazine has a round (we came here for a steal request) */
     if (r > 0) {
       void *buf = cc->cc_loaded->mag_round[r - 1];
-      if (!visited) {   /* a counted hit: the free hits stay (prd__mag_free_hits) */
+      if (!visited && !counted) {   /* a counted hit: the free hits stay (prd__mag_free_hits) */
         atomic_store_explicit(&cc->cc_rounds, r - 1, memory_order_relaxed);
         PRD__MAG_COUNT(cc->cc_alloc_hits);
       } else {
