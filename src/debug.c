@@ -89,6 +89,25 @@ void prd__debug_line(int fd, const char *fmt, ...)
     prd__write_fmt(fd, "prudence: %s\n", line);
 }
 
+/* The page protection a debugging feature needs (pagebuf's inaccessible free buffers and
+ * guard pages, unmap's quarantine), or the end of the process: a buffer left inaccessible
+ * would be handed out (and fault where the program does nothing wrong), a guard or a freed
+ * buffer left accessible would let what the feature is for through unseen.  So a failure,
+ * whatever abort_on_error says, is reported (naming the cache and the buffer; at the kernel's
+ * limit on mappings, vm.max_map_count, every buffer of pagebuf is a mapping of its own) and
+ * ends the process: a safety option that cannot be honoured fails loudly. */
+static void dbg_protect(prd_cache_t *cp, void *addr, size_t len, bool accessible)
+{
+  if ((accessible ? prd__os_protect_rw(addr, len) : prd__os_protect_none(addr, len)) == 0)
+    return;
+  int e = errno;
+  prd__report("cache %s: cannot make %p (%zu bytes) %s: mprotect failed (errno %d%s); "
+              "buffer debugging cannot go on", cp->cache_name, addr, len,
+              accessible ? "accessible" : "inaccessible", e,
+              e == ENOMEM ? ", the kernel's limit on mappings, vm.max_map_count?" : "");
+  abort();
+}
+
 static size_t dbg_user_bytes(const prd_cache_t *cp)
 {
   return cp->cache_buftag_off;   /* the object rounded up to 8 bytes */
@@ -208,8 +227,8 @@ void prd__debug_slab_create(prd_cache_t *cp, prd_slab_t *sp)
       if (cp->cache_flags & PRD_CACHE_PATTERNS)
         fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
       if (cp->cache_flags & PRD_CACHE_PAGEBUF) {
-        (void)prd__os_protect_none(buf + dbg_buf_pages(cp), page);   /* the guard page */
-        (void)prd__os_protect_none(buf, dbg_buf_pages(cp));          /* free: inaccessible */
+        dbg_protect(cp, buf + dbg_buf_pages(cp), page, false);   /* the guard page */
+        dbg_protect(cp, buf, dbg_buf_pages(cp), false);          /* free: inaccessible */
       }
     }
 }
@@ -217,7 +236,7 @@ void prd__debug_slab_create(prd_cache_t *cp, prd_slab_t *sp)
 void prd__debug_slab_destroy(prd_cache_t *cp, prd_slab_t *sp)
 {
   if (cp->cache_flags & PRD_CACHE_PAGEBUF)
-    (void)prd__os_protect_rw(sp->slab_base, cp->cache_slabsize);
+    dbg_protect(cp, sp->slab_base, cp->cache_slabsize, true);
 }
 
 void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
@@ -235,7 +254,7 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
   pthread_mutex_unlock(&cp->cache_lock);
 
   if (f & PRD_CACHE_PAGEBUF)
-    (void)prd__os_protect_rw(buf, dbg_buf_pages(cp));
+    dbg_protect(cp, buf, dbg_buf_pages(cp), true);
   if (f & PRD_CACHE_PATTERNS) {
     size_t off = check32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
     if (off != (size_t)-1) {
@@ -263,7 +282,7 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
     if (f & PRD_CACHE_PATTERNS)
       fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
     if (f & PRD_CACHE_PAGEBUF)
-      (void)prd__os_protect_none(buf, dbg_buf_pages(cp));
+      dbg_protect(cp, buf, dbg_buf_pages(cp), false);
     return NULL;   /* the caller frees it to the slab layer and counts the failure */
   }
   return buf;
@@ -351,7 +370,7 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
   if (f & PRD_CACHE_PATTERNS)
     fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
   if (f & PRD_CACHE_PAGEBUF)
-    (void)prd__os_protect_none(buf, dbg_buf_pages(cp));
+    dbg_protect(cp, buf, dbg_buf_pages(cp), false);
   return 0;
 }
 
@@ -440,7 +459,7 @@ static pthread_cond_t dbg_qcond = PTHREAD_COND_INITIALIZER;   /* a release has e
  * cache's magazine and slab locks), all of which fork.c's order puts before dbg_qlock. */
 static void quarantine_release(prd_cache_t *cp, void *addr, size_t size)
 {
-  (void)prd__os_protect_rw(addr, size);
+  dbg_protect(cp, addr, size, true);
   prd_vmem_xfree(cp->cache_source, addr, size);
 }
 
@@ -455,7 +474,7 @@ static bool releasing(const prd_cache_t *cp)
 void prd__debug_unmap(prd_cache_t *cp, void *base, size_t size)
 {
   (void)prd__os_decommit(base, size);
-  (void)prd__os_protect_none(base, size);
+  dbg_protect(cp, base, size, false);
   pthread_mutex_lock(&dbg_qlock);
   unsigned slot = 0;
   for (;;) {   /* a slot to announce the release in: the ring's entry is taken only with one */
