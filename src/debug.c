@@ -24,12 +24,17 @@
  * 4. Auditing (002 §6.1): each bufctl carries a ring of the buffer's last PRD_AUDIT_TX
  *    transactions (thread, time, slab, backtrace() stack of PRD_AUDIT_DEPTH frames); every
  *    report on a buffer prints them, newest first, as 002 §6.8.  Frames print as
- *    symbol+offset where dladdr knows the symbol.
+ *    symbol+offset where dladdr knows the symbol; what dladdr said of an address is kept
+ *    (sym_memo), since a leak report's thousands of stacks share their call sites.
  * 5. Synchronous unmapping (002 §6.5): a slab freed by an UNMAP cache is decommitted and made
  *    inaccessible at once, and held out of its source arena in a quarantine of the last
  *    PRD_UNMAP_QUARANTINE slabs (so a stale access faults for a while even though the
  *    arena, not the kernel, owns the address range); the oldest goes back (made accessible)
- *    when the quarantine is full or its cache is destroyed.
+ *    when the quarantine is full or its cache is destroyed, with dbg_qlock dropped (the
+ *    source's free may take locks that fork.c's order puts before it); a destroy waits for
+ *    the releases of its slabs that other threads have begun (dbg_releasing).
+ *    Every page protection these features need is checked (dbg_protect): one that fails (the
+ *    kernel's limit on mappings) ends the process with a report, as the feature cannot go on.
  * 6. Page-per-buffer (002 §6.6): each buffer starts a page and is followed by an
  *    inaccessible guard page; a free buffer's pages are inaccessible too, so use after free
  *    and overruns past the page fault at the faulting instruction.

@@ -1275,8 +1275,7 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
           continue;
         }
       }
-      if (cc->cc_loaded != NULL || cc->cc_previous != NULL || cc->cc_lat[0] != NULL ||
-          cc->cc_lat[1] != NULL || cc->cc_own != NULL || mode == STEAL_ONE_CACHE) {
+      if (cc_holds_anything(cc) || mode == STEAL_ONE_CACHE) {
         PRD_RACE();   /* between the busy test and the changes: the owner may start one */
         cc_empty(cp, tc, cc, false, mode == STEAL_ONE_CACHE);
         PRD_RACE();

@@ -120,7 +120,7 @@ static void json_quote(char out[JSON_STR_MAX], const char *s)
   out[n++] = '"';
   while (*s != '\0' && n + 6 + 2 <= JSON_STR_MAX) {
     unsigned char c = (unsigned char)*s;
-    size_t len = utf8_len((const unsigned char *)s);
+    size_t len = utf8_len((const unsigned char *)s);   /* 1 for every byte below 0x80 */
     if (c == '"' || c == '\\') {
       out[n++] = '\\';
       out[n++] = (char)c;
@@ -129,14 +129,11 @@ static void json_quote(char out[JSON_STR_MAX], const char *s)
     } else if (len == 0) {
       memcpy(out + n, "\\ufffd", 6);   /* not UTF-8: the replacement character */
       n += 6;
-      len = 1;
     } else {
       memcpy(out + n, s, len);
       n += len;
-      s += len;
-      continue;
     }
-    s++;
+    s += len == 0 ? 1 : len;
   }
   out[n++] = '"';
   out[n] = '\0';

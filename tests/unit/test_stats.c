@@ -402,12 +402,7 @@ static void *wr_reader(void *arg)
   (void)arg;
   static char buf[1 << 20];
   while (!atomic_load(&wr_stop)) {
-    FILE *f = fopen(wr_path, "r");
-    if (f == NULL)
-      continue;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    size_t n = read_file(wr_path, buf, sizeof(buf));   /* the path always exists: 0 is empty */
     atomic_fetch_add(&wr_reads, 1);
     if (n < 3 || strncmp(buf, "{\"schema\"", 9) != 0 || strchr(buf, '\n') != buf + n - 1)
       atomic_fetch_add(&wr_torn, 1);
