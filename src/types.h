@@ -52,7 +52,9 @@ struct prd_vseg {
   uint8_t vs_xalloc;           /* alloc: came from prd_vmem_xalloc (must pair with xfree) */
   uint8_t vs_mark;             /* prd__vmem_check: seen on a freelist */
   uint8_t vs_dirty;            /* free, heap arena: PRD_VS_CLEAN, PRD_VS_AGED or PRD_VS_NEW */
-  uint8_t vs_pad[3];
+  uint8_t vs_qdirect;          /* alloc: a quantum-cached size the arena served itself, the
+                                  caches not being made then (vmem.c section 14) */
+  uint8_t vs_pad[2];
 };
 
 #define PRD_VMEM_NAMELEN   32   /* arena names are copied, truncated to 31 characters */
@@ -93,7 +95,9 @@ struct prd_vmem {
                                   reaps freed, less twice what was allocated since (section 16) */
   prd_vmem_t *vm_next, *vm_prev;   /* the list of all arenas, under vmem_list_lock */
   /* quantum caches (vmem.c section 14): vm_qcache[k-1] serves size k * quantum; made at first use */
-  _Atomic int vm_qcache_state;            /* 0 not yet, 1 made, -1 could not be made */
+  _Atomic int vm_qcache_state;            /* 0 not yet, 1 made, -1 never (magazines=0) */
+  _Atomic uint64_t vm_qcache_retry_ns;    /* no try to make them before (a failed try) */
+  _Atomic uint64_t vm_qdirect;            /* allocated segments with vs_qdirect (vm_lock) */
   int vm_nqcache;
   struct prd_cache *vm_qcache[PRD_VMEM_NQCACHE];
 };

@@ -126,7 +126,8 @@
  *    that frees), VMEM_LEAKS_SHOWN 16 (enough to see the pattern, short enough to read),
  *    HEAP_CHUNK 4 MiB (section 7), VMEM_DECAY_BATCH 32 MiB (section 16: a madvise of that
  *    much takes a few milliseconds, the longest an allocation waits behind a decay pass or a
- *    purge).
+ *    purge), VMEM_QCACHE_RETRY_NS 10 ms (section 14: memory short enough that a cache cannot
+ *    be made rarely lasts longer, and a failed try costs a few failed mappings).
  *
  * 14. Quantum caches (paper section 4.4; seed 004 "quantum caching").  An arena created with
  *    qcache_max > 0 (clamped to PRD_VMEM_NQCACHE quanta) gets, at its first prd_vmem_alloc of
@@ -143,8 +144,19 @@
  *    the last one freed, the magazine's top) or an xalloc'ed segment goes back into
  *    circulation, as in kmem and libumem; PRUDENCE_DEBUG=verify (which the quantum caches
  *    take like every cache) checks every such free against the cache's records and reports
- *    it, naming the cache.  Section 11's reports cover the sizes the caches do not serve.  If the caches cannot be made (no
- *    memory), the arena serves every size itself and the pairing check of section 11 applies.
+ *    it, naming the cache.  Section 11's reports cover the sizes the caches do not serve.
+ *    If the caches cannot be made (no memory), the arena serves every size itself and the
+ *    pairing check of section 11 applies, and the first allocation of a cached size after
+ *    VMEM_QCACHE_RETRY_NS tries again: a failure is retried, not remembered (an arena that
+ *    met a short shortage at its first small allocation would otherwise take vm_lock for
+ *    every small size for the rest of its life).  What the arena served itself meanwhile
+ *    must come back to the arena, not to a cache, whose magazines would take it unchecked
+ *    (a NOTOUCH cache cannot tell a foreign integer): such a segment is marked (vs_qdirect)
+ *    and counted (vm_qdirect, under vm_lock), and while the count is not 0 a free of a
+ *    cached size first looks its address up in the hash (vmem_qdirect_at).  The count is
+ *    read relaxed without the lock: the segment's allocation counted it before handing it
+ *    out, so the free of a marked segment, which the program orders after that allocation,
+ *    reads a count that includes it; a count of 0 misses no marked segment.
  *    The heap arena has qcache_max = HEAP_QCACHE_PAGES pages.  The caches are destroyed first
  *    by prd_vmem_destroy.  Creating them takes vmem_qcache_lock (it nests slab-layer locks).
  *
@@ -239,12 +251,14 @@
 #define VMEM_LEAKS_SHOWN    16
 #define HEAP_CHUNK          ((size_t)4 << 20)
 #define VMEM_DECAY_BATCH    ((size_t)32 << 20)
+#define VMEM_QCACHE_RETRY_NS ((uint64_t)10000000)   /* section 14 */
 #define HEAP_QCACHE_PAGES   8   /* heap quantum caches: 1..8 pages (8: kmem's heap, and slabs of
                                    8+ buffers of 8 pages still fit in one 4 MiB import) */
 
 /* A request, with the constraints already checked: lo <= a, a + size <= hi. */
 struct vreq {
   uintptr_t vr_size, vr_align, vr_phase, vr_nocross, vr_lo, vr_hi;
+  bool vr_qdirect;   /* a cached size served while the quantum caches are not made (§14) */
 };
 
 /* An imported span a free left wholly free: given back after the lock is dropped. */
@@ -537,6 +551,7 @@ static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, u
   vsp->vs_type = PRD_VS_ALLOC;
   vsp->vs_dirty = PRD_VS_CLEAN;
   vsp->vs_xalloc = xalloc;
+  vsp->vs_qdirect = 0;
   vmp->vm_stats.segs_alloc++;
   vmp->vm_stats.bytes_alloc += size;
   vmp->vm_stats.bytes_free -= size;
@@ -835,6 +850,12 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
       prd_vseg_t *vsp = vmem_find(vmp, r, policy, &addr);
       if (vsp != NULL) {
         vsp = seg_alloc(vmp, vsp, addr, r->vr_size, xalloc);
+        if (r->vr_qdirect) {   /* section 14: its free must come back here */
+          vsp->vs_qdirect = 1;
+          atomic_store_explicit(&vmp->vm_qdirect,
+                                atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) + 1,
+                                memory_order_relaxed);
+        }
         if (policy == PRD_VM_NEXTFIT) {
           vmp->vm_rotor = vsp;
           vmp->vm_rotor_addr = addr + r->vr_size;
@@ -917,10 +938,11 @@ void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
     errno = EINVAL;
     return NULL;
   }
-  if (size <= vmp->vm_qcache_max && vmem_qcache_ready(vmp))
+  bool cached = size <= vmp->vm_qcache_max;
+  if (cached && vmem_qcache_ready(vmp))
     return prd_cache_alloc(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1],
                            vmflags & (PRD_NOSLEEP | PRD_NOFAIL));   /* section 14 */
-  struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX };
+  struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX, cached };
   return vmem_do_alloc(vmp, &r, vmflags, false, true);
 }
 
@@ -943,7 +965,7 @@ void *prd_vmem_xalloc(prd_vmem_t *vmp, size_t size, size_t align, size_t phase, 
     goto einval;
   if (lo >= hi || hi - lo < size)
     goto einval;
-  struct vreq r = { size, align, phase, nocross, lo, hi };
+  struct vreq r = { size, align, phase, nocross, lo, hi, false };
   bool may_import = nocross == 0 && minaddr == NULL && maxaddr == NULL;
   return vmem_do_alloc(vmp, &r, vmflags, true, may_import);
 einval:
@@ -1020,6 +1042,10 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
       bad = true;
     }
     *pp = vsp->vs_knext;
+    if (vsp->vs_qdirect)   /* section 14 */
+      atomic_store_explicit(&vmp->vm_qdirect,
+                            atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) - 1,
+                            memory_order_relaxed);
     release = seg_free(vmp, vsp, &rel);
     if (vmp->vm_decommit && vmem_reuse_scope)   /* a growth reap's free (section 16) */
       vmp->vm_reuse = PRD_MIN(vmp->vm_reuse + size, vmp->vm_dirty);
@@ -1038,11 +1064,26 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
     prd__report_done();
 }
 
+/* addr starts a segment the arena served itself at a cached size (section 14). */
+static bool vmem_qdirect_at(prd_vmem_t *vmp, void *addr)
+{
+  pthread_mutex_lock(&vmp->vm_lock);
+  prd_vseg_t *vsp = *hash_find(vmp, (uintptr_t)addr);
+  bool direct = vsp != NULL && vsp->vs_qdirect;
+  pthread_mutex_unlock(&vmp->vm_lock);
+  return direct;
+}
+
 void prd_vmem_free(prd_vmem_t *vmp, void *addr, size_t size)
 {
+  /* a cached size goes to its cache, unless the arena served it itself before the caches
+   * were made (section 14: vm_qdirect, relaxed: the segment's own allocation counted it
+   * and happens before this free, so the count reads nonzero while it is allocated) */
   if (vmp != NULL && size != 0 && size <= vmp->vm_qcache_max &&
       (size & (vmp->vm_quantum - 1)) == 0 &&
-      atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1) {
+      atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1 &&
+      (prd_likely(atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) == 0) ||
+       !vmem_qdirect_at(vmp, addr))) {
     prd_cache_free(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1], addr);   /* section 14 */
     return;
   }
@@ -1243,6 +1284,11 @@ static bool vmem_qcache_ready(prd_vmem_t *vmp)
   int st = atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire);
   if (prd_likely(st != 0))
     return st == 1;
+  /* a failed try is retried, after VMEM_QCACHE_RETRY_NS (relaxed: a hint; the try itself is
+   * under vmem_qcache_lock) */
+  uint64_t now = prd__now_ns();
+  if (now < atomic_load_explicit(&vmp->vm_qcache_retry_ns, memory_order_relaxed))
+    return false;
   pthread_mutex_lock(&vmem_qcache_lock);
   st = atomic_load_explicit(&vmp->vm_qcache_state, memory_order_relaxed);
   if (st == 0) {
@@ -1261,15 +1307,16 @@ static bool vmem_qcache_ready(prd_vmem_t *vmp)
       if (vmp->vm_qcache[k] == NULL)
         break;
     }
-    if (k < n) {   /* no memory: the arena serves every size itself */
+    if (k < n) {   /* no memory: the arena serves every size itself, and tries again later */
       while (k-- > 0)
         prd_cache_destroy(vmp->vm_qcache[k]);
-      st = -1;
+      atomic_store_explicit(&vmp->vm_qcache_retry_ns, now + VMEM_QCACHE_RETRY_NS,
+                            memory_order_relaxed);
     } else {
       vmp->vm_nqcache = n;
       st = 1;
+      atomic_store_explicit(&vmp->vm_qcache_state, st, memory_order_release);
     }
-    atomic_store_explicit(&vmp->vm_qcache_state, st, memory_order_release);
   }
   pthread_mutex_unlock(&vmem_qcache_lock);
   return st == 1;
