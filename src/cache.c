@@ -772,7 +772,7 @@ static void leak_cache(void *arg, prd_cache_t *cp)
   pthread_mutex_unlock(&cp->cache_lock);
 }
 
-size_t prd_leak_report(FILE *fp, double older_than_seconds)
+static size_t leak_report(FILE *fp, double older_than_seconds)
 {
   prd__mag_purge_all();   /* objects parked in magazines are free, not leaked */
   cache_init();
@@ -787,6 +787,14 @@ size_t prd_leak_report(FILE *fp, double older_than_seconds)
   prd__debug_line(lc.lc_fd, "leak report: %zu buffers allocated for at least %.3f s",
                   lc.lc_seen, older_than_seconds);
   return lc.lc_seen;
+}
+
+size_t prd_leak_report(FILE *fp, double older_than_seconds)
+{
+  int old = prd__cancel_off();   /* its writes are cancellation points (os.c section 8) */
+  size_t r = leak_report(fp, older_than_seconds);
+  prd__cancel_on(old);
+  return r;
 }
 
 /* debug.c's stray-pointer hook (section 5), for the report of a bad free of addr to cp: the

@@ -515,7 +515,7 @@ void prd_rcu_barrier(void)
       if (atomic_load_explicit(&cb_barrier_done, memory_order_relaxed) >= target)
         break;
       pthread_cond_signal(&wrk_cond);
-      pthread_cond_wait(&wrk_done_cond, &wrk_lock);
+      prd__cond_wait(&wrk_done_cond, &wrk_lock);
       continue;
     }
     /* No worker, and none can be started now: this thread takes the worker's place for a
@@ -572,7 +572,7 @@ void prd__call_rcu_fork_prepare(void)
       return;
     pthread_mutex_unlock(&wrk_lock);
     while (cb_flight_state == FL_INVOKING)
-      pthread_cond_wait(&cb_flight_cond, &cbq_lock);
+      prd__cond_wait(&cb_flight_cond, &cbq_lock);
     pthread_mutex_unlock(&cbq_lock);
   }
 }

@@ -545,7 +545,7 @@ void prd__debug_unmap(prd_cache_t *cp, void *base, size_t size)
       slot++;
     if (slot < DBG_RELEASING)
       break;
-    pthread_cond_wait(&dbg_qcond, &dbg_qlock);
+    prd__cond_wait(&dbg_qcond, &dbg_qlock);
     slot = 0;
   }
   unsigned i = dbg_qnext;
@@ -582,7 +582,7 @@ void prd__debug_unmap_flush(prd_cache_t *cp)
       dbg_quarantine[i].q_cache = NULL;
     }
   while (releasing(cp))
-    pthread_cond_wait(&dbg_qcond, &dbg_qlock);
+    prd__cond_wait(&dbg_qcond, &dbg_qlock);
   pthread_mutex_unlock(&dbg_qlock);
   for (unsigned k = 0; k < n; k++)
     quarantine_release(cp, mine[k].addr, mine[k].size);

@@ -478,6 +478,40 @@ size_t prd__os_mapped_bytes(void);
 uint64_t prd__os_map_failures(void);
 /* The library's clock: CLOCK_MONOTONIC nanoseconds (os.c section 7). */
 uint64_t prd__now_ns(void);
+/* Cancellation (os.c section 8): no function of the library is a cancellation point, so every
+ * wait, sleep and write of the library runs between these two: a thread cancelled there would
+ * leave the library's locks held.  A pending request is acted on at the thread's next
+ * cancellation point after the library returns. */
+static inline int prd__cancel_off(void)
+{
+  int old = PTHREAD_CANCEL_ENABLE;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  return old;
+}
+
+static inline void prd__cancel_on(int old)
+{
+  int dummy;
+  pthread_setcancelstate(old, &dummy);
+}
+
+/* pthread_cond_wait and pthread_cond_timedwait with cancellation off: every wait of the
+ * library on a condition variable is one of these. */
+static inline void prd__cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex)
+{
+  int old = prd__cancel_off();
+  pthread_cond_wait(cond, mutex);
+  prd__cancel_on(old);
+}
+
+static inline int prd__cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
+                                      const struct timespec *ts)
+{
+  int old = prd__cancel_off();
+  int rc = pthread_cond_timedwait(cond, mutex, ts);
+  prd__cancel_on(old);
+  return rc;
+}
 
 /* ---- vmem.c: resource arenas ------------------------------------------------------------ */
 /* The arena's name and quantum (for the reports and the slab layer above). */

@@ -172,7 +172,7 @@ static void *maint_main(void *arg)
      * (both under maint_lock) */
     while (!atomic_load_explicit(&maint_kick, memory_order_relaxed) &&
            !prd__lthread_poked(&maint_lt) &&
-           pthread_cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
+           prd__cond_timedwait(&maint_cv, &maint_lock, &ts) == 0)
       ;
     /* No application thread left (thread.c section 3; looked at each wake-up while none is
      * counted): exit, unless a kick is due.  prd__maint_wake sets maint_kick and reads

@@ -38,6 +38,18 @@
  *    records).  Monotonic, because an interval must not jump when the wall clock is set; one
  *    clock for the library, so that times taken by different layers compare.  vDSO call, no
  *    lock, safe inside the allocator.
+ * 8. Cancellation (prd__cancel_off / prd__cancel_on, internal.h).  POSIX lets a thread be
+ *    cancelled inside the functions it lists as cancellation points (nanosleep,
+ *    pthread_cond_wait and timedwait, write, open, read, close ...), and glibc unwinds it from
+ *    there with whatever it holds; malloc and free are not among them, and glibc's never act
+ *    on a request.  The library calls such functions while it holds its own locks (a bounded
+ *    wait for a grace period sleeps under gp_lock, an arena waits on vm_cv under vm_lock, a
+ *    report writes under the lock of what it reports), so every such call runs with
+ *    cancellation disabled, and no function of the library is a cancellation point: a
+ *    pending request is acted on at the thread's next cancellation point outside it, as
+ *    with glibc's malloc.  The library's own threads disable it for good at their start
+ *    (thread.c).  pthread_setcancelstate changes a word of the thread's own descriptor; only
+ *    slow paths (waits, sleeps, writes) pay it.
  */
 #include <errno.h>
 #include <sys/mman.h>

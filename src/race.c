@@ -55,8 +55,12 @@ void prd__race_pause(void)
   r >>= 10;
   switch (r & 3) {
   case 0:
+  {
+    int old = prd__cancel_off();   /* os.c section 8 */
     nanosleep(&(struct timespec){ 0, (long)((r >> 2) % 100 + 1) * 1000 }, NULL);
+    prd__cancel_on(old);
     break;
+  }
   case 1:
     sched_yield();
     break;

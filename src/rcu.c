@@ -430,7 +430,9 @@ static uint64_t backoff_ns(unsigned k)
 static void sleep_ns(uint64_t ns)
 {
   struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+  int old = prd__cancel_off();   /* a bounded wait sleeps under gp_lock (os.c section 8) */
   nanosleep(&ts, NULL);
+  prd__cancel_on(old);
 }
 
 /* Waits after the nth unsuccessful scan: spin, then yield, then sleep 1 us .. 1 ms. */
@@ -505,8 +507,8 @@ static bool gp_ext_wait(uint64_t deadline)
   struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
   while (gp_stage == GP_EXT) {
     if (deadline == UINT64_MAX)
-      pthread_cond_wait(&gp_ext_cond, &gp_lock);
-    else if (pthread_cond_timedwait(&gp_ext_cond, &gp_lock, &ts) == ETIMEDOUT)
+      prd__cond_wait(&gp_ext_cond, &gp_lock);
+    else if (prd__cond_timedwait(&gp_ext_cond, &gp_lock, &ts) == ETIMEDOUT)
       return gp_stage != GP_EXT;
   }
   return true;
@@ -815,7 +817,7 @@ static void drv_pace_locked(uint64_t until)
     uint64_t ns = (uint64_t)ts.tv_nsec + (until - t) * 1000u;
     ts.tv_sec += (time_t)(ns / 1000000000u);
     ts.tv_nsec = (long)(ns % 1000000000u);
-    pthread_cond_timedwait(&drv_cond, &drv_lock, &ts); /* drv_cond runs on CLOCK_MONOTONIC */
+    prd__cond_timedwait(&drv_cond, &drv_lock, &ts); /* drv_cond runs on CLOCK_MONOTONIC */
   }
 }
 
@@ -1017,7 +1019,7 @@ void prd__rcu_wait_raw(prd_gp_t s)
   /* drv_running read again after each wake-up: a start that another thread claimed may
    * have failed meanwhile (drv_start_locked) */
   while (drv_running && !prd_rcu_poll_state(s))
-    pthread_cond_wait(&drv_done_cond, &drv_lock);
+    prd__cond_wait(&drv_done_cond, &drv_lock);
   drv_waiters--;
   pthread_mutex_unlock(&drv_lock);
   if (!prd_rcu_poll_state(s))

@@ -33,6 +33,8 @@ static _Atomic uint64_t report_count;
 
 int prd__write_all(int fd, const char *p, size_t len)
 {
+  int old = prd__cancel_off();   /* a report may write under a lock (os.c section 8) */
+  int rc = 0;
   while (len > 0) {
     ssize_t w = write(fd, p, len);
     if (w < 0 && errno == EINTR)
@@ -40,12 +42,16 @@ int prd__write_all(int fd, const char *p, size_t len)
     if (w <= 0) {
       if (w == 0)
         errno = EIO;
-      return -1;
+      rc = -1;
+      break;
     }
     p += w;
     len -= (size_t)w;
   }
-  return 0;
+  int saved = errno;
+  prd__cancel_on(old);
+  errno = saved;
+  return rc;
 }
 
 void prd__vwrite(int fd, const char *fmt, va_list ap)

@@ -432,7 +432,7 @@ static int stream_result(FILE *fp)
   return 0;
 }
 
-int prd_stats_print(FILE *fp, int flags)
+static int stats_print(FILE *fp, int flags)
 {
   if (fp == NULL || (flags & ~(PRD_STATS_VERBOSE | PRD_STATS_NOCACHES | PRD_STATS_NOARENAS |
                                PRD_STATS_NOINTERNAL)) != 0) {
@@ -488,6 +488,14 @@ int prd_stats_print(FILE *fp, int flags)
   return stream_result(fp);
 }
 
+int prd_stats_print(FILE *fp, int flags)
+{
+  int old = prd__cancel_off();   /* fprintf is a cancellation point (os.c section 8) */
+  int r = stats_print(fp, flags);
+  prd__cancel_on(old);
+  return r;
+}
+
 /* ==== JSON ================================================================================ */
 static void json_fields(FILE *fp, const struct stats_col *cols, size_t ncols, const void *row)
 {
@@ -515,7 +523,7 @@ static void json_fields(FILE *fp, const struct stats_col *cols, size_t ncols, co
 
 static _Atomic uint64_t stats_seq;   /* documents written by this process */
 
-int prd_stats_json(FILE *fp)
+static int stats_json(FILE *fp)
 {
   if (fp == NULL) {
     prd__report("prd_stats_json: NULL stream (nothing written)");
@@ -555,6 +563,14 @@ int prd_stats_json(FILE *fp)
   return stream_result(fp);
 }
 
+int prd_stats_json(FILE *fp)
+{
+  int old = prd__cancel_off();   /* fprintf is a cancellation point (os.c section 8) */
+  int r = stats_json(fp);
+  prd__cancel_on(old);
+  return r;
+}
+
 /* ==== snapshot files (section 4) ========================================================== */
 /* The document in memory (stdio's memstream; no allocator lock is held by then). */
 static char *json_document(size_t *lenp)
@@ -575,7 +591,7 @@ static char *json_document(size_t *lenp)
   return doc;
 }
 
-static int stats_file_write(const char *path, bool append)
+static int stats_file_write_in(const char *path, bool append)
 {
   size_t len;
   char *doc = json_document(&len);
@@ -628,6 +644,14 @@ static int stats_file_write(const char *path, bool append)
   if (rc != 0)
     errno = saved;
   return rc;
+}
+
+static int stats_file_write(const char *path, bool append)
+{
+  int old = prd__cancel_off();   /* open, write and close are cancellation points (os.c section 8) */
+  int r = stats_file_write_in(path, append);
+  prd__cancel_on(old);
+  return r;
 }
 
 int prd_stats_write_file(const char *path)

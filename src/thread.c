@@ -133,6 +133,7 @@ static void *lt_trampoline(void *arg)
   struct prd__lthread *lt = arg;
   pid_t self = lt_gettid();
   lt_library = true;
+  (void)prd__cancel_off();   /* for good: no library thread is a cancellation point (os.c §8) */
   atomic_store_explicit(&lt->lt_tid, self, memory_order_relaxed);
   pthread_setname_np(pthread_self(), lt->lt_name);
   void *r = lt->lt_main(NULL);
@@ -248,12 +249,12 @@ void prd__lthread_idle_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clocki
 {
   long ms = prd__lthread_idle_ms(lt);
   if (ms < 0) {
-    pthread_cond_wait(cond, mutex);
+    prd__cond_wait(cond, mutex);
     return;
   }
   struct timespec ts;
   prd__lthread_deadline(&ts, clock, ms);
-  pthread_cond_timedwait(cond, mutex, &ts);
+  prd__cond_timedwait(cond, mutex, &ts);
 }
 
 static bool lt_is_library(pid_t tid)
@@ -294,7 +295,7 @@ static char lt_task_state(const char *tid)
 }
 
 /* True when /proc/self/task lists a live application thread (§3), or cannot be read. */
-static bool lt_app_alive(void)
+static bool lt_app_alive_scan(void)
 {
   int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
@@ -331,6 +332,16 @@ static bool lt_app_alive(void)
     }
   }
   close(fd);
+  return alive;
+}
+
+/* lt_app_alive_scan with cancellation off (its open, read and close are cancellation points;
+ * os.c section 8). */
+static bool lt_app_alive(void)
+{
+  int old = prd__cancel_off();
+  bool alive = lt_app_alive_scan();
+  prd__cancel_on(old);
   return alive;
 }
 

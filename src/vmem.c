@@ -822,10 +822,10 @@ static void vmem_wait(prd_vmem_t *vmp, uint64_t until_ms)
   vmp->vm_waiters++;
   vmp->vm_stats.waits++;
   if (until_ms == 0) {
-    pthread_cond_wait(&vmp->vm_cv, &vmp->vm_lock);
+    prd__cond_wait(&vmp->vm_cv, &vmp->vm_lock);
   } else {
     struct timespec ts = { (time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L };
-    pthread_cond_timedwait(&vmp->vm_cv, &vmp->vm_lock, &ts);
+    prd__cond_timedwait(&vmp->vm_cv, &vmp->vm_lock, &ts);
   }
   vmp->vm_waiters--;
 }
@@ -1175,7 +1175,7 @@ int prd_vmem_stats(prd_vmem_t *vmp, prd_vmem_stats_t *st)
 
 /* Writes the statistics to fd as one line: "name: field=value ..." or, with json, one JSON
  * object.  Both forms walk PRD_VMEM_STATS, so they always name the same fields. */
-void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json)
+static void vmem_stats_write(prd_vmem_t *vmp, int fd, bool json)
 {
   prd_vmem_stats_t st;
   st.size = sizeof(st);
@@ -1204,6 +1204,13 @@ void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json)
     p += w;
     n -= (size_t)w;
   }
+}
+
+void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json)
+{
+  int old = prd__cancel_off();   /* write is a cancellation point (os.c section 8) */
+  vmem_stats_write(vmp, fd, json);
+  prd__cancel_on(old);
 }
 
 /* ---- create and destroy --------------------------------------------------------------- */
