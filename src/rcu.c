@@ -756,7 +756,9 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
       gp_stage = GP_EXT;
       pthread_mutex_unlock(&gp_lock);
       PRD_RACE(); /* race widening (src/race.h) */
+      int old = prd__cancel_off();   /* liburcu's waits are cancellation points (os.c §8) */
       src->rs_synchronize();
+      prd__cancel_on(old);
       pthread_mutex_lock(&gp_lock);
       gp_stage = 0;
       pthread_cond_broadcast(&gp_ext_cond);
