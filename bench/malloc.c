@@ -1,4 +1,4 @@
-/* prd-bench malloc: the malloc family (src/malloc.c) under six workloads.
+/* prd-bench malloc: the malloc family (src/malloc.c) under eight workloads.
  *
  *   random    one thread, random sizes 8 B - 1 KiB: a window of live blocks, each step frees
  *             a random one and allocates a new one in its place (and writes it)
@@ -18,6 +18,10 @@
  *   bigloop   one thread, blocks of 5 - 25 MiB: a window of four live blocks, each step frees
  *             a random one and allocates a new one in its place, writing 64 bytes of each of
  *             its pages (a buffer filled, then dropped: big blocks reused, or mapped anew)
+ *   bigmix    four threads, each a window of 512 live blocks, each step frees a random one
+ *             and allocates another in its place, one in eight of up to 300,000 B and the
+ *             rest of up to 2 KiB, writing its first 512 bytes (a server's buffers: big
+ *             blocks freed and allocated faster than any fixed bound on free pages allows)
  *
  * Two ways to run it:
  *   prd-bench malloc [--json] [--smoke] [--rounds N]
@@ -422,6 +426,52 @@ static double w_bigloop(const alloc_t *a)
   return (double)(bench_now_ns() - t0) / 1e9;
 }
 
+/* ---- big and small blocks from several threads ----------------------------------------------- */
+#define MIX_THREADS 4
+#define MIX_WINDOW  512
+
+struct mix_arg {
+  const alloc_t *ma_alloc;
+  unsigned ma_id;
+  long ma_ops;
+};
+
+static void *mix_thread(void *arg)
+{
+  struct mix_arg *ma = arg;
+  brng_t r = { 0x9e3779b97f4a7c15ull * (ma->ma_id + 1) };
+  char *slot[MIX_WINDOW] = { NULL };
+  for (long i = 0; i < ma->ma_ops; i++) {
+    uint64_t x = brng(&r);
+    int k = (int)(x % MIX_WINDOW);
+    ma->ma_alloc->a_free(slot[k]);
+    size_t sz = (x >> 16) % 8 == 0 ? 1 + (size_t)((x >> 20) % 300000)
+                                   : 1 + (size_t)((x >> 20) % 2048);
+    char *p = ma->ma_alloc->a_malloc(sz);
+    memset(p, (int)i, sz < 512 ? sz : 512);
+    slot[k] = p;
+  }
+  for (int k = 0; k < MIX_WINDOW; k++) {
+    bench_sink += (uintptr_t)(slot[k] != NULL ? slot[k][0] : 0);
+    ma->ma_alloc->a_free(slot[k]);
+  }
+  return NULL;
+}
+
+static double w_bigmix(const alloc_t *a)
+{
+  pthread_t t[MIX_THREADS];
+  struct mix_arg args[MIX_THREADS];
+  uint64_t t0 = bench_now_ns();
+  for (unsigned i = 0; i < MIX_THREADS; i++) {
+    args[i] = (struct mix_arg){ a, i, scaled(200000) };
+    pthread_create(&t[i], NULL, mix_thread, &args[i]);
+  }
+  for (unsigned i = 0; i < MIX_THREADS; i++)
+    pthread_join(t[i], NULL);
+  return (double)(bench_now_ns() - t0) / 1e9;
+}
+
 /* ---- driver ---------------------------------------------------------------------------------- */
 static const struct workload {
   const char *wl_name;
@@ -434,6 +484,7 @@ static const struct workload {
   { "deferred", w_deferred },
   { "threads", w_threads },
   { "bigloop", w_bigloop },
+  { "bigmix", w_bigmix },
 };
 
 static const struct workload *find_workload(const char *name)
@@ -533,5 +584,5 @@ static int bench_malloc_main(int argc, char **argv)
 }
 
 PRD_BENCH("malloc",
-          "malloc family: random, larson, prodcons, realloc, deferred, threads, bigloop workloads",
+          "malloc family: random, larson, prodcons, realloc, deferred, threads, bigloop, bigmix workloads",
           bench_malloc_main)

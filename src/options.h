@@ -35,7 +35,8 @@
     "are decommitted (MADV_DONTNEED) within decay_ms/2 to 2 x decay_ms (0: only on reaps)")     \
   X(LONG, heap_dirty_pct, 3,                                                                   \
     "percent of the heap arena's allocated bytes its free pages may keep committed (dirty) "  \
-    "before the free that passes the bound decommits the excess, down to half the bound")      \
+    "before the free that passes the bound decommits the excess, down to half the bound; "    \
+    "raised (up to 64x, at most the allocated bytes) while purged pages are faulted back in") \
   X(LONG, heap_dirty_min, 4l << 20,                                                            \
     "bytes of dirty free heap pages always allowed, whatever heap_dirty_pct says (the bound "   \
     "is the larger of the two)")                                                               \

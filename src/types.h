@@ -54,7 +54,9 @@ struct prd_vseg {
   uint8_t vs_dirty;            /* free, heap arena: PRD_VS_CLEAN, PRD_VS_AGED or PRD_VS_NEW */
   uint8_t vs_qdirect;          /* alloc: a quantum-cached size the arena served itself, the
                                   caches not being made then (vmem.c section 14) */
-  uint8_t vs_pad[2];
+  uint8_t vs_purged;           /* free, heap arena: decommitted by the bound after a free, since
+                                  the last decay pass (vmem.c section 16) */
+  uint8_t vs_pad[1];
 };
 
 #define PRD_VMEM_NAMELEN   32   /* arena names are copied, truncated to 31 characters */
@@ -93,6 +95,10 @@ struct prd_vmem {
                                   with relaxed atomics so prd__vmem_heap_dirty reads it unlocked */
   size_t vm_reuse;             /* dirty free bytes allowed above the bound for reuse: what growth
                                   reaps freed, less twice what was allocated since (section 16) */
+  size_t vm_refault;           /* bytes allocated from vs_purged segments since the last decay
+                                  pass or the last rise of vm_dirty_scale (section 16) */
+  unsigned vm_dirty_scale;     /* the bound's factor, 1 (or 0: not raised yet) to
+                                  VMEM_DIRTY_SCALE_MAX (section 16) */
   prd_vmem_t *vm_next, *vm_prev;   /* the list of all arenas, under vmem_list_lock */
   /* quantum caches (vmem.c section 14): vm_qcache[k-1] serves size k * quantum; made at first use */
   _Atomic int vm_qcache_state;            /* 0 not yet, 1 made, -1 never (magazines=0) */

@@ -16,6 +16,10 @@
  *               512 B blocks whose growth reaps hand the first phase's slabs to the heap
  *               arena: the second phase's pages are mostly the first's, not new faults, and
  *               the dirty memory left at its end is within the bound
+ *   refault     free and allocate again, each cycle more than the bound: the pages the bound
+ *               purged are taken again, so it rises (vm_dirty_scale) until the cycles purge
+ *               nothing, staying within the allocated bytes; decay passes with nothing
+ *               allocated take it back down
  */
 #include <sys/resource.h>
 
@@ -204,6 +208,53 @@ static int case_reap(void)
   return faults < pages * 6 / 10 && dirty <= cap ? 0 : 1;
 }
 
+/* Guards the defect of a fixed bound under churn: a program that frees and allocates more
+ * than the bound between two decay passes (blocks of a few hundred KiB, many threads) had
+ * the freeing thread decommit under vm_lock at every few frees and fault the same pages
+ * back in at the next allocations: a madvise per dozen frees, every thread waiting for it,
+ * several times the system time of glibc. */
+#define CHURN_CYCLES 48
+#define CHURN_N 128   /* blocks freed and allocated again per cycle: 8 MiB, twice the bound */
+
+static int case_refault(void)
+{
+  setup("3", "4m");
+  prd_vmem_t *h = prd_heap_arena();
+  uint64_t dec_early = 0, dec_late = 0;
+  for (int c = 0; c < CHURN_CYCLES; c++) {
+    uint64_t d0 = heap_stats().decommits;
+    /* every other block of a window of the pool, so that no imported span becomes wholly
+     * free (it would go back to the kernel rather than stay dirty) */
+    int first = (c * 2 * CHURN_N) % NBLK + c % 2;
+    for (int k = 0; k < CHURN_N; k++)
+      prd_vmem_free(h, blk[first + 2 * k], BLK);
+    for (int k = 0; k < CHURN_N; k++) {
+      if ((blk[first + 2 * k] = prd_vmem_alloc(h, BLK, PRD_VM_SLEEP)) == NULL)
+        return 2;
+      memset(blk[first + 2 * k], 0x5a, BLK);
+    }
+    uint64_t d = heap_stats().decommits - d0;
+    if (c < 4)
+      dec_early += d;
+    else if (c >= CHURN_CYCLES / 2)
+      dec_late += d;
+  }
+  prd_vmem_stats_t st = heap_stats();
+  unsigned raised = h->vm_dirty_scale;
+  size_t dirty = prd__vmem_heap_dirty();
+  /* nothing allocated: passes find no refault and take the factor back */
+  for (int i = 0; i < 16; i++)
+    prd__vmem_heap_decay(false);
+  unsigned after = h->vm_dirty_scale;
+  printf("# refault: decommits %llu in the first 4 cycles, %llu in the last %d; factor %u, "
+         "dirty %zu KiB of %zu KiB allocated; factor after 16 idle passes %u\n",
+         (unsigned long long)dec_early, (unsigned long long)dec_late, CHURN_CYCLES / 2, raised,
+         dirty / KIB, (size_t)st.bytes_alloc / KIB, after);
+  fflush(stdout);
+  return dec_early > 0 && dec_late == 0 && raised > 1 && dirty <= st.bytes_alloc && after <= 1
+             ? 0 : 1;
+}
+
 static void test_bound(void) { CHECK_EQ(prd_test_bounded(case_bound, "bound", 60), 0); }
 static void test_hysteresis(void)
 {
@@ -212,6 +263,7 @@ static void test_hysteresis(void)
 
 static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
 static void test_reap(void) { CHECK_EQ(prd_test_bounded(case_reap, "reap", 60), 0); }
+static void test_refault(void) { CHECK_EQ(prd_test_bounded(case_refault, "refault", 60), 0); }
 
 int main(void)
 {
@@ -219,5 +271,6 @@ int main(void)
   RUN(test_hysteresis);
   RUN(test_reuse);
   RUN(test_reap);
+  RUN(test_refault);
   return prd_test_done();
 }
