@@ -334,6 +334,9 @@ void  prd__cache_set_reap_hook(void (*fn)(void));
  * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
  * more dirty free pages than a thread is worth (cache.c section 4). */
 void  prd__cache_decay_nudge(void);
+/* malloc.c's large blocks took `bytes` from the heap arena, no lock held: counted with the
+ * slab layer's growth, a growth reap every CACHE_GROW_BYTES of it (cache.c section 4). */
+void  prd__cache_heap_grew(size_t bytes);
 /* Fork (fork.c's order): the reap and list locks, later every cache lock; release all. */
 void  prd__cache_fork_prepare(void);
 void  prd__cache_fork_prepare_caches(void);

@@ -16,6 +16,10 @@
  *               512 B blocks whose growth reaps hand the first phase's slabs to the heap
  *               arena: the second phase's pages are mostly the first's, not new faults, and
  *               the dirty memory left at its end is within the bound
+ *   phases      through prd_malloc, a phase of 1,000 B blocks freed, then one of 200,000 B
+ *               blocks (large blocks, straight from the heap arena), and a phase of 20,000 B
+ *               blocks (the heap arena's quantum caches) freed, then one of 1,000 B: each
+ *               second phase takes the first's memory instead of importing its own
  *   refault     free and allocate again, each cycle more than the bound: the pages the bound
  *               purged are taken again, so it rises (vm_dirty_scale) until the cycles purge
  *               nothing, staying within the allocated bytes; decay passes with nothing
@@ -208,6 +212,41 @@ static int case_reap(void)
   return faults < pages * 6 / 10 && dirty <= cap ? 0 : 1;
 }
 
+/* Guards two holes of the growth reap: large blocks come from the heap arena without making
+ * a slab, so their growth never ran it and the small blocks' idle depot and slabs stayed put
+ * (peak RSS about twice glibc's); and the heap arena's quantum caches kept their free slabs
+ * until a decay pass while a class cache grew.  One phase of `first` byte blocks, freed, then
+ * one of `second`: the heap arena's imported bytes grow by a fraction of a phase at most. */
+#define PHASE_BYTES (64 * MIB)
+static void *ph[PHASE_BYTES / 1000];
+
+static size_t phase(size_t size)
+{
+  size_t n = PHASE_BYTES / size;
+  for (size_t i = 0; i < n; i++) {
+    if ((ph[i] = prd_malloc(size)) == NULL)
+      _exit(2);
+    memset(ph[i], 0x5a, size);
+  }
+  size_t peak = (size_t)heap_stats().bytes_total;   /* all of the phase allocated */
+  for (size_t i = 0; i < n; i++)
+    prd_free(ph[i]);
+  return peak;
+}
+
+static int case_phases(void)
+{
+  if (prd_option_set("decay_ms", "0") != 0 || prd_option_set("maint_thread", "0") != 0)
+    _exit(2);
+  size_t a1 = phase(1000), a2 = phase(200000);
+  size_t b1 = phase(20000), b2 = phase(1000);
+  printf("# phases: heap arena %zu KiB with the 1,000 B blocks, %zu KiB with the 200,000 B; "
+         "%zu KiB with the 20,000 B, %zu KiB with the 1,000 B (phases of %zu KiB)\n", a1 / KIB,
+         a2 / KIB, b1 / KIB, b2 / KIB, PHASE_BYTES / KIB);
+  fflush(stdout);
+  return a2 <= a1 + PHASE_BYTES / 4 && b2 <= b1 + PHASE_BYTES / 4 ? 0 : 1;
+}
+
 /* Guards the defect of a fixed bound under churn: a program that frees and allocates more
  * than the bound between two decay passes (blocks of a few hundred KiB, many threads) had
  * the freeing thread decommit under vm_lock at every few frees and fault the same pages
@@ -263,6 +302,7 @@ static void test_hysteresis(void)
 
 static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
 static void test_reap(void) { CHECK_EQ(prd_test_bounded(case_reap, "reap", 60), 0); }
+static void test_phases(void) { CHECK_EQ(prd_test_bounded(case_phases, "phases", 60), 0); }
 static void test_refault(void) { CHECK_EQ(prd_test_bounded(case_refault, "refault", 60), 0); }
 
 int main(void)
@@ -271,6 +311,7 @@ int main(void)
   RUN(test_hysteresis);
   RUN(test_reuse);
   RUN(test_reap);
+  RUN(test_phases);
   RUN(test_refault);
   return prd_test_done();
 }
