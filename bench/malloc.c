@@ -282,21 +282,22 @@ static void def_cb(struct prd_rcu_head *h)
   o->d_alloc->a_free(o);
 }
 
-struct def_arg {
-  const alloc_t *da_alloc;
-  unsigned da_id;
-  long da_ops;
+/* A worker thread's share of a workload (deferred, bigmix): its allocator, number and steps. */
+struct work_arg {
+  const alloc_t *wa_alloc;
+  unsigned wa_id;
+  long wa_ops;
 };
 
 static void *def_thread(void *arg)
 {
-  struct def_arg *da = arg;
-  const alloc_t *a = da->da_alloc;
+  struct work_arg *da = arg;
+  const alloc_t *a = da->wa_alloc;
   void (*free_deferred)(void *) = a == &alloc_prd ? prd_free_deferred
                                                   : def_preloaded_free_deferred;
   void *slot[DEF_SLOTS] = { 0 };
-  brng_t r = { 0x1234567887654321ull * (da->da_id + 1) };
-  for (long i = 0; i < da->da_ops; i++) {
+  brng_t r = { 0x1234567887654321ull * (da->wa_id + 1) };
+  for (long i = 0; i < da->wa_ops; i++) {
     unsigned k = (unsigned)(brng(&r) % DEF_SLOTS);
     struct dobj *old = slot[k];
     if (old != NULL) {
@@ -317,19 +318,24 @@ static void *def_thread(void *arg)
   return NULL;
 }
 
+/* Runs n (at most WORKERS_MAX) threads of fn, each with ops steps, and waits for them. */
+#define WORKERS_MAX 8
+static void run_workers(const alloc_t *a, unsigned n, long ops, void *(*fn)(void *))
+{
+  pthread_t t[WORKERS_MAX];
+  struct work_arg args[WORKERS_MAX];
+  for (unsigned i = 0; i < n; i++) {
+    args[i] = (struct work_arg){ a, i, ops };
+    pthread_create(&t[i], NULL, fn, &args[i]);
+  }
+  for (unsigned i = 0; i < n; i++)
+    pthread_join(t[i], NULL);
+}
+
 static double w_deferred(const alloc_t *a)
 {
-  pthread_t t[DEF_THREADS];
-  struct def_arg args[DEF_THREADS];
   uint64_t t0 = bench_now_ns();
-  for (unsigned i = 0; i < DEF_THREADS; i++) {
-    args[i].da_alloc = a;
-    args[i].da_id = i;
-    args[i].da_ops = scaled(1000000);
-    pthread_create(&t[i], NULL, def_thread, &args[i]);
-  }
-  for (unsigned i = 0; i < DEF_THREADS; i++)
-    pthread_join(t[i], NULL);
+  run_workers(a, DEF_THREADS, scaled(1000000), def_thread);
   prd_rcu_barrier();   /* every deferred free done: the time includes them */
   return (double)(bench_now_ns() - t0) / 1e9;
 }
@@ -430,45 +436,32 @@ static double w_bigloop(const alloc_t *a)
 #define MIX_THREADS 4
 #define MIX_WINDOW  512
 
-struct mix_arg {
-  const alloc_t *ma_alloc;
-  unsigned ma_id;
-  long ma_ops;
-};
-
 static void *mix_thread(void *arg)
 {
-  struct mix_arg *ma = arg;
-  brng_t r = { 0x9e3779b97f4a7c15ull * (ma->ma_id + 1) };
+  struct work_arg *ma = arg;
+  brng_t r = { 0x9e3779b97f4a7c15ull * (ma->wa_id + 1) };
   char *slot[MIX_WINDOW] = { NULL };
-  for (long i = 0; i < ma->ma_ops; i++) {
+  for (long i = 0; i < ma->wa_ops; i++) {
     uint64_t x = brng(&r);
     int k = (int)(x % MIX_WINDOW);
-    ma->ma_alloc->a_free(slot[k]);
+    ma->wa_alloc->a_free(slot[k]);
     size_t sz = (x >> 16) % 8 == 0 ? 1 + (size_t)((x >> 20) % 300000)
                                    : 1 + (size_t)((x >> 20) % 2048);
-    char *p = ma->ma_alloc->a_malloc(sz);
+    char *p = ma->wa_alloc->a_malloc(sz);
     memset(p, (int)i, sz < 512 ? sz : 512);
     slot[k] = p;
   }
   for (int k = 0; k < MIX_WINDOW; k++) {
     bench_sink += (uintptr_t)(slot[k] != NULL ? slot[k][0] : 0);
-    ma->ma_alloc->a_free(slot[k]);
+    ma->wa_alloc->a_free(slot[k]);
   }
   return NULL;
 }
 
 static double w_bigmix(const alloc_t *a)
 {
-  pthread_t t[MIX_THREADS];
-  struct mix_arg args[MIX_THREADS];
   uint64_t t0 = bench_now_ns();
-  for (unsigned i = 0; i < MIX_THREADS; i++) {
-    args[i] = (struct mix_arg){ a, i, scaled(200000) };
-    pthread_create(&t[i], NULL, mix_thread, &args[i]);
-  }
-  for (unsigned i = 0; i < MIX_THREADS; i++)
-    pthread_join(t[i], NULL);
+  run_workers(a, MIX_THREADS, scaled(200000), mix_thread);
   return (double)(bench_now_ns() - t0) / 1e9;
 }
 
