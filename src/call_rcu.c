@@ -524,8 +524,10 @@ void prd_rcu_barrier(void)
     wrk_running = true;
     pthread_mutex_unlock(&wrk_lock);
     cb_self.ct_is_worker = true;   /* a callback's rcu_barrier is reported, as on the worker */
+    int old = prd__cancel_off();   /* the callbacks run as on the worker: not cancellable */
     while (worker_pass())
       ;
+    prd__cancel_on(old);
     cb_self.ct_is_worker = false;
     pthread_mutex_lock(&wrk_lock);
     wrk_running = false;

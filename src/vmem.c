@@ -151,7 +151,10 @@
  *    pairing check of section 11 applies, and the first allocation of a cached size after
  *    VMEM_QCACHE_RETRY_NS tries again: a failure is retried, not remembered (an arena that
  *    met a short shortage at its first small allocation would otherwise take vm_lock for
- *    every small size for the rest of its life).  What the arena served itself meanwhile
+ *    every small size for the rest of its life).  A try only try-locks vmem_qcache_lock (its
+ *    caller may be a destructor run by a reap, under cache_reap_lock, which fork's order puts
+ *    after it) and keeps the caches it made when a later one fails (destroying them would
+ *    take cache_reap_lock); the next try goes on from the first missing one.  What the arena served itself meanwhile
  *    must come back to the arena, not to a cache, whose magazines would take it unchecked
  *    (a NOTOUCH cache cannot tell a foreign integer): such a segment is marked (vs_qdirect)
  *    and counted (vm_qdirect, under vm_lock), and while the count is not 0 a free of a
@@ -208,13 +211,16 @@
  *    in: a madvise (a TLB shootdown on every core of a threaded process) per dozen frees,
  *    under vm_lock, which every other big block's malloc and free then waits for.  So a
  *    segment the bound decommits after a free is marked (vs_purged, kept through splits and
- *    merges, cleared by the next pass), an allocation from it counts its bytes (vm_refault),
- *    and when a purge after a free finds more refaulted bytes than the bound itself, the
- *    bound's factor (vm_dirty_scale) doubles, up to VMEM_DIRTY_SCALE_MAX and to
- *    VMEM_DIRTY_SCALED_PCT percent of the allocated bytes: dirty free memory then stays as
- *    large as the program's churn, as glibc's and jemalloc's do, and no more.  A pass after a
- *    period with no refault halves the factor again unless the dirty bytes still fill half of
- *    the lower bound; what the churn leaves unused is the decay passes' to decommit anyway.
+ *    merges, cleared by the next pass), an allocation from it counts its bytes (vm_refault,
+ *    counted from one purge after a free to the next, or to a pass), and when a purge after
+ *    a free finds more refaulted bytes than the bound itself, the bound's factor
+ *    (vm_dirty_scale) doubles, up to VMEM_DIRTY_SCALE_MAX and to VMEM_DIRTY_SCALED_PCT
+ *    percent of the allocated bytes: dirty free memory then stays as large as the program's
+ *    churn, as glibc's and jemalloc's do, and no more.  It halves when a free passes the
+ *    raised bound with nothing refaulted since the last purge (the churn is over; this works
+ *    with decay off too), and at a pass after a period with no refault unless the dirty bytes
+ *    still fill half of the lower bound; what the churn leaves unused is the decay passes'
+ *    to decommit anyway.
  *    The purges of an allocation (the reuse allowance, below) and of a growth reap's frees
  *    mark nothing: their refaults are the allowance's chosen price, not the bound's
  *    mistake.  Measured (docs/benchmarks.md): 8 threads churning blocks of up to 300 KB
@@ -1335,12 +1341,18 @@ static bool vmem_qcache_ready(prd_vmem_t *vmp)
   uint64_t now = prd__now_ns();
   if (now < atomic_load_explicit(&vmp->vm_qcache_retry_ns, memory_order_relaxed))
     return false;
-  pthread_mutex_lock(&vmem_qcache_lock);
+  /* only tried: the caller may be a destructor that a reap runs under cache_reap_lock, which
+   * fork's order puts after vmem_qcache_lock (fork.c section 2); a busy lock is another
+   * thread making the caches, and the arena serves this call itself meanwhile */
+  if (pthread_mutex_trylock(&vmem_qcache_lock) != 0)
+    return false;
   st = atomic_load_explicit(&vmp->vm_qcache_state, memory_order_relaxed);
   if (st == 0) {
     int n = (int)(vmp->vm_qcache_max >> vmp->vm_qshift);
     int k;
-    for (k = 0; k < n; k++) {
+    /* from the first not made yet: the caches a failed try made stay, unused until all are
+     * (destroying them could take cache_reap_lock, which a reaping caller holds) */
+    for (k = vmp->vm_nqcache; k < n; k++) {
       char name[PRD_CACHE_NAME_MAX];
       size_t len = strnlen(vmp->vm_name, PRD_CACHE_NAME_MAX - 8);
       memcpy(name, vmp->vm_name, len);
@@ -1353,13 +1365,11 @@ static bool vmem_qcache_ready(prd_vmem_t *vmp)
       if (vmp->vm_qcache[k] == NULL)
         break;
     }
+    vmp->vm_nqcache = k;
     if (k < n) {   /* no memory: the arena serves every size itself, and tries again later */
-      while (k-- > 0)
-        prd_cache_destroy(vmp->vm_qcache[k]);
       atomic_store_explicit(&vmp->vm_qcache_retry_ns, now + VMEM_QCACHE_RETRY_NS,
                             memory_order_relaxed);
     } else {
-      vmp->vm_nqcache = n;
       st = 1;
       atomic_store_explicit(&vmp->vm_qcache_state, st, memory_order_release);
     }
@@ -1439,9 +1449,10 @@ void prd_vmem_destroy(prd_vmem_t *vmp)
 {
   if (vmp == NULL)
     return;
-  if (atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1)
-    for (int k = 0; k < vmp->vm_nqcache; k++)
-      prd_cache_destroy(vmp->vm_qcache[k]);   /* their slabs go back to this arena */
+  /* every cache made, also by a try that failed on a later one (section 14); no other
+   * thread uses an arena being destroyed, so none is making them now */
+  for (int k = 0; k < vmp->vm_nqcache; k++)
+    prd_cache_destroy(vmp->vm_qcache[k]);   /* their slabs go back to this arena */
 #ifdef PRD_DEBUG
   PRD_ASSERT(prd__vmem_check(vmp) == 0);
 #endif
@@ -1633,7 +1644,15 @@ static void vmem_purge(prd_vmem_t *vmp, bool after_free)
     vmp->vm_dirty_scale = PRD_MIN(scale * 2, (unsigned)VMEM_DIRTY_SCALE_MAX);
     vmp->vm_refault = 0;
     cap = dirty_cap(vmp);
+  } else if (after_free && scale > 1 && vmp->vm_refault == 0 &&
+             vmp->vm_dirty > dirty_limit(vmp)) {
+    /* over the raised bound with nothing refaulted since the last rise or purge: the churn
+     * that raised it is over (with decay off, no pass would ever say so) */
+    vmp->vm_dirty_scale = scale / 2;
+    cap = dirty_cap(vmp);
   }
+  if (after_free)
+    vmp->vm_refault = 0;   /* counted from this purge to the next (or to a pass) */
   if (vmp->vm_dirty > dirty_limit(vmp)) {
     vmp->vm_stats.purges++;
     while (purge_batch(vmp, cap / 2 + vmp->vm_reuse, after_free)) {

@@ -38,10 +38,10 @@
  * first violation).
  *
  * prd-test-labels: torture
- * prd-test-timeout: 60
+ * prd-test-timeout: 90
  * prd-test-run: alloc_torture_delay --seconds 8 --race-delay 64
  * prd-test-run: alloc_torture_nodelay --seconds 8
- * prd-test-run-fail: alloc_torture_broken_handshake --seconds 15 --race-delay 256 --broken-handshake
+ * prd-test-run-fail: alloc_torture_broken_handshake --seconds 40 --race-delay 256 --broken-handshake
  */
 #include <errno.h>
 #include <pthread.h>

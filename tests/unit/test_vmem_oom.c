@@ -1,6 +1,10 @@
 /* vmem under memory failure (src/vmem.c over src/os.c's fault injection): every mapping vmem
  * makes (arena structures, tag pages, hash tables, heap blocks) can fail; each failure must
  * come back as NULL with errno ENOMEM, leave the arena consistent and leak nothing. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
 #include "internal.h"
 #include "prd_test.h"
 
@@ -171,10 +175,81 @@ static void test_qcache_retry(void)
     fprintf(stderr, "%s", buf);
 }
 
+/* A retry of the quantum caches from a destructor that a reap runs (cache_reap_lock held)
+ * while another thread forks: fork's prepare takes vmem_qcache_lock before cache_reap_lock
+ * (fork.c section 2), so a retry that waited for vmem_qcache_lock deadlocked with it.  The
+ * retry only try-locks: the destructor's allocation is served by the arena itself. */
+static prd_vmem_t *qf_arena;
+static atomic_int qf_in_dtor;
+
+static int qf_ctor(void *buf, void *priv, int flags)
+{
+  (void)buf;
+  (void)priv;
+  (void)flags;
+  return 0;
+}
+
+static void qf_dtor(void *buf, void *priv)
+{
+  (void)buf;
+  (void)priv;
+  if (atomic_exchange(&qf_in_dtor, 1) != 0)
+    return;
+  struct timespec ts = { 0, 100 * 1000 * 1000 };   /* the fork's prepare takes its locks */
+  nanosleep(&ts, NULL);
+  void *p = prd_vmem_alloc(qf_arena, 4096, PRD_VM_NOSLEEP);
+  if (p == NULL)
+    _exit(3);
+}
+
+static void *qf_reaper(void *arg)
+{
+  prd_cache_t *u = arg;
+  enum { N = 20000 };
+  static void *o[N];
+  for (int i = 0; i < N; i++)
+    o[i] = prd_cache_alloc(u, PRD_SLEEP);
+  for (int i = 0; i < N; i++)
+    prd_cache_free(u, o[i]);
+  (void)prd__cache_trim();   /* every free slab: the destructor runs under cache_reap_lock */
+  return NULL;
+}
+
+static int qcache_retry_fork(void)
+{
+  qf_arena = prd_vmem_create("qfork", (void *)0x10000000, 1u << 24, 4096, NULL, NULL, NULL,
+                             8 * 4096, 0);
+  prd__os_fault_every(1);   /* the first try at the quantum caches fails */
+  void *p = prd_vmem_alloc(qf_arena, 4096, PRD_VM_NOSLEEP);
+  prd__os_fault_every(0);
+  if (p == NULL || atomic_load(&qf_arena->vm_qcache_state) != 0)
+    return 2;
+  struct timespec ts = { 0, 20 * 1000 * 1000 };   /* past the retry interval */
+  nanosleep(&ts, NULL);
+  prd_cache_t *u = prd_cache_create("qf_user", 64, 0, qf_ctor, qf_dtor, NULL, NULL, NULL, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, qf_reaper, u);
+  while (!atomic_load(&qf_in_dtor))
+    sched_yield();
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(0);
+  waitpid(pid, NULL, 0);
+  pthread_join(t, NULL);
+  return 0;
+}
+
+static void test_qcache_retry_fork(void)
+{
+  CHECK_EQ(prd_test_bounded(qcache_retry_fork, "quantum-cache retry in a reap, fork", 30), 0);
+}
+
 int main(void)
 {
   prd_option_set("abort_on_error", "0");
   RUN(test_qcache_retry);
+  RUN(test_qcache_retry_fork);   /* before any test of this process makes a cache */
   RUN(test_create_fails_cleanly);
   RUN(test_tags_and_hash_under_faults);
   RUN(test_heap_arena_under_faults);
