@@ -110,7 +110,11 @@
  *    page at once; prd__cache_trim (malloc_trim) also reaps every free slab and magazine
  *    regardless of working sets.
  *
- * 5. Hooks.  One this file offers: prd__cache_set_reap_hook, the one holding above the caches
+ * 5. Hooks.  Two this file offers: prd__cache_set_grow_hook, called at the start of every
+ *    growth reap (section 4) with no lock held, for the holding above the caches to give back
+ *    what it kept unused for a while (malloc.c's huge blocks freed more than 100 ms ago: a
+ *    kept block beside a heap that grows is memory counted twice); and
+ *    prd__cache_set_reap_hook, the one holding above the caches
  *    that a reap gives back too (malloc.c's kept huge blocks, registered at its start-up):
  *    prd_reap, prd__cache_trim and the pressure reclaim (reclaim_all: a heap import or a
  *    slab that found no memory) call it first, with no lock held, so that kept blocks never
@@ -510,6 +514,7 @@ static void reap_all_locked(bool all)
 }
 
 static void (*_Atomic cache_reap_hook)(void);   /* section 5 */
+static void (*_Atomic cache_grow_hook)(void);   /* section 5 */
 
 /* Memory pressure: what is kept above the caches (the reap hook: malloc's kept huge blocks,
  * which may be what the kernel is short of), every cache's owner asked to give memory back,
@@ -554,6 +559,11 @@ void prd_cache_reap(prd_cache_t *cp)
 void prd__cache_set_reap_hook(void (*fn)(void))
 {
   atomic_store_explicit(&cache_reap_hook, fn, memory_order_release);
+}
+
+void prd__cache_set_grow_hook(void (*fn)(void))
+{
+  atomic_store_explicit(&cache_grow_hook, fn, memory_order_release);
 }
 
 static size_t reap_and_decommit(bool all)
@@ -635,7 +645,13 @@ void prd__cache_decay_nudge(void)
  * reclaim on this thread, skips it. */
 static void cache_grow_reap(void)
 {
-  if (cache_in_reclaim || pthread_mutex_trylock(&cache_reap_lock) != 0)
+  if (cache_in_reclaim)
+    return;
+  /* the holding above the caches first, with no lock held, as the reap hook (section 5) */
+  void (*hook)(void) = atomic_load_explicit(&cache_grow_hook, memory_order_acquire);
+  if (hook != NULL)
+    hook();
+  if (pthread_mutex_trylock(&cache_reap_lock) != 0)
     return;
   cache_in_reclaim = true;
   prd_vmem_t *heap = prd_heap_arena();

@@ -330,6 +330,9 @@ void  prd__cache_reclaim(void);
 /* The one holding above the caches that prd_reap and malloc_trim give back too (malloc.c's
  * kept huge blocks), called first, no lock held (cache.c section 5). */
 void  prd__cache_set_reap_hook(void (*fn)(void));
+/* The same holding's part of a growth reap (cache.c section 4): asked, no lock held, to give
+ * back what it kept unused for a while, as the caches give their idle depots. */
+void  prd__cache_set_grow_hook(void (*fn)(void));
 /* After memory went back to the heap arena outside the caches (malloc.c's large blocks), no
  * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
  * more dirty free pages than a thread is worth (cache.c section 4). */

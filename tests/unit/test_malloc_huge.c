@@ -8,7 +8,9 @@
  *     aligned_alloc, posix_memalign, which also sets errno as glibc does);
  *   - free, prd_free_deferred and malloc_usable_size keep errno when an unmap fails or a
  *     report is written;
- *   - a realloc whose move of the mapping fails copies instead and leaks no mapping.
+ *   - a realloc whose move of the mapping fails copies instead and leaks no mapping;
+ *   - a block kept unused for a while goes back when the classes grow (a growth reap), so a
+ *     freed buffer does not stay resident beside the memory that replaces it.
  * Each case that frees a huge block runs in a child, so that options and fault injection stay
  * local, and so that this process starts no library thread (the maintenance job's thread
  * starts while blocks are kept) before it forks the next child.
@@ -400,6 +402,43 @@ static void test_move_fails(void)
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* ---- a growing heap gives idle kept blocks back ----------------------------------------- */
+/* Guards the defect of a kept block beside a growing heap: a program that freed a 24 MiB
+ * buffer (sqlite's sorter) and then grew its page cache kept both resident until
+ * malloc_huge_decay_ms: peak RSS 1.6 times glibc's. */
+static void grow_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("malloc_huge_decay_ms", "600000");   /* no decay during the test */
+  char *p = prd_malloc(24 * MIB);
+  CHECK(p != NULL);
+  memset(p, 0xab, 24 * MIB);
+  prd_free(p);
+  CHECK_EQ(prd__malloc_huge_cached(), 24 * MIB);
+  struct timespec ts = { 0, 200 * 1000 * 1000 };   /* unused for longer than the idle time */
+  nanosleep(&ts, NULL);
+  enum { N = 10000 };
+  static void *v[N];
+  for (int i = 0; i < N; i++) {   /* 48 MiB of class slabs: a dozen growth reaps */
+    v[i] = prd_malloc(4368);
+    CHECK(v[i] != NULL);
+    memset(v[i], 1, 4368);
+  }
+  CHECK_EQ(prd__malloc_huge_cached(), 0);
+  for (int i = 0; i < N; i++)
+    prd_free(v[i]);
+  exit(prd_t_failures != 0);
+}
+
+static void test_grow_gives_back(void)
+{
+  char buf[4096];
+  int st = prd_test_child(grow_child, NULL, buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "%s", buf);
+}
+
 int main(void)
 {
   RUN(test_reuse);
@@ -409,5 +448,6 @@ int main(void)
   RUN(test_free_keeps_errno);
   RUN(test_move_fails);
   RUN(test_kept_gives_way);
+  RUN(test_grow_gives_back);
   return prd_test_done();
 }
