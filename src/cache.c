@@ -112,8 +112,8 @@
  *
  * 5. Hooks.  Two this file offers: prd__cache_set_grow_hook, called at the start of every
  *    growth reap (section 4) with no lock held, for the holding above the caches to give back
- *    what it kept unused for a while (malloc.c's huge blocks freed more than 100 ms ago: a
- *    kept block beside a heap that grows is memory counted twice); and
+ *    what it kept unused for a while (malloc.c's huge blocks kept since the previous growth
+ *    reap: a kept block beside a heap that grows is memory counted twice); and
  *    prd__cache_set_reap_hook, the one holding above the caches
  *    that a reap gives back too (malloc.c's kept huge blocks, registered at its start-up):
  *    prd_reap, prd__cache_trim and the pressure reclaim (reclaim_all: a heap import or a

@@ -41,11 +41,11 @@
  *    gives them back), and all at once when a mapping fails, before it is retried (a huge
  *    block's here, any other's through the caches' pressure reclaim, which calls the reap
  *    hook first: cache.c section 5): kept memory never makes an allocation fail.  A growth
- *    reap (the classes or large blocks grew by 4 MiB) also unmaps the blocks unused for
- *    HC_GROW_IDLE_NS, 100 ms (hc_grow_release, cache.c's grow hook): a program that freed
- *    a big buffer and then grows its heap has moved on from it, and kept, its pages would
- *    stay resident beside the new ones (sqlite's sorter buffer before its page cache: peak
- *    RSS 1.6 times glibc's); a loop of big blocks takes them back within microseconds.
+ *    reap (the classes or large blocks grew by 4 MiB) also unmaps the blocks kept since
+ *    before the previous one (hc_grow_release, cache.c's grow hook): a program that freed a
+ *    big buffer and then grew its heap by 4 MiB has moved on from it, and kept, its pages
+ *    would stay resident beside the new ones (sqlite's sorter buffer before its page cache:
+ *    peak RSS 1.6 times glibc's); a loop of big blocks takes them back sooner.
  *    calloc zeroes a kept block (a fresh mapping is
  *    zero already).  Unmaps happen outside hc_lock.  Memory ordering: the cache itself is
  *    read and written only under hc_lock; hc_nonempty, read without it by a take, the
@@ -784,18 +784,24 @@ size_t prd__malloc_huge_cached(void)
   return b;
 }
 
-/* The growth reap's hook (cache.c section 5): the classes or large blocks grow by another
- * 4 MiB, so a block kept unused for HC_GROW_IDLE_NS is memory the program has moved on from
- * (a sorter's buffer freed before its page cache grows): it goes back to the kernel rather
- * than stay resident beside the new memory.  A loop of big blocks reuses them within
- * microseconds and keeps them. */
-#define HC_GROW_IDLE_NS ((uint64_t)100000000)
+/* The growth reap's hook (cache.c section 5): the classes or large blocks grew by another
+ * 4 MiB.  A block kept since before the previous growth reap stayed unused while the heap grew
+ * by that much: memory the program has moved on from (a sorter's buffer freed before its page
+ * cache grows), whose pages would stay resident beside the new ones; it goes back to the
+ * kernel.  A loop of big blocks takes them back between two growth reaps and keeps them, as
+ * a program that grows no heap (the growth reaps' count is a relaxed hint: hc_grow_ns under
+ * hc_lock orders nothing else). */
+static uint64_t hc_grow_ns;   /* hc_lock: when the previous growth reap asked */
 static void hc_grow_release(void)
 {
   int saved = errno;
   uint64_t now = prd__now_ns();
-  if (now > HC_GROW_IDLE_NS)
-    (void)hc_release(now - HC_GROW_IDLE_NS);
+  pthread_mutex_lock(&hc_lock);
+  uint64_t before = hc_grow_ns;
+  hc_grow_ns = now;
+  pthread_mutex_unlock(&hc_lock);
+  if (before != 0)
+    (void)hc_release(before);
   errno = saved;
 }
 

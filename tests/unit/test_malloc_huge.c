@@ -415,11 +415,10 @@ static void grow_child(void *arg)
   memset(p, 0xab, 24 * MIB);
   prd_free(p);
   CHECK_EQ(prd__malloc_huge_cached(), 24 * MIB);
-  struct timespec ts = { 0, 200 * 1000 * 1000 };   /* unused for longer than the idle time */
-  nanosleep(&ts, NULL);
   enum { N = 10000 };
   static void *v[N];
-  for (int i = 0; i < N; i++) {   /* 48 MiB of class slabs: a dozen growth reaps */
+  for (int i = 0; i < N; i++) {   /* 48 MiB of class slabs: a dozen growth reaps, of which
+                                   * the second finds the block kept since the first */
     v[i] = prd_malloc(4368);
     CHECK(v[i] != NULL);
     memset(v[i], 1, 4368);
