@@ -27,17 +27,25 @@
 
 #define MIB ((size_t)1 << 20)
 
+/* A huge block of `bytes` written and freed, with decay off: the cache keeps it (its address
+ * is returned, for the caller to recognize). */
+static char *kept_block(size_t bytes)
+{
+  prd_option_set("malloc_huge_decay_ms", "600000");   /* no decay during the test */
+  char *p = prd_malloc(bytes);
+  CHECK(p != NULL);
+  memset(p, 0xab, bytes);
+  prd_free(p);
+  CHECK_EQ(prd__malloc_huge_cached(), bytes);
+  return p;
+}
+
 /* ---- reuse ------------------------------------------------------------------------------ */
 static void reuse_child(void *arg)
 {
   (void)arg;
   prd_option_set("abort_on_error", "0");
-  prd_option_set("malloc_huge_decay_ms", "600000");   /* no decay during the test */
-  char *p = prd_malloc(8 * MIB);
-  CHECK(p != NULL);
-  memset(p, 0xab, 8 * MIB);
-  prd_free(p);
-  CHECK_EQ(prd__malloc_huge_cached(), 8 * MIB);
+  char *p = kept_block(8 * MIB);
   /* calloc takes the kept block (the only fit) and must zero it */
   unsigned char *z = prd_calloc(1, 7 * MIB);
   CHECK(z == (unsigned char *)p);
@@ -409,12 +417,7 @@ static void test_move_fails(void)
 static void grow_child(void *arg)
 {
   (void)arg;
-  prd_option_set("malloc_huge_decay_ms", "600000");   /* no decay during the test */
-  char *p = prd_malloc(24 * MIB);
-  CHECK(p != NULL);
-  memset(p, 0xab, 24 * MIB);
-  prd_free(p);
-  CHECK_EQ(prd__malloc_huge_cached(), 24 * MIB);
+  (void)kept_block(24 * MIB);
   enum { N = 10000 };
   static void *v[N];
   for (int i = 0; i < N; i++) {   /* 48 MiB of class slabs: a dozen growth reaps, of which
