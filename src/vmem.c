@@ -1341,9 +1341,13 @@ static bool vmem_qcache_ready(prd_vmem_t *vmp)
   uint64_t now = prd__now_ns();
   if (now < atomic_load_explicit(&vmp->vm_qcache_retry_ns, memory_order_relaxed))
     return false;
+  /* the heap arena first: the caches' slabs and records come from it, and its creation takes
+   * heap_lock, which fork's order puts before vmem_qcache_lock (fork.c section 2) */
+  if (prd_heap_arena() == NULL)
+    return false;
   /* only tried: the caller may be a destructor that a reap runs under cache_reap_lock, which
-   * fork's order puts after vmem_qcache_lock (fork.c section 2); a busy lock is another
-   * thread making the caches, and the arena serves this call itself meanwhile */
+   * fork's order puts after vmem_qcache_lock; a busy lock is another thread making the
+   * caches, and the arena serves this call itself meanwhile */
   if (pthread_mutex_trylock(&vmem_qcache_lock) != 0)
     return false;
   st = atomic_load_explicit(&vmp->vm_qcache_state, memory_order_relaxed);
