@@ -87,13 +87,13 @@
  *    job's predicate on each slow path while the thread is not started, and that would be a
  *    cost on every magazine miss.  Nothing of it runs on a hit path.
  *    Growth reap (the slab layer's growth hook, slab.c section 6): after every 4 MiB of new
- *    slabs, and every 4 MiB of malloc's large blocks taken from the heap arena (which make no
- *    slab: prd__cache_heap_grew), a depot that took and gave no full magazine since the
- *    previous growth reap is emptied into its slabs (cache_grow_reap): a finished phase's
- *    memory, parked in the depot of its class, goes to the heap arena (a packed cache's free
- *    slabs go at once, and so do all free slabs of such an idle cache of the heap arena: its
- *    quantum caches hold malloc's blocks of 5-8 pages) where the growing class or blocks take
- *    it, within two growth reaps rather than decay_ms / 2.
+ *    slabs and of malloc's large blocks taken from the heap arena (which make no slab, so
+ *    malloc.c counts them itself: prd__slab_grown), a depot that took and gave no full
+ *    magazine since the previous growth reap is emptied into its slabs (cache_grow_reap): a
+ *    finished phase's memory, parked in the depot of its class, goes to the heap arena (a
+ *    packed cache's free slabs go at once, and so do all free slabs of such an idle cache of
+ *    the heap arena: its quantum caches hold malloc's blocks of 5-8 pages) where the growing
+ *    class or blocks take it, within two growth reaps rather than decay_ms / 2.
  *    The reap runs inside prd__vmem_heap_reuse(true/false): the heap arena keeps what it
  *    frees dirty for that class and purges it as later allocations go (vmem.c section 16).
  *    The internal caches (last on the list) then give back all their free slabs: the
@@ -671,24 +671,6 @@ static void cache_grow_reap(void)
   prd__vmem_heap_reuse(false);
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = false;
-}
-
-/* Large blocks of malloc (above the class sizes and the heap's quantum caches) come from the
- * heap arena without making a slab, so the slab layer's count never sees a phase of them
- * grow: this counts them the same way (a relaxed hint, as slab.c's), so that a phase of
- * 200 KB blocks after one of 1 KB blocks takes the small blocks' idle slabs rather than new
- * memory. */
-static _Atomic uint64_t cache_heap_grown;
-#define CACHE_GROW_BYTES ((uint64_t)4 << 20)   /* as slab.c's PRD_SLAB_GROW_BYTES: one import */
-
-void prd__cache_heap_grew(size_t bytes)
-{
-  uint64_t n = atomic_fetch_add_explicit(&cache_heap_grown, bytes, memory_order_relaxed);
-  if (n + bytes < CACHE_GROW_BYTES)
-    return;
-  atomic_store_explicit(&cache_heap_grown, 0, memory_order_relaxed);
-  cache_init();
-  cache_grow_reap();
 }
 
 void prd__cache_reap_all(prd_cache_t *cp)

@@ -111,9 +111,12 @@ void  prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n);
 typedef bool prd__slab_oom_fn(prd_cache_t *cp, int flags, unsigned *state);
 void  prd__slab_set_oom_hook(prd__slab_oom_fn *fn);
 /* The growth hook (cache.c sets it; slab.c section 6): after every PRD_SLAB_GROW_BYTES of
- * slabs that user caches made, called by the one that made the last, with no lock held. */
+ * slabs that user caches made and large blocks malloc.c took from the heap arena, called by
+ * the one that made the last, with no lock held. */
 typedef void prd__slab_grow_fn(void);
 void  prd__slab_set_grow_hook(prd__slab_grow_fn *fn);
+/* Counts `bytes` of heap growth toward that hook (no lock held). */
+void  prd__slab_grown(size_t bytes);
 /* Returns the free slabs outside the working set (all: every free slab) to the source. */
 void  prd__slab_reap(prd_cache_t *cp, bool all);
 /* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held.
@@ -337,9 +340,6 @@ void  prd__cache_set_grow_hook(void (*fn)(void));
  * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
  * more dirty free pages than a thread is worth (cache.c section 4). */
 void  prd__cache_decay_nudge(void);
-/* malloc.c's large blocks took `bytes` from the heap arena, no lock held: counted with the
- * slab layer's growth, a growth reap every CACHE_GROW_BYTES of it (cache.c section 4). */
-void  prd__cache_heap_grew(size_t bytes);
 /* Fork (fork.c's order): the reap and list locks, later every cache lock; release all. */
 void  prd__cache_fork_prepare(void);
 void  prd__cache_fork_prepare_caches(void);

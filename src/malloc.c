@@ -998,11 +998,12 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
       if (malloc_depth == 0)
         prd__cache_reclaim();
     }
-    /* the growth reap's count (cache.c section 4); not from a re-entrant call (section 5),
-     * inside the fork section as the frees' jobs (free_slow) */
+    /* the growth reap's count (slab.c section 6, cache.c section 4): a large block makes no
+     * slab; not from a re-entrant call (section 5), inside the fork section as the frees'
+     * jobs (free_slow) */
     if (p != NULL && malloc_depth == 0) {
       prd__fork_section_enter();
-      prd__cache_heap_grew(bytes);
+      prd__slab_grown(bytes);
       prd__fork_section_leave();
     }
   }

@@ -110,7 +110,8 @@
  *    next phase's other sizes; the two kept are the hedge against a class that frees and
  *    regrows a slab in a loop.  Buffers parked in magazines keep their slabs from being
  *    free, so the slab layer also calls the growth hook (cache.c section 4) after every
- *    PRD_SLAB_GROW_BYTES (4 MiB, one heap import) of slabs user caches made: cache.c then
+ *    PRD_SLAB_GROW_BYTES (4 MiB, one heap import) of slabs user caches made and of large
+ *    blocks malloc.c took from the heap arena (prd__slab_grown): cache.c then
  *    empties each depot that moved no magazine since its last call.  When the source cannot supply a
  *    slab for a user cache, the slab layer asks its one out-of-memory hook, which cache.c
  *    sets (cache.c section 4: the flags' policy, Prudence's wait, reclaim of every cache),
@@ -230,8 +231,9 @@ static prd_cache_t slab_bufctl_cache;    /* prd_bufctl_t */
 static prd_cache_t slab_audit_cache;     /* prd_bufctl_audit_t (auditing caches) */
 static prd__slab_oom_fn *_Atomic slab_oom_hook;   /* cache.c's out-of-memory policy */
 static prd__slab_grow_fn *_Atomic slab_grow_hook; /* cache.c's growth reap (section 6) */
-static _Atomic uint64_t slab_grown;                /* bytes of user slabs made since it ran */
-static void slab_grown_by(const prd_cache_t *cp);
+static _Atomic uint64_t slab_grown;                /* bytes of user slabs and large blocks
+                                                      made since it ran */
+
 static void slab_disown(prd_cache_t *cp, prd_slab_t *sp);
 
 /* The arena slabs come from.  The slab layer's own caches say NULL: the heap arena, looked
@@ -522,7 +524,7 @@ static bool cache_grow(prd_cache_t *cp)
   pthread_mutex_unlock(&cp->cache_lock);
   prd_slab_t *sp = slab_create(cp, color);
   if (sp != NULL && !(cp->cache_flags & PRD_CF_INTERNAL))
-    slab_grown_by(cp);
+    prd__slab_grown(cp->cache_slabsize);
   pthread_mutex_lock(&cp->cache_lock);
   if (sp == NULL)
     return false;
@@ -610,13 +612,14 @@ void prd__slab_set_grow_hook(prd__slab_grow_fn *fn)
   atomic_store_explicit(&slab_grow_hook, fn, memory_order_release);
 }
 
-/* A user cache made a slab (no lock held): every PRD_SLAB_GROW_BYTES of them, the growth
- * hook (section 6).  The count is a relaxed hint: two threads crossing the mark together
- * may both call the hook, whose reap takes a try-lock, and a lost reset only calls it early. */
-static void slab_grown_by(const prd_cache_t *cp)
+/* A user cache made a slab, or malloc.c took a large block from the heap arena (which makes
+ * no slab), of `bytes` (no lock held): every PRD_SLAB_GROW_BYTES of them, the growth hook
+ * (section 6).  The count is a relaxed hint: two threads crossing the mark together may
+ * both call the hook, whose reap takes a try-lock, and a lost reset only calls it early. */
+void prd__slab_grown(size_t bytes)
 {
-  uint64_t n = atomic_fetch_add_explicit(&slab_grown, cp->cache_slabsize, memory_order_relaxed);
-  if (n + cp->cache_slabsize < PRD_SLAB_GROW_BYTES)
+  uint64_t n = atomic_fetch_add_explicit(&slab_grown, bytes, memory_order_relaxed);
+  if (n + bytes < PRD_SLAB_GROW_BYTES)
     return;
   atomic_store_explicit(&slab_grown, 0, memory_order_relaxed);
   prd__slab_grow_fn *fn = atomic_load_explicit(&slab_grow_hook, memory_order_acquire);

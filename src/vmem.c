@@ -311,6 +311,13 @@ static inline void dirty_add(prd_vmem_t *vmp, size_t plus, size_t minus)
   __atomic_store_n(&vmp->vm_dirty, vmp->vm_dirty + plus - minus, __ATOMIC_RELAXED);
 }
 
+/* vm_qdirect += d (vm_lock held; relaxed atomics for the unlocked reader, section 14). */
+static inline void qdirect_add(prd_vmem_t *vmp, int d)
+{
+  uint64_t n = atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed);
+  atomic_store_explicit(&vmp->vm_qdirect, n + (uint64_t)(int64_t)d, memory_order_relaxed);
+}
+
 /* Takes the free segment vsp's bytes out of vm_dirty (before it is merged or allocated). */
 static inline void dirty_drop(prd_vmem_t *vmp, const prd_vseg_t *vsp)
 {
@@ -890,9 +897,7 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
         vsp = seg_alloc(vmp, vsp, addr, r->vr_size, xalloc);
         if (r->vr_qdirect) {   /* section 14: its free must come back here */
           vsp->vs_qdirect = 1;
-          atomic_store_explicit(&vmp->vm_qdirect,
-                                atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) + 1,
-                                memory_order_relaxed);
+          qdirect_add(vmp, 1);
         }
         if (policy == PRD_VM_NEXTFIT) {
           vmp->vm_rotor = vsp;
@@ -1023,7 +1028,7 @@ static size_t dirty_cap(const prd_vmem_t *vmp)
     return SIZE_MAX;   /* a percentage that large is no bound */
   size_t base = PRD_MAX(floor, (size_t)(part * pct));
   unsigned scale = vmp->vm_dirty_scale;
-  if (scale <= 1)
+  if (scale == 1)
     return base;
   /* raised by refaults (section 16): at most VMEM_DIRTY_SCALED_PCT of the allocated bytes,
    * or the unscaled bound where that is larger */
@@ -1088,9 +1093,7 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
     }
     *pp = vsp->vs_knext;
     if (vsp->vs_qdirect)   /* section 14 */
-      atomic_store_explicit(&vmp->vm_qdirect,
-                            atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) - 1,
-                            memory_order_relaxed);
+      qdirect_add(vmp, -1);
     release = seg_free(vmp, vsp, &rel);
     if (vmp->vm_decommit && vmem_reuse_scope)   /* a growth reap's free (section 16) */
       vmp->vm_reuse = PRD_MIN(vmp->vm_reuse + size, vmp->vm_dirty);
@@ -1427,6 +1430,7 @@ static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t
   vmp->vm_stats.size = sizeof(vmp->vm_stats);
   vmp->vm_stats.version = PRD_VMEM_STATS_VERSION;
   vmp->vm_qcache_max = PRD_MIN(qcache_max, PRD_VMEM_NQCACHE * quantum);
+  vmp->vm_dirty_scale = 1;   /* section 16 */
   if (!prd__opt(magazines))   /* the arena alone (option magazines=0) */
     atomic_store_explicit(&vmp->vm_qcache_state, -1, memory_order_relaxed);
   if (size > 0) {
@@ -1643,10 +1647,9 @@ static void vmem_purge(prd_vmem_t *vmp, bool after_free)
   /* the bound's own pages taken again since the last pass, more than the bound itself: the
    * program frees and allocates more than it allows, and each purge is faulted back in;
    * double the factor, and look again */
-  unsigned scale = PRD_MAX(vmp->vm_dirty_scale, 1u);
+  unsigned scale = vmp->vm_dirty_scale;
   if (after_free && vmp->vm_refault > cap && scale < VMEM_DIRTY_SCALE_MAX) {
     vmp->vm_dirty_scale = PRD_MIN(scale * 2, (unsigned)VMEM_DIRTY_SCALE_MAX);
-    vmp->vm_refault = 0;
     cap = dirty_cap(vmp);
   } else if (after_free && scale > 1 && vmp->vm_refault == 0 &&
              vmp->vm_dirty > dirty_limit(vmp)) {

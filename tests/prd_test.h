@@ -7,6 +7,8 @@
  *   prd_test_child(fn, arg, buf, len) runs fn in a child process with stderr captured into
  *                  buf; returns the child's wait status (for reports that abort); the fork
  *                  and the capture are prd_child_run (prd_child.h), which bench/ uses too
+ *   prd_test_child_ok(fn) runs fn(NULL) in a child that exits non-zero on a failed CHECK, and
+ *                  CHECKs its exit (its output shown when it failed)
  *   prd_test_segv(st, buf) whether a prd_test_child died of a fault (under a sanitizer,
  *                  whose own handler reports the fault and exits, from the report in buf)
  *   prd_test_bounded(fn, what, seconds) runs fn in a child process group with a deadline;
@@ -102,6 +104,17 @@ static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_
 {
   struct prd_test_child_call c = { fn, arg };
   return prd_child_run(prd_test_child_body, &c, buf, len);
+}
+
+/* fn(NULL) in a child that runs its own CHECKs and exits non-zero when one failed: CHECKs
+ * that it exited 0, and shows what it wrote otherwise. */
+static inline void prd_test_child_ok(void (*fn)(void *))
+{
+  char buf[4096];
+  int st = prd_test_child(fn, NULL, buf, sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "%s", buf);
 }
 
 static inline bool prd_test_segv(int st, const char *buf)

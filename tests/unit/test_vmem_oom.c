@@ -168,11 +168,7 @@ static void qcache_retry(void *arg)
  * making the quantum caches must map memory, and the injected faults make it fail. */
 static void test_qcache_retry(void)
 {
-  char buf[4096];
-  int st = prd_test_child(qcache_retry, NULL, buf, sizeof(buf));
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-    fprintf(stderr, "%s", buf);
+  prd_test_child_ok(qcache_retry);
 }
 
 /* A retry of the quantum caches from a destructor that a reap runs (cache_reap_lock held)
