@@ -264,12 +264,13 @@ static void mode_metrics_json(struct mode_ctx *mc, uint64_t held, char *buf, siz
   n += snprintf(buf + n, len - (size_t)n,
                 ",\"gp_requests\":%llu,\"gp_completed\":%llu,"
                 "\"gp_by_driver\":%llu,\"gp_ms\":%.1f,\"gp_inline_waits\":%llu,"
-                "\"gp_inline_timeouts\":%llu,\"membarriers\":%llu,\"app_objs\":%llu",
+                "\"gp_inline_timeouts\":%llu,\"membarriers\":%llu,\"gp_fenced\":%llu,"
+                "\"app_objs\":%llu",
                 (unsigned long long)gs.gp_requests,
                 (unsigned long long)gs.gp_completed, (unsigned long long)gs.gp_by_driver,
                 (double)gs.gp_ns / 1e6, (unsigned long long)gs.gp_inline_waits,
                 (unsigned long long)gs.gp_inline_timeouts, (unsigned long long)gs.membarriers,
-                (unsigned long long)held);
+                (unsigned long long)gs.gp_fenced, (unsigned long long)held);
   if (mc->mc_cache == NULL || n < 0 || (size_t)n >= len)
     return;
   prd_cache_stats_t st = PRD_CACHE_STATS_INIT;

@@ -312,9 +312,10 @@ PRD_API void     prd_rcu_wait_state(prd_gp_t s); /* block until it has ended */
   X(gp_blocking_waits, "blocking waits (prd_rcu_wait_state, call_rcu, cache destroy)")      \
   X(gp_inline_waits, "the allocator's bounded waits (rcu.c 9) that found the state not reached") \
   X(gp_inline_timeouts, "of which ran out before the grace period ended")                   \
-  X(membarriers,     "membarrier(PRIVATE_EXPEDITED) calls: the grace periods' (W1), (W2) (rcu.c 3)")
+  X(membarriers,     "membarrier(PRIVATE_EXPEDITED) calls: the grace periods' (W1), (W2) (rcu.c 3)") \
+  X(gp_fenced,       "of the completed, built-in ones without (W1): retirers fenced (rcu.c 3)")
 
-#define PRD_RCU_STATS_VERSION 1
+#define PRD_RCU_STATS_VERSION 2
 typedef struct prd_rcu_stats_s {
   size_t   size;     /* set by the caller to sizeof(prd_rcu_stats_t); nothing past it is written */
   uint32_t version;  /* set by prd_rcu_stats to PRD_RCU_STATS_VERSION */

@@ -17,9 +17,11 @@
 #error "include <prudence.h>, not <prudence_rcu.h>"
 #endif
 
-/* rr_ctr layout: [ phase bit | nesting count ] (liburcu's URCU_GP_CTR_PHASE / NEST_MASK). */
+/* rr_ctr layout: [ flip count | nesting count ] (liburcu's URCU_GP_CTR_PHASE / NEST_MASK, with
+ * the phase bit the lowest bit of a count of flips: the writer adds PRD__RCU_PHASE where liburcu
+ * XORs it).  Nesting up to 65,535 levels; the count has the word's upper bits (48 on LP64). */
 #define PRD__RCU_NEST_COUNT 1UL
-#define PRD__RCU_PHASE      (1UL << (sizeof(unsigned long) * 4))
+#define PRD__RCU_PHASE      (1UL << 16)
 #define PRD__RCU_NEST_MASK  (PRD__RCU_PHASE - 1)
 
 struct prd__rcu_reader {
@@ -30,7 +32,7 @@ struct prd__rcu_reader {
 /* This thread's reader record (initial-exec TLS: one %fs-relative access). */
 extern PRD_API __thread struct prd__rcu_reader prd__rcu_reader
     __attribute__((tls_model("initial-exec")));
-/* The global phase counter: PRD__RCU_NEST_COUNT | phase; flipped by the writer (src/rcu.c §3). */
+/* The global counter: PRD__RCU_NEST_COUNT | flips; the writer adds PRD__RCU_PHASE (src/rcu.c §3). */
 extern PRD_API unsigned long prd__rcu_gp_ctr;
 /* Nonzero when readers must fence: no membarrier(2) expedited command, or a TSan build. */
 extern PRD_API int prd__rcu_reader_fences;
@@ -83,8 +85,10 @@ static inline void prd_rcu_read_lock(void)
     __atomic_store_n(&r->rr_ctr, __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
     prd__rcu_reader_barrier(); /* (R1): the snapshot before our loads; pairs with (W1)/(W2) */
-  } else {
+  } else if (__builtin_expect((tmp & PRD__RCU_NEST_MASK) != PRD__RCU_NEST_MASK, 1)) {
     __atomic_store_n(&r->rr_ctr, tmp + PRD__RCU_NEST_COUNT, __ATOMIC_RELAXED);
+  } else {
+    prd__rcu_read_lock_slow(); /* nesting past PRD__RCU_NEST_MASK: reported, the process ends */
   }
 }
 

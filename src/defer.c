@@ -865,7 +865,9 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
-    if (prd_likely(prd__mag_enter_light(cc, tc, prd_likely(defer_light())))) {
+    /* the retirer's fence while grace periods run without (W1) (rcu.c §3): loaded first */
+    bool light = prd_likely(defer_light()) && prd_likely(!prd__rcu_retire_fenced());
+    if (prd_likely(prd__mag_enter_light(cc, tc, light))) {
 #ifdef PRD_TSAN
       prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
 #endif

@@ -551,7 +551,11 @@ void prd__vmem_fork_child(void);
 /* The grace-period sequence (rcu.c §4): even idle, odd while a grace period runs. */
 struct prd__rcu_gp_state {
   _Alignas(64) _Atomic uint64_t gs_seq;
-  char gs_pad[64 - sizeof(uint64_t)];
+  /* Nonzero while grace periods run without (W1) (rcu.c §3, the counted grace period): a
+   * retirer then runs a full fence between its unlink and its load of gs_seq.  On gs_seq's
+   * line, which every deferral loads anyway. */
+  _Atomic int gs_retire_fence;
+  char gs_pad[64 - sizeof(uint64_t) - sizeof(int)];
 };
 extern struct prd__rcu_gp_state prd__rcu_gp __attribute__((visibility("hidden")));
 /* prd_rcu_poll_state inline, for the allocator's fast paths: one acquire load (it pairs with
@@ -569,11 +573,19 @@ static inline prd_gp_t prd__rcu_get_state_fenced(void)
   return (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) + 3) &
          ~(uint64_t)1;
 }
-/* The same with the reader barrier first (R1 kind: the caller's unlink before the load,
- * paired with (W1)). */
+/* True while retirers must fence (gs_retire_fence): loaded before the barrier it chooses. */
+static inline bool prd__rcu_retire_fenced(void)
+{
+  return atomic_load_explicit(&prd__rcu_gp.gs_retire_fence, memory_order_relaxed) != 0;
+}
+/* The same with the retirer's barrier first: the reader barrier (R1 kind: the caller's unlink
+ * before the load, paired with (W1)), or a full fence while grace periods run without (W1). */
 static inline prd_gp_t prd__rcu_get_state(void)
 {
-  prd__rcu_reader_barrier();
+  if (prd_unlikely(prd__rcu_retire_fenced()))
+    prd__rcu_full_fence();
+  else
+    prd__rcu_reader_barrier();
   return prd__rcu_get_state_fenced();
 }
 /* Prudence (latent.c, defer.c): has the grace period of state s ended?  Every latent merge

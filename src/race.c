@@ -29,6 +29,7 @@
 
 #ifdef PRD_RACE_HOOKS
 bool prd__mag_broken_handshake;
+bool prd__rcu_broken_count;
 
 static _Thread_local uint64_t race_rng __attribute__((tls_model("initial-exec")));
 static _Atomic uint64_t race_seed = 0x9e3779b97f4a7c15ull;

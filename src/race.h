@@ -12,6 +12,9 @@
  * prd__mag_broken_handshake (hooks builds only) is the torture's switch that restores the
  * owner's old order (CPU-cache loads before the steal test, magazine.h prd__mag_late_steal): it
  * exists to show that the torture finds that defect, never to be set otherwise.
+ * prd__rcu_broken_count (hooks builds only) is rcu_torture's switch that makes the counted
+ * grace period (rcu.c §3) take a reader whose count is one flip behind for one that began
+ * after the flip: the same, for the count's comparison.
  */
 #ifndef PRD_RACE_H
 #define PRD_RACE_H
@@ -26,9 +29,11 @@ PRD_NOINLINE PRD_COLD void prd__race_pause(void);
 #define PRD_RACE() \
   (prd_unlikely(prd__opt(race_delay) != 0) ? prd__race_pause() : (void)0)
 extern bool prd__mag_broken_handshake;
+extern bool prd__rcu_broken_count;
 #else
 #define PRD_RACE() ((void)0)
 #define prd__mag_broken_handshake false
+#define prd__rcu_broken_count false
 #endif
 
 #endif

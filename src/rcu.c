@@ -19,10 +19,10 @@
  *
  * 2. The built-in read side (include/prudence_rcu.h).  The two-phase scheme of user-level RCU
  *    (Desnoyers, McKenney, Stern, Dagenais, Walpole, IEEE TPDS 2012, §3, the "memb" flavour):
- *    each thread has a record rr_ctr = [phase | nesting].  The outermost rcu_read_lock copies the
- *    global counter prd__rcu_gp_ctr (COUNT | current phase) into rr_ctr, nested locks add
- *    COUNT, unlocks subtract it.  A reader is INACTIVE (nesting 0), ACTIVE_CURRENT (its phase
- *    equals the global phase) or ACTIVE_OLD.  Threads register automatically on their first
+ *    each thread has a record rr_ctr = [flips | nesting], the phase the lowest bit of flips.
+ *    The outermost rcu_read_lock copies the global counter prd__rcu_gp_ctr (COUNT | flips)
+ *    into rr_ctr, nested locks add COUNT, unlocks subtract it.  A reader is INACTIVE
+ *    (nesting 0), ACTIVE_CURRENT (its phase equals the global phase) or ACTIVE_OLD.  Threads register automatically on their first
  *    outermost lock (rr_fast == 0 sends it to prd__rcu_read_lock_slow); a pthread key's
  *    destructor unregisters them at exit and reports a thread that exits inside a section.
  *
@@ -58,6 +58,44 @@
  *    by polling: spins, then sched_yield, then sleeps growing from 1 us to 1 ms (expedited mode:
  *    never sleeps; the driver sleeps with gp_lock dropped, §5).  Readers pay nothing for this
  *    (liburcu's futex wake-up costs the reader a load and a barrier at every outermost unlock).
+ *    Counted.  The flip adds PRD__RCU_PHASE (the phase bit is the lowest bit of a count of
+ *    flips, 48 bits on LP64), so a reader's rr_ctr names the flip its last outermost section
+ *    saw, and an idle reader keeps it.  On x86-64 with membarrier (gp_counted), the built-in
+ *    source runs its grace period as: (W1) or none (below); fence; flip to count F; fence; wait
+ *    until every registered reader is cleared, where a reader is cleared by
+ *      (a) count F, idle or inside a section: the section loaded the counter after the flip,
+ *          and on TSO its later loads come after that load, so they see every store that
+ *          precedes the flip, the retirers' unlinks among them (ordered before the flip by
+ *          (W1) or by the retirers' fences, below); a later section loads the counter later
+ *          still; and the record's stores become visible in order, so any section before the
+ *          one seen has ended;
+ *      (b) idle with an older count, once a membarrier has run since the sequence went odd:
+ *          (W1) at the start, or one the wait makes after RCU_IDLE_SCANS scans that found
+ *          such readers (a thread that stopped reading never shows F).  The membarrier's
+ *          barrier on the reader's CPU drains a snapshot store still buffered there, so a
+ *          section not seen began after that barrier, and its loads see what preceded it;
+ *      (c) this thread's own idle record (its stores precede its loads).
+ *    A reader inside a section with an older count holds the grace period until it shows
+ *    something else.  One flip is enough: the two-phase scheme waits twice because a phase bit
+ *    cannot tell a section that loaded the counter before the flip from one that loaded it
+ *    after; a count can, and (b) covers a reader between its load and its store (with (W1)
+ *    before the flip, or a membarrier after it, that reader's section loads after a barrier
+ *    that follows the retirers' unlinks).  (W2) is not needed (TSO, as above).
+ *    Without (W1) the retirers' unlinks must precede the flip by themselves: while
+ *    prd__rcu_gp.gs_retire_fence is set, a retirer runs a full fence between its unlink and its
+ *    load of the sequence (prd__rcu_get_state, and the deferral hit path's handshake barrier,
+ *    defer.c section 8), so a state that this grace period ends was loaded, after the unlink was
+ *    visible, before the sequence went odd, and so before the flip (stores in order).  The flag
+ *    costs a fence per deferral, so it is set only while readers run sections (a reader seen
+ *    inside one, or with a count of the last two flips), and cleared after RCU_FENCE_QUIET
+ *    grace periods in a row saw none (counted_begin).  It goes up before a (W1), and only the
+ *    grace periods after that (W1) skip theirs: a retirer that loaded the flag as 0 did so
+ *    before it went up, so the (W1)'s barrier on its CPU follows its unlink.  It comes down
+ *    after the sequence went odd: every retirer whose state that grace period ends loaded the
+ *    sequence before it went odd, and the flag (loaded first) before it came down, so it
+ *    fenced; the grace periods after run (W1) again.  Fork's child keeps the mode: it is one
+ *    of the threads that obeyed it.  rcu_torture --broken-count (race.h) checks that a wrong
+ *    count comparison is seen.
  *
  * 4. Grace-period state.  prd__rcu_gp.gs_seq is a 64-bit sequence: even = idle, odd = a grace period in
  *    progress; gp_run adds 1 at the start and 1 at the end.  prd_rcu_get_state() returns
@@ -189,6 +227,7 @@
  *    reader gets each one on its own (relaxed), not all at one instant.
  */
 #include <errno.h>
+#include <limits.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -277,6 +316,15 @@ static void rcu_count(int which, uint64_t n)
 #else
 #define PRD_RCU_TSO 0
 #endif
+/* The counted grace period (§3): on a TSO machine with a 64-bit word and membarrier. */
+#if PRD_RCU_TSO && ULONG_MAX > 0xffffffffUL
+#define RCU_COUNTED 1
+#else
+#define RCU_COUNTED 0
+#endif
+#define RCU_FENCE_QUIET 16  /* grace periods in a row that saw no reader reading: (W1) again */
+#define RCU_IDLE_SCANS 4    /* scans held only by readers seen idle before a membarrier vouches */
+static bool gp_counted;     /* RCU_COUNTED and membarrier registered (membarrier_setup) */
 
 static int sys_membarrier(int cmd)
 {
@@ -310,6 +358,7 @@ static void membarrier_setup(void)
   /* No reader is registered yet (init runs before the first registration), or in the fork
    * child this is the only thread: switching modes here is safe. */
   __atomic_store_n(&prd__rcu_reader_fences, use_membarrier ? 0 : 1, __ATOMIC_RELAXED);
+  gp_counted = RCU_COUNTED && use_membarrier;
 }
 
 static void rcu_thread_exit(void *arg);
@@ -395,6 +444,12 @@ static int builtin_read_ongoing(void);
 void prd__rcu_read_lock_slow(void)
 {
   struct rcu_thread *t = &rcu_self;
+  if (reader_nesting() == PRD__RCU_NEST_MASK) {
+    /* one more would carry into the flip count, which grace periods trust (§3) */
+    prd__report("rcu: prd_rcu_read_lock nested more than %lu levels deep",
+                (unsigned long)PRD__RCU_NEST_MASK);
+    abort();
+  }
   if (t->rt_offline) {
     prd__error("rcu: prd_rcu_read_lock on an offline thread (call prd_rcu_thread_online first)");
     t->rt_offline = false;
@@ -490,6 +545,110 @@ static bool wait_for_readers_until(uint64_t deadline)
   return true;
 }
 
+static bool gp_fenced_w1;   /* gp_lock: a (W1) ran while gs_retire_fence was set */
+static bool gp_mb;          /* gp_lock: a membarrier since this grace period's sequence went odd */
+static bool gp_saw_reader;  /* gp_lock: this grace period saw a reader running sections */
+static unsigned gp_quiet = RCU_FENCE_QUIET; /* gp_lock: grace periods in a row that saw none */
+
+/* gp_lock held, the sequence just made odd: (W1), or, while the retirers fence, a grace period
+ * without it.  Retirers fence from a grace period that saw a reader running sections
+ * (counted_scan) until RCU_FENCE_QUIET in a row saw none.  The flag goes up before a (W1),
+ * and only the grace periods after that (W1) skip theirs: a retirer that loaded the flag as 0
+ * did so before it went up, so its unlink precedes its barrier of that (W1) (§3, "Counted").
+ * It comes down after the sequence went odd, so every retirer whose state this grace period
+ * ends loaded it as 1 and fenced, and the next grace period runs (W1) again. */
+static void counted_begin(void)
+{
+  bool want = gp_quiet < RCU_FENCE_QUIET;
+  bool fenced = atomic_load_explicit(&prd__rcu_gp.gs_retire_fence, memory_order_relaxed) != 0;
+  if (want && !fenced) {
+    /* relaxed: the (W1) below (a syscall that begins with a full barrier) publishes it */
+    atomic_store_explicit(&prd__rcu_gp.gs_retire_fence, 1, memory_order_relaxed);
+    fenced = true;
+    gp_fenced_w1 = false;
+  }
+  gp_saw_reader = false;
+  if (fenced && gp_fenced_w1) {
+    gp_mb = false;
+    rcu_count(RCU_ST_gp_fenced, 1);
+  } else {
+    smp_mb_master(); /* (W1) */
+    gp_mb = true;
+    gp_fenced_w1 = fenced;
+  }
+  if (!want && fenced) {
+    atomic_store_explicit(&prd__rcu_gp.gs_retire_fence, 0, memory_order_relaxed);
+    gp_fenced_w1 = false;
+  }
+}
+
+/* One counted scan of the registry (reg_lock taken, or only tried with `try`: a held
+ * registry reads as nothing in the way, as readers_old's).  *saw is set when a reader runs
+ * sections: it is inside one, or began one since the flip before this one (a reader that
+ * stopped reading keeps an old count).  Bit 1: a reader inside a section
+ * that began before the flip (its count is not the current one); bit 0: a reader seen idle
+ * with an older count, which only a membarrier since the sequence went odd (`mb`) lets the
+ * scan trust.  0: nothing holds the grace period. */
+#define HOLD_IDLE 1
+#define HOLD_ACTIVE 2
+static int counted_scan(bool try, bool mb, bool *saw)
+{
+  unsigned long gp = __atomic_load_n(&prd__rcu_gp_ctr, __ATOMIC_RELAXED);
+  if (!try)
+    pthread_mutex_lock(&reg_lock);
+  else if (pthread_mutex_trylock(&reg_lock) != 0)
+    return 0;
+  int hold = 0;
+  for (struct rcu_thread *t = reg_head; t != NULL && !(hold & HOLD_ACTIVE); t = t->rt_next) {
+    /* acquire: pairs with the reader's release clearing store (after R2) */
+    unsigned long v = __atomic_load_n(&t->rt_reader->rr_ctr, __ATOMIC_ACQUIRE);
+    bool idle = (v & PRD__RCU_NEST_MASK) == 0;
+    /* a reader: inside a section, or its last one began after one of the last two flips */
+    *saw |= !idle || gp / PRD__RCU_PHASE - v / PRD__RCU_PHASE <= 1;
+    if (((v ^ gp) & ~PRD__RCU_NEST_MASK) == 0)
+      continue;            /* its last section began after the flip */
+    if (prd__rcu_broken_count && (((v + PRD__RCU_PHASE) ^ gp) & ~PRD__RCU_NEST_MASK) == 0)
+      continue;            /* the torture's wrong comparison (race.h) */
+    if (idle)
+      /* this thread's own record needs no barrier: its stores precede its loads */
+      hold |= mb || t == &rcu_self ? 0 : HOLD_IDLE;
+    else
+      hold |= HOLD_ACTIVE;
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return hold;
+}
+
+/* gp_lock held, the counter flipped: waits until nothing holds the grace period (false at
+ * monotonic time `deadline`, as wait_for_readers_until); after RCU_IDLE_SCANS scans that found
+ * readers idle with an older count, a membarrier vouches for every idle reader. */
+static bool counted_wait_until(uint64_t deadline)
+{
+  unsigned idle = 0;
+  for (unsigned n = 0;; n++) {
+    int hold = counted_scan(false, gp_mb, &gp_saw_reader);
+    if (hold == 0)
+      break;
+    if ((hold & HOLD_IDLE) && ++idle >= RCU_IDLE_SCANS) {
+      smp_mb_master();
+      gp_mb = true;
+      continue;
+    }
+    if (deadline != UINT64_MAX) {
+      uint64_t now = prd__now_ns();
+      if (now >= deadline)
+        return false;
+      if (n >= 64) {
+        sleep_ns(PRD_MIN(backoff_ns(n - 64), deadline - now));
+        continue;
+      }
+    }
+    reader_backoff(n);
+  }
+  gp_quiet = gp_saw_reader ? 0 : PRD_MIN(gp_quiet + 1, (unsigned)RCU_FENCE_QUIET);
+  return true;
+}
+
 /* The built-in grace period in its two stages (gp_lock held, (W1) executed): 1 waits for the
  * readers of the previous phase and flips, 2 waits for the readers that began before the flip
  * and runs (W2).  gp_stage keeps where a bounded runner (§9) stopped, so that the next
@@ -514,20 +673,22 @@ static bool gp_ext_wait(uint64_t deadline)
   return true;
 }
 
-static bool builtin_stages(int *stage, uint64_t deadline)
+static bool builtin_stages(int *stage, uint64_t deadline, bool counted)
 {
   if (*stage == 1) {
-    if (!wait_for_readers_until(deadline))   /* readers of the previous phase */
+    if (!counted && !wait_for_readers_until(deadline))   /* readers of the previous phase */
       return false;
     /* Writer-local ordering, paired with no reader barrier (liburcu has the same two): the
      * first scan's loads complete before the flip is stored, and the flip is visible before
      * the second scan, else the writer could wait forever on readers that keep starting in
      * the old phase (progress, not safety: safety comes from (W1)/(R1) and (W2)/(R2)). */
     prd__rcu_full_fence();
-    __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr ^ PRD__RCU_PHASE, __ATOMIC_RELAXED);
+    __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr + PRD__RCU_PHASE, __ATOMIC_RELAXED);
     prd__rcu_full_fence();
     *stage = 2;
   }
+  if (counted)
+    return counted_wait_until(deadline);   /* no (W2): counted only on TSO */
   if (!wait_for_readers_until(deadline))     /* readers that began before the flip */
     return false;
   /* (W2), paired with the readers' (R2); with membarrier on TSO (R2) alone keeps their loads
@@ -544,7 +705,7 @@ static bool builtin_stages(int *stage, uint64_t deadline)
 static void builtin_synchronize(void)
 {
   int stage = 1;
-  (void)builtin_stages(&stage, UINT64_MAX);
+  (void)builtin_stages(&stage, UINT64_MAX, false);
 }
 
 static int builtin_read_ongoing(void)
@@ -747,7 +908,10 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
     atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 1, memory_order_relaxed);
     gp_start_ns = prd__now_ns();
     PRD_RACE(); /* race widening (src/race.h) */
-    smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
+    if (gp_counted && src == &prd_rcu_builtin)
+      counted_begin(); /* (W1), or none while the retirers fence */
+    else
+      smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
     if (src->rs_synchronize != builtin_synchronize) {
       /* a source's synchronize cannot be bounded, and may wait for the thread that forks
        * (an online QSBR thread): it runs with gp_lock dropped, so that fork's prepare, which
@@ -775,7 +939,7 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
     if (!use_membarrier)
       smp_mb_master();
   }
-  if (!builtin_stages(&gp_stage, deadline))
+  if (!builtin_stages(&gp_stage, deadline, gp_counted && src == &prd_rcu_builtin))
     return false;
   gp_stage = 0;
 end:
@@ -1160,7 +1324,9 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   /* not reached: the driver, expedited, ends it (and a grace period left in progress here) */
   if (inline_gp)
     prd__rcu_request_expedited(s);
-  if (inline_gp && readers_old(true))   /* no gp_lock held here: only tried (see above) */
+  bool saw = false;
+  if (inline_gp && (gp_counted ? (counted_scan(true, true, &saw) & HOLD_ACTIVE) != 0
+                               : readers_old(true)))   /* no gp_lock held: only tried (above) */
     poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   bool reached = prd_rcu_poll_state(s);
   if (!reached)

@@ -414,12 +414,12 @@ static void rcu_print(FILE *fp, const prd_rcu_stats_t *r, bool verbose)
   }
   fprintf(fp, "grace periods: %llu requested, %llu completed (%llu by the driver, %.1f ms in "
           "all), %llu inline waits (%llu ran out), %llu synchronize, %llu blocking waits, "
-          "%llu membarriers\n",
+          "%llu membarriers (%llu grace periods without one at their start)\n",
           (unsigned long long)r->gp_requests, (unsigned long long)r->gp_completed,
           (unsigned long long)r->gp_by_driver, (double)r->gp_ns / 1e6,
           (unsigned long long)r->gp_inline_waits, (unsigned long long)r->gp_inline_timeouts,
           (unsigned long long)r->gp_syncs, (unsigned long long)r->gp_blocking_waits,
-          (unsigned long long)r->membarriers);
+          (unsigned long long)r->membarriers, (unsigned long long)r->gp_fenced);
 }
 
 static int stream_result(FILE *fp)

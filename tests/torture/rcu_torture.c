@@ -10,11 +10,15 @@
  * prd_cache_free_deferred, so the allocator itself decides when to reuse them (at once after
  * the grace period: an early reuse overwrites the generation and payload under a reader).
  * --broken frees without a grace period; with --retire prudence it makes Prudence merge
- * latent objects without checking their state.  Both must fail.
+ * latent objects without checking their state.  Both must fail.  --broken-count keeps the
+ * grace periods but makes the counted one (src/rcu.c §3) trust a reader whose count is one flip
+ * behind (race.h): it must fail too (77 in a build without the race hooks, or where the
+ * counted grace period is not used: no membarrier, or not x86-64).
  *
  *   rcu_torture [--seconds N] [--readers N] [--writers N]
  *               [--source builtin|urcu-memb|urcu-qsbr]
  *               [--retire call_rcu|synchronize|prudence] [--broken]
+ *               [--broken-count]
  *
  * Prints the counts and violations=N; exits 1 on any violation, 77 when the source is not
  * built in (no liburcu, or a TSan build: liburcu is not TSan-clean), 2 on bad arguments.
@@ -32,6 +36,7 @@
  * prd-test-run: rcu_torture_prudence_memb --seconds 10 --source urcu-memb --retire prudence
  * prd-test-run: rcu_torture_prudence_qsbr --seconds 10 --source urcu-qsbr --retire prudence
  * prd-test-run-fail: rcu_torture_prudence_broken --seconds 10 --source builtin --retire prudence --broken
+ * prd-test-run-fail: rcu_torture_broken_count --seconds 20 --source builtin --retire prudence --broken-count
  */
 #ifdef PRD_HAVE_URCU
 #define _LGPL_SOURCE /* liburcu's inline read side, as its users build it */
@@ -48,6 +53,7 @@
 
 #include "prudence.h"
 #include "internal.h" /* prd__defer_broken, the Prudence --broken hook */
+#include "race.h"     /* prd__rcu_broken_count, PRD_RACE_HOOKS */
 #ifdef PRD_HAVE_URCU
 #include "prudence_urcu.h"
 #endif
@@ -257,7 +263,7 @@ static void usage(void)
 {
   fprintf(stderr, "usage: rcu_torture [--seconds N] [--readers N] [--writers N] "
                   "[--source builtin|urcu-memb|urcu-qsbr] "
-                  "[--retire call_rcu|synchronize|prudence] [--broken]\n");
+                  "[--retire call_rcu|synchronize|prudence] [--broken] [--broken-count]\n");
   exit(2);
 }
 
@@ -265,13 +271,17 @@ int main(int argc, char **argv)
 {
   double seconds = 15;
   int nreaders = 4, nwriters = 2;
-  bool broken = false;
+  bool broken = false, broken_count = false;
   const char *source = "builtin", *retire = "call_rcu";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--broken") == 0) {
       broken = true;
+      continue;
+    }
+    if (strcmp(a, "--broken-count") == 0) {
+      broken_count = true;
       continue;
     }
     if (v == NULL)
@@ -311,6 +321,20 @@ int main(int argc, char **argv)
   if (t_ret == NULL) {
     fprintf(stderr, "rcu_torture: unknown retire path %s\n", retire);
     return 2;
+  }
+  if (broken_count) {
+#if defined(PRD_RACE_HOOKS) && defined(__x86_64__)
+    prd_synchronize_rcu(); /* the RCU layer's init: membarrier registered, or reader fences */
+    if (__atomic_load_n(&prd__rcu_reader_fences, __ATOMIC_RELAXED) == 0 &&
+        strcmp(t_src->ts_name, "builtin") == 0) {
+      prd__rcu_broken_count = true;
+    } else
+#endif
+    {
+      fprintf(stderr, "rcu_torture: --broken-count needs the built-in source's counted grace "
+                      "period and a build with the race hooks: skipped\n");
+      return 77;
+    }
   }
   if (strcmp(t_ret->tr_name, "prudence") == 0) {
     t_cache = prd_cache_create("torture", sizeof(struct tobj), 0, NULL, NULL, NULL, NULL, NULL,
