@@ -576,6 +576,9 @@ static inline prd_gp_t prd__rcu_get_state_fenced(void)
 /* True while retirers must fence (gs_retire_fence): loaded before the barrier it chooses. */
 static inline bool prd__rcu_retire_fenced(void)
 {
+  /* the caller's unlink stays before this load in program order (rcu.c §3: a retirer that
+   * loaded the flag as 0 did so after its unlink), even when inlined into the caller */
+  atomic_signal_fence(memory_order_seq_cst);
   return atomic_load_explicit(&prd__rcu_gp.gs_retire_fence, memory_order_relaxed) != 0;
 }
 /* The same with the retirer's barrier first: the reader barrier (R1 kind: the caller's unlink

@@ -30,14 +30,23 @@
  *        (W1) full barrier on every thread          [done by gp_run before calling the source]
  *        wait until no reader is ACTIVE_OLD          (readers that began before the last flip)
  *        fence; flip the phase bit; fence
+ *        (W1b) full barrier on every thread         [with membarrier; below]
  *        wait until no reader is ACTIVE_OLD          (readers that began before this flip)
  *        (W2) full barrier on every thread          [a membarrier except on TSO, below]
  *    Two waits because a reader may load the counter, be preempted, and store its snapshot
  *    after the flip: one flip alone could miss it (TPDS 2012 §3.2, "Why two phases").
  *    Memory ordering.  (R1), the reader's barrier after its snapshot store, pairs with (W1): a
  *    reader whose snapshot the writer does not see after (W1) must see, after (R1), everything
- *    the writer (or a retirer ordered before the grace period, §4) did before (W1), so it cannot
- *    reach the unlinked object.  (R2), before the reader's clearing store, pairs with (W2): when
+ *    the writer did before (W1), so it cannot reach the unlinked object.  That holds for an
+ *    unlink made by the thread that runs (W1), as in liburcu, where the updater synchronizes.
+ *    Here retirers are other threads (§4): (W1) makes a retirer's unlink visible by the time it
+ *    returns, through the barrier on the retirer's CPU, but the barriers of one membarrier on
+ *    different CPUs are not ordered, so a reader could begin a section after its own barrier
+ *    and before the retirer's, load the old pointer, and keep its snapshot store buffered past
+ *    the scan.  (W1b), a membarrier that begins after (W1) returned, is the barrier on the
+ *    reader's CPU that comes after every unlink: a reader the second wait sees idle has no
+ *    section that began before (W1b)'s barrier, and sections after it see the unlinks.  (The
+ *    window needs a store buffered for microseconds, but TSO sets no bound.)  (R2), before the reader's clearing store, pairs with (W2): when
  *    the writer sees a reader inactive, the reader's loads inside the section are complete
  *    before the writer frees.  The writer reads rr_ctr with acquire loads and the reader clears
  *    it with a release store: on x86 these are plain movs, and they give TSan its
@@ -69,18 +78,22 @@
  *          (W1) or by the retirers' fences, below); a later section loads the counter later
  *          still; and the record's stores become visible in order, so any section before the
  *          one seen has ended;
- *      (b) idle with an older count, once a membarrier has run since the sequence went odd:
- *          (W1) at the start, or one the wait makes after RCU_IDLE_SCANS scans that found
- *          such readers (a thread that stopped reading never shows F).  The membarrier's
- *          barrier on the reader's CPU drains a snapshot store still buffered there, so a
- *          section not seen began after that barrier, and its loads see what preceded it;
+ *      (b) idle with an older count, once a membarrier has run since the flip: one the wait
+ *          makes after RCU_IDLE_SCANS scans that found such readers (a thread that stopped
+ *          reading never shows F).  Its barrier on the reader's CPU drains a snapshot store
+ *          still buffered there, so a section not seen began after that barrier, which comes
+ *          after every unlink the grace period covers was visible (made so before the flip by
+ *          (W1) or by the retirers' fences), and its loads see them.  (W1) itself does not
+ *          vouch: its barriers on different CPUs are not ordered (the two-phase scheme's
+ *          (W1b) above);
  *      (c) this thread's own idle record (its stores precede its loads).
  *    A reader inside a section with an older count holds the grace period until it shows
  *    something else.  One flip is enough: the two-phase scheme waits twice because a phase bit
  *    cannot tell a section that loaded the counter before the flip from one that loaded it
- *    after; a count can, and (b) covers a reader between its load and its store (with (W1)
- *    before the flip, or a membarrier after it, that reader's section loads after a barrier
- *    that follows the retirers' unlinks).  (W2) is not needed (TSO, as above).
+ *    after; a count can, and (b) covers a reader between its load and its store (that
+ *    reader's section loads after the membarrier's barrier, which follows the retirers'
+ *    unlinks).  (W2) is not needed (TSO, as above).  A reader that runs sections shows F after
+ *    its next one, so such a grace period makes no membarrier besides (W1).
  *    Without (W1) the retirers' unlinks must precede the flip by themselves: while
  *    prd__rcu_gp.gs_retire_fence is set, a retirer runs a full fence between its unlink and its
  *    load of the sequence (prd__rcu_get_state, and the deferral hit path's handshake barrier,
@@ -106,7 +119,9 @@
  *    every reader the grace period waited for.  get_state orders the caller's unlink before its
  *    load of the sequence with the reader barrier (R1 kind): with membarrier, the (W1) that gp_run
  *    executes after making seq odd acts on the caller too, so either the caller's load sees the
- *    odd value, or its unlink is visible to the whole grace period.  The sequence never wraps in
+ *    odd value, or its unlink is visible once (W1) returns, before the flip and before the
+ *    barrier that vouches for idle readers ((W1b), or §3's (b)).  While grace periods skip
+ *    (W1), the caller fences instead (§3, "Counted").  The sequence never wraps in
  *    practice: 2^63 grace periods at one per microsecond last 292,000 years.
  *
  * 5. The driver thread (prd-rcu-gp) advances grace periods only while someone waits: gp_req
@@ -546,7 +561,7 @@ static bool wait_for_readers_until(uint64_t deadline)
 }
 
 static bool gp_fenced_w1;   /* gp_lock: a (W1) ran while gs_retire_fence was set */
-static bool gp_mb;          /* gp_lock: a membarrier since this grace period's sequence went odd */
+static bool gp_mb;          /* gp_lock: a membarrier since this grace period's flip */
 static bool gp_saw_reader;  /* gp_lock: this grace period saw a reader running sections */
 static unsigned gp_quiet = RCU_FENCE_QUIET; /* gp_lock: grace periods in a row that saw none */
 
@@ -568,12 +583,11 @@ static void counted_begin(void)
     gp_fenced_w1 = false;
   }
   gp_saw_reader = false;
+  gp_mb = false;   /* (W1) does not vouch for idle readers: only a membarrier after the flip */
   if (fenced && gp_fenced_w1) {
-    gp_mb = false;
     rcu_count(RCU_ST_gp_fenced, 1);
   } else {
     smp_mb_master(); /* (W1) */
-    gp_mb = true;
     gp_fenced_w1 = fenced;
   }
   if (!want && fenced) {
@@ -587,8 +601,8 @@ static void counted_begin(void)
  * sections: it is inside one, or began one since the flip before this one (a reader that
  * stopped reading keeps an old count).  Bit 1: a reader inside a section
  * that began before the flip (its count is not the current one); bit 0: a reader seen idle
- * with an older count, which only a membarrier since the sequence went odd (`mb`) lets the
- * scan trust.  0: nothing holds the grace period. */
+ * with an older count, which only a membarrier since the flip (`mb`) lets the scan trust.
+ * 0: nothing holds the grace period. */
 #define HOLD_IDLE 1
 #define HOLD_ACTIVE 2
 static int counted_scan(bool try, bool mb, bool *saw)
@@ -692,6 +706,10 @@ static bool builtin_stages(int *stage, uint64_t deadline, bool counted)
     prd__rcu_full_fence();
     __atomic_store_n(&prd__rcu_gp_ctr, prd__rcu_gp_ctr + PRD__RCU_PHASE, __ATOMIC_RELAXED);
     prd__rcu_full_fence();
+    /* (W1b), two-phase only: a reader seen idle by the second wait is trusted, which needs a
+     * barrier on its CPU after every retirer's unlink is visible (after (W1) returned, §3) */
+    if (!counted && use_membarrier)
+      smp_mb_master();
     *stage = 2;
   }
   if (counted)
