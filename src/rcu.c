@@ -541,22 +541,37 @@ static bool readers_old(bool try)
   return old;
 }
 
+/* The wait after the nth scan that found a reader in the way: reader_backoff, its sleeps cut
+ * at monotonic time `deadline` (ns; UINT64_MAX: none; a bounded runner, §9); false when the
+ * deadline has passed.  `quick`: the first three spins are 8, 16 and 32 pauses (the counted
+ * grace period's: a reader running sections shows the new count after its next one). */
+static bool reader_wait(unsigned n, uint64_t deadline, bool quick)
+{
+  if (deadline != UINT64_MAX) {
+    uint64_t now = prd__now_ns();
+    if (now >= deadline)
+      return false;
+    if (n >= 64) {
+      sleep_ns(PRD_MIN(backoff_ns(n - 64), deadline - now));
+      return true;
+    }
+  }
+  if (quick && n < 3) {
+    for (int i = 0; i < 8 << n; i++)
+      prd__cpu_relax();
+  } else {
+    reader_backoff(n);
+  }
+  return true;
+}
+
 /* Waits until no reader is ACTIVE_OLD; false when monotonic time `deadline` (ns) passed first
  * (a bounded runner, §9: the same backoff, its sleeps cut at the deadline). */
 static bool wait_for_readers_until(uint64_t deadline)
 {
-  for (unsigned n = 0; readers_old(false); n++) {
-    if (deadline != UINT64_MAX) {
-      uint64_t now = prd__now_ns();
-      if (now >= deadline)
-        return false;
-      if (n >= 64) {
-        sleep_ns(PRD_MIN(backoff_ns(n - 64), deadline - now));
-        continue;
-      }
-    }
-    reader_backoff(n);
-  }
+  for (unsigned n = 0; readers_old(false); n++)
+    if (!reader_wait(n, deadline, false))
+      return false;
   return true;
 }
 
@@ -648,23 +663,8 @@ static bool counted_wait_until(uint64_t deadline)
       gp_mb = true;
       continue;
     }
-    if (deadline != UINT64_MAX) {
-      uint64_t now = prd__now_ns();
-      if (now >= deadline)
-        return false;
-      if (n >= 64) {
-        sleep_ns(PRD_MIN(backoff_ns(n - 64), deadline - now));
-        continue;
-      }
-    }
-    if (n < 3) {
-      /* a reader running sections shows the new count after its next one: look again
-       * sooner than reader_backoff's first spins (8, 16, 32 pauses, then its 64) */
-      for (int i = 0; i < 8 << n; i++)
-        prd__cpu_relax();
-    } else {
-      reader_backoff(n);
-    }
+    if (!reader_wait(n, deadline, true))
+      return false;
   }
   gp_quiet = gp_saw_reader ? 0 : PRD_MIN(gp_quiet + 1, (unsigned)RCU_FENCE_QUIET);
   return true;
