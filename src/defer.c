@@ -854,12 +854,17 @@ static inline bool defer_light(void)
 #endif
 }
 
-/* The hit path (section 4) and the slow path behind it, for a buffer that passed the checks:
- * the handshake of magazine.h around one push, on the CPU cache the magazine hit paths use
- * (mt_lim is 0 while a layer above holds this thread's magazine layer, so a re-entrant
- * deferral takes the slow path as they do).  The handshake's barrier is also the reader
- * barrier before the state's load (section 8), which therefore comes after it. */
-static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, void *buf)
+/* The hit path (section 4) and the slow path behind it, for a buffer that passed the checks
+ * but the free mark's, which `marked` asks of it: the handshake of magazine.h around one
+ * push, on the CPU cache the magazine hit paths use (mt_lim is 0 while a layer above holds
+ * this thread's magazine layer, so a re-entrant deferral takes the slow path as they do).  The
+ * handshake's barrier is also the reader barrier before the state's load (section 8), which
+ * therefore comes after it.  The mark is loaded after that barrier too: the buffer was just
+ * unlinked, its line is often in a reader's cache, and a full barrier (the retirers' fence
+ * while readers run sections, rcu.c §3) would wait for that load, where after it the load
+ * overlaps the push and the caller's next steps. */
+static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, void *buf,
+                                                               bool marked)
 {
   uint32_t id = cp->cache_magid;
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
@@ -871,6 +876,10 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
 #ifdef PRD_TSAN
       prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
 #endif
+      if (marked && prd_unlikely(prd__mark_test(buf))) {
+        prd__mag_exit(cc);
+        goto freed;
+      }
       prd_gp_t gp = prd__rcu_get_state_fenced();              /* line 35 */
       uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
       if (prd_unlikely(prd__mag_late_steal(cc, tc)))
@@ -893,6 +902,13 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
     }
   }
 slow:
+  /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
+   * deferred buffer's readers may still read it */
+  if (marked && prd_unlikely(prd__mark_test(buf))) {
+freed:
+    prd__mag_double_free(cp, buf, "deferred free");
+    return;
+  }
   defer_slow(cp, buf);
 }
 
@@ -925,7 +941,7 @@ static PRD_NOINLINE void defer_front_slow(prd_cache_t *cp, void *buf)
   if (f & PRD_CF_DEFERHEAD)
     defer_call_rcu(cp, buf);
   else
-    defer_latent(cp, buf);
+    defer_latent(cp, buf, false);
 }
 
 void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
@@ -947,7 +963,7 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
     else if (prd_unlikely(!prd__pm_owns(cp, buf)))
       defer_not_owned(cp, buf);
     else
-      defer_latent(cp, buf);
+      defer_latent(cp, buf, false);
     return;
   }
   /* ownership first (as prd_cache_free, cache.c section 2): nothing below reads a buffer, its
@@ -957,13 +973,7 @@ void prd_cache_free_deferred(prd_cache_t *cp, void *buf)
     defer_not_owned(cp, buf);
     return;
   }
-  /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
-   * deferred buffer's readers may still read it */
-  if (prd_unlikely(prd__mark_test(buf))) {
-    prd__mag_double_free(cp, buf, "deferred free");
-    return;
-  }
-  defer_latent(cp, buf);
+  defer_latent(cp, buf, true);   /* and the free mark's test (a freed buffer), in there */
 }
 
 /* ---- reaching other threads' latent generations (sections 4 and 7) ------------------------- */

@@ -157,6 +157,15 @@ static void cache_child(void *arg)
   uint64_t before = prd__error_count();
   prd_cache_free_deferred(cp, p);
   CHECK_EQ(prd__error_count(), before + 1);
+  /* the same on the deferral's hit path (a generation open: the first deferral took the slow
+   * path), where the mark is tested after the handshake's barrier */
+  void *first = prd_cache_alloc(cp, PRD_SLEEP);
+  p = prd_cache_alloc(cp, PRD_SLEEP);
+  prd_cache_free_deferred(cp, first);
+  prd_cache_free(cp, p);
+  before = prd__error_count();
+  prd_cache_free_deferred(cp, p);
+  CHECK_EQ(prd__error_count(), before + 1);
   prd_synchronize_rcu();
   prd_rcu_barrier();
   CHECK_EQ(distinct(c_alloc, c_free, cp, NDISTINCT), 0);
