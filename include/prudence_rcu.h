@@ -2,9 +2,9 @@
  * prudence_rcu.h: the read side of the built-in RCU, inline (included by prudence.h).
  *
  * The fast path of the two-phase user-level RCU of Desnoyers, McKenney et al. (IEEE TPDS 2012,
- * the "memb" flavour): a per-thread counter holds the nesting depth in its low half and, while
- * the thread is inside a read-side critical section, the grace-period phase it saw when the
- * outermost section began.  No atomic read-modify-write, no loop: wait-free.  A lock/unlock pair
+ * the "memb" flavour): a per-thread counter holds the nesting depth in its low 16 bits and,
+ * above them, the count of grace-period flips its last outermost section saw when it began
+ * (kept while the thread is idle).  No atomic read-modify-write, no loop: wait-free.  A lock/unlock pair
  * is about ten instructions: a TLS load, two tests, a load of the global counter, two stores.
  * The writer side, the proof and every barrier's partner are in src/rcu.c §2-§3.
  *

@@ -648,6 +648,14 @@ static int counted_scan(bool try, bool mb, bool *saw)
   return hold;
 }
 
+/* A reader inside a section that holds the grace period in progress, by the scan of the
+ * grace period's kind; reg_lock only tried (readers_old's `try`: no gp_lock held). */
+static bool reader_in_section_try(void)
+{
+  bool saw = false;
+  return gp_counted ? (counted_scan(true, true, &saw) & HOLD_ACTIVE) != 0 : readers_old(true);
+}
+
 /* gp_lock held, the counter flipped: waits until nothing holds the grace period (false at
  * monotonic time `deadline`, as wait_for_readers_until); after RCU_IDLE_SCANS scans that found
  * readers idle with an older count, a membarrier vouches for every idle reader. */
@@ -927,13 +935,14 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
       return false;
     return gp_ext_wait(UINT64_MAX);
   }
+  bool counted = gp_counted && src == &prd_rcu_builtin;
   uint64_t s = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   if (gp_stage == 0) {
     PRD_ASSERT((s & 1) == 0);
     atomic_store_explicit(&prd__rcu_gp.gs_seq, s + 1, memory_order_relaxed);
     gp_start_ns = prd__now_ns();
     PRD_RACE(); /* race widening (src/race.h) */
-    if (gp_counted && src == &prd_rcu_builtin)
+    if (counted)
       counted_begin(); /* (W1), or none while the retirers fence */
     else
       smp_mb_master(); /* (W1): the odd sequence and the retirers' unlinks before the waits */
@@ -964,7 +973,7 @@ static bool gp_advance(const struct prd_rcu_source *src, uint64_t deadline)
     if (!use_membarrier)
       smp_mb_master();
   }
-  if (!builtin_stages(&gp_stage, deadline, gp_counted && src == &prd_rcu_builtin))
+  if (!builtin_stages(&gp_stage, deadline, counted))
     return false;
   gp_stage = 0;
 end:
@@ -1349,9 +1358,7 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   /* not reached: the driver, expedited, ends it (and a grace period left in progress here) */
   if (inline_gp)
     prd__rcu_request_expedited(s);
-  bool saw = false;
-  if (inline_gp && (gp_counted ? (counted_scan(true, true, &saw) & HOLD_ACTIVE) != 0
-                               : readers_old(true)))   /* no gp_lock held: only tried (above) */
+  if (inline_gp && reader_in_section_try())
     poll_gave_up = atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed);
   bool reached = prd_rcu_poll_state(s);
   if (!reached)

@@ -179,17 +179,24 @@ static void *syncer(void *arg)
   return NULL;
 }
 
-static void test_reader_holds(void)
+/* A spinner running (and, where counted, the retirers fencing), then a holder inside its
+ * section. */
+static void holder_start(pthread_t *sp, pthread_t *h)
 {
-  pthread_t sp, h, s;
-  spinner_start(&sp);
+  spinner_start(sp);
   if (counted())
     CHECK(sync_until_fenced());
   atomic_store(&hold_state, 0);
-  atomic_store(&sync_done, false);
-  CHECK_EQ(pthread_create(&h, NULL, holder, NULL), 0);
+  CHECK_EQ(pthread_create(h, NULL, holder, NULL), 0);
   while (atomic_load(&hold_state) != 1)
     sched_yield();
+}
+
+static void test_reader_holds(void)
+{
+  pthread_t sp, h, s;
+  atomic_store(&sync_done, false);
+  holder_start(&sp, &h);
   CHECK_EQ(pthread_create(&s, NULL, syncer, NULL), 0);
   sleep_ms(50);
   CHECK(!atomic_load(&sync_done));   /* the section began before the grace period */
@@ -206,13 +213,7 @@ static void test_reader_holds(void)
 static void test_state_after_reader(void)
 {
   pthread_t sp, h;
-  spinner_start(&sp);
-  if (counted())
-    CHECK(sync_until_fenced());
-  atomic_store(&hold_state, 0);
-  CHECK_EQ(pthread_create(&h, NULL, holder, NULL), 0);
-  while (atomic_load(&hold_state) != 1)
-    sched_yield();
+  holder_start(&sp, &h);
   prd_gp_t s = prd_rcu_get_state();
   prd_rcu_request_gp(s);
   sleep_ms(30);
