@@ -49,10 +49,18 @@
  *    for liburcu's readers only, does not run).  growth = mean RSS of the last
  *    tenth / mean RSS of the second tenth.  Summary: {"bench":"endurance","summary":true,
  *    "prudence_rss_growth":G,"oblivious_rss_growth":H,"prudence_peak_mb":P}.
- * 3. rcuhash (§5.3 in spirit): an RCU hash table (bench/rcuhash.h) of 64-byte entries, 90%
- *    lookups, 5% inserts, 5% deletes on all threads, deletes deferred; operations/s and the
- *    metrics of each mode; summary {"bench":"rcuhash","summary":true,"ratio_vs_oblivious":R,
- *    "ratio_vs_malloc_callrcu":M}.
+ * 3. rcuhash (§5.3 in spirit): an RCU hash table of 64-byte entries (--size S allocates S
+ *    bytes an entry), on --threads threads a mix of lookups inside read-side sections of the
+ *    built-in source and --updates PCT percent updates (default 10: 5% inserts, 5% deletes),
+ *    a delete unlinking the entry it found under its bucket's lock and retiring it after the
+ *    lock (the mode's deferral: batch's synchronize is outside the lock and any section);
+ *    --readers R more threads of lookups only.  Modes (--modes): prudence, oblivious,
+ *    malloc, batch (urcu is not offered: its readers would need liburcu's read side).  The
+ *    updating threads' operations/s, the readers' lookups/s and the metrics of each mode;
+ *    summary {"bench":"rcuhash","summary":true,"ratio_vs_oblivious":R,
+ *    "ratio_vs_malloc_callrcu":M,"ratio_vs_batch":B,"rss_ratio_vs_batch":Q}, ratios of
+ *    medians (B and Q: batch under the process's malloc; bench/compare-rcuhash.sh runs it
+ *    under each allocator).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1028,6 +1036,8 @@ PRD_BENCH("endurance", "seed 001 §3.5/§5.5 Fig. 3: RSS over time of RCU list u
 #define HASH_BUCKETS 4096
 #define HASH_KEYS 16384    /* keys drawn from here: about half present at steady state */
 
+/* An entry; --size S allocates S bytes for it (at least this much), of which the lookups and
+ * updates touch this head, as a larger record's first line. */
 struct hentry {
   struct hentry *_Atomic he_next;
   uint64_t he_key;
@@ -1042,7 +1052,11 @@ struct rcuhash {
 struct hash_arg {
   int ha_mode;
   double ha_seconds;
-  int ha_threads;
+  int ha_threads;      /* threads of the mix (lookups, inserts, deletes) */
+  int ha_readers;      /* threads of lookups only */
+  int ha_updates;      /* percent of the mix's operations that update: half insert, half delete */
+  size_t ha_size;
+  size_t ha_batch;
   long ha_max_rss_mb;
 };
 
@@ -1054,62 +1068,78 @@ struct hash_thread {
   long ht_ops;
   long ht_hits;
   int ht_id;
+  int ht_updates;      /* percent; 0: a reader */
 };
+
+/* One lookup of key in its bucket, inside a read-side section of the built-in source. */
+static long hash_lookup(uint64_t key)
+{
+  long hit = 0;
+  prd_rcu_read_lock();
+  for (struct hentry *e = atomic_load_explicit(&hash_table.rh_bucket[key % HASH_BUCKETS],
+                                               memory_order_acquire);
+       e != NULL; e = atomic_load_explicit(&e->he_next, memory_order_acquire))
+    if (e->he_key == key) {
+      hit = e->he_value[0] == key;
+      break;
+    }
+  prd_rcu_read_unlock();
+  return hit;
+}
+
+/* An insert of key (when absent) or a delete (when present), under the bucket's lock; the
+ * deleted entry is retired after the lock is dropped (the mode's deferral). */
+static void hash_update(struct mode_ctx *mc, uint64_t key, bool insert, long ops)
+{
+  unsigned b = (unsigned)(key % HASH_BUCKETS);
+  pthread_mutex_t *lk = &hash_table.rh_lock[b % 64];
+  pthread_mutex_lock(lk);
+  struct hentry *_Atomic *link = &hash_table.rh_bucket[b];
+  struct hentry *e = atomic_load_explicit(link, memory_order_relaxed);
+  while (e != NULL && e->he_key != key) {
+    link = &e->he_next;
+    e = atomic_load_explicit(link, memory_order_relaxed);
+  }
+  if (insert && e == NULL) {
+    struct hentry *n = mode_alloc(mc);
+    n->he_key = key;
+    for (int k = 0; k < 6; k++)
+      n->he_value[k] = key;
+    atomic_store_explicit(&n->he_next, NULL, memory_order_relaxed);
+    atomic_store_explicit(link, n, memory_order_release);
+  } else if (!insert && e != NULL) {
+    atomic_store_explicit(link, atomic_load_explicit(&e->he_next, memory_order_relaxed),
+                          memory_order_release);
+    pthread_mutex_unlock(lk);
+    mode_defer(mc, e);   /* outside the lock and any read-side section */
+    mode_guard(mc, ops);
+    return;
+  }
+  pthread_mutex_unlock(lk);
+}
 
 static void *hash_thread_main(void *p)
 {
   struct hash_thread *ht = p;
   struct mode_ctx *mc = ht->ht_mc;
-  mode_thread_begin(mc);
+  if (ht->ht_updates > 0)
+    mode_thread_begin(mc);
   uint64_t rng = ((uint64_t)ht->ht_id + 1) * 0x9e3779b97f4a7c15ull;
   long ops = 0, hits = 0;
   while (!atomic_load_explicit(&hash_stop, memory_order_relaxed)) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    uint64_t key = (rng >> 8) % HASH_KEYS;
-    unsigned b = (unsigned)(key % HASH_BUCKETS);
-    unsigned op = (unsigned)(rng & 0xff) % 100;
-    if (op < 90) {   /* lookup inside a read-side section */
-      prd_rcu_read_lock();
-      for (struct hentry *e = atomic_load_explicit(&hash_table.rh_bucket[b],
-                                                   memory_order_acquire);
-           e != NULL; e = atomic_load_explicit(&e->he_next, memory_order_acquire))
-        if (e->he_key == key) {
-          hits += e->he_value[0] == key;
-          break;
-        }
-      prd_rcu_read_unlock();
-    } else {
-      pthread_mutex_t *lk = &hash_table.rh_lock[b % 64];
-      pthread_mutex_lock(lk);
-      struct hentry *_Atomic *link = &hash_table.rh_bucket[b];
-      struct hentry *e = atomic_load_explicit(link, memory_order_relaxed);
-      while (e != NULL && e->he_key != key) {
-        link = &e->he_next;
-        e = atomic_load_explicit(link, memory_order_relaxed);
-      }
-      if (op < 95 && e == NULL) {   /* insert */
-        struct hentry *n = mode_alloc(mc);
-        n->he_key = key;
-        for (int k = 0; k < 6; k++)
-          n->he_value[k] = key;
-        atomic_store_explicit(&n->he_next, NULL, memory_order_relaxed);
-        atomic_store_explicit(link, n, memory_order_release);
-      } else if (op >= 95 && e != NULL) {   /* delete, deferred */
-        atomic_store_explicit(link, atomic_load_explicit(&e->he_next, memory_order_relaxed),
-                              memory_order_release);
-        pthread_mutex_unlock(lk);
-        mode_defer(mc, e);
-        mode_guard(mc, ops);
-        ops++;
-        continue;
-      }
-      pthread_mutex_unlock(lk);
-    }
+    uint64_t key = (rng >> 24) % HASH_KEYS;   /* bits apart from the operation's */
+    int op = (int)((rng & 0xffff) % 200);      /* half-percent steps */
+    if (op >= 2 * ht->ht_updates)
+      hits += hash_lookup(key);
+    else
+      hash_update(mc, key, op < ht->ht_updates, ops);
     ops++;
   }
   ht->ht_ops = ops;
   ht->ht_hits = hits;
-  mode_thread_end(mc);
+  if (ht->ht_updates > 0)
+    mode_thread_end(mc);
   return NULL;
 }
 
@@ -1128,15 +1158,16 @@ static void hash_child(void *arg, char *out, size_t len)
 {
   struct hash_arg *ha = arg;
   struct mode_ctx mc;
-  mode_setup(&mc, ha->ha_mode, sizeof(struct hentry), ha->ha_max_rss_mb);
+  mode_setup(&mc, ha->ha_mode, ha->ha_size, ha->ha_max_rss_mb);
+  mc.mc_batch = ha->ha_batch;
   for (int i = 0; i < 64; i++)
     pthread_mutex_init(&hash_table.rh_lock[i], NULL);
-  int nt = ha->ha_threads;
-  pthread_t th[64];
-  struct hash_thread ht[64];
+  int nt = ha->ha_threads, n = ha->ha_threads + ha->ha_readers;
+  pthread_t th[128];
+  struct hash_thread ht[128];
   uint64_t t0 = bench_now_ns();
-  for (int t = 0; t < nt; t++) {
-    ht[t] = (struct hash_thread){ &mc, 0, 0, t };
+  for (int t = 0; t < n; t++) {
+    ht[t] = (struct hash_thread){ &mc, 0, 0, t, t < nt ? ha->ha_updates : 0 };
     pthread_create(&th[t], NULL, hash_thread_main, &ht[t]);
   }
   struct timespec ts = { (time_t)ha->ha_seconds,
@@ -1144,17 +1175,24 @@ static void hash_child(void *arg, char *out, size_t len)
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
     ;
   atomic_store(&hash_stop, 1);
-  long ops = 0;
-  for (int t = 0; t < nt; t++) {
+  long ops = 0, lookups = 0;
+  for (int t = 0; t < n; t++) {
     pthread_join(th[t], NULL);
-    ops += ht[t].ht_ops;
+    if (t < nt)
+      ops += ht[t].ht_ops;
+    else
+      lookups += ht[t].ht_ops;
   }
   uint64_t t1 = bench_now_ns();
+  double secs = (double)(t1 - t0) / 1e9;
   char metrics[2048];
   mode_metrics_json(&mc, hash_entries(), metrics, sizeof(metrics));
-  snprintf(out, len, "{\"bench\":\"rcuhash\",\"mode\":\"%s\",\"threads\":%d,\"ops_s\":%.0f,"
-           "\"peak_rss_kb\":%ld,%s}", mode_names[ha->ha_mode], nt,
-           (double)ops / ((double)(t1 - t0) / 1e9), bench_peak_rss_kb(), metrics);
+  snprintf(out, len, "{\"bench\":\"rcuhash\",\"mode\":\"%s\",\"threads\":%d,\"readers\":%d,"
+           "\"updates_pct\":%d,\"size\":%zu,\"batch\":%zu,\"ops_s\":%.0f,"
+           "\"reader_lookups_s\":%.0f,\"syncs\":%ld,\"peak_rss_kb\":%ld,%s}",
+           mode_names[ha->ha_mode], nt, ha->ha_readers, ha->ha_updates, ha->ha_size,
+           ha->ha_batch, (double)ops / secs, (double)lookups / secs,
+           atomic_load(&mc.mc_syncs), bench_peak_rss_kb(), metrics);
 }
 
 static int rcuhash_main(int argc, char **argv)
@@ -1162,7 +1200,10 @@ static int rcuhash_main(int argc, char **argv)
   struct bench_common bc = { .bc_rounds = 3 };
   argc = bench_parse_common(argc, argv, &bc);
   double seconds = bc.bc_smoke ? 0.2 : 3;
-  int threads = default_threads();
+  int threads = default_threads(), readers = 0, updates = 10;
+  size_t size = sizeof(struct hentry), batch = 4096;
+  /* urcu is not offered: its readers would need liburcu's read side (the built-in is used) */
+  unsigned modes = 1u << M_PRUDENCE | 1u << M_OBLIVIOUS | 1u << M_MALLOC | 1u << M_BATCH;
   if (bc.bc_smoke)
     bc.bc_rounds = 1;
   for (int i = 1; i < argc; i += 2) {
@@ -1173,46 +1214,72 @@ static int rcuhash_main(int argc, char **argv)
       seconds = atof(v);
     else if (strcmp(argv[i], "--threads") == 0)
       threads = atoi(v);
+    else if (strcmp(argv[i], "--readers") == 0)
+      readers = atoi(v);
+    else if (strcmp(argv[i], "--updates") == 0)
+      updates = atoi(v);
+    else if (strcmp(argv[i], "--size") == 0)
+      size = strtoul(v, NULL, 10);
+    else if (strcmp(argv[i], "--batch") == 0)
+      batch = strtoul(v, NULL, 10);
+    else if (strcmp(argv[i], "--modes") == 0)
+      modes = parse_modes(v);
     else {
-      fprintf(stderr, "usage: prd-bench rcuhash [--seconds S] [--threads N] [--rounds N] "
+      fprintf(stderr, "usage: prd-bench rcuhash [--seconds S] [--threads N] [--readers R] "
+                      "[--updates PCT] [--size S] [--batch B] [--modes m,...] [--rounds N] "
                       "[--json] [--smoke]\n");
       return 2;
     }
   }
   int rounds = bc.bc_rounds < 1 ? 1 : bc.bc_rounds > MAX_ROUNDS ? MAX_ROUNDS : bc.bc_rounds;
-  if (seconds <= 0 || threads < 1 || threads > 64)
+  if (seconds <= 0 || threads < 1 || readers < 0 || threads + readers > 128 || updates < 1 ||
+      updates > 100 || size < sizeof(struct hentry) || batch < 1 || modes == 0 ||
+      (modes & 1u << M_URCU)) {
+    fprintf(stderr, "prd-bench rcuhash: bad arguments (urcu is not offered)\n");
     return 2;
+  }
   static double v[M_COUNT][MAX_ROUNDS];
+  static long rss[M_COUNT][MAX_ROUNDS];
   int failures = 0;
   for (int r = 0; r < rounds; r++)
     for (int k = 0; k < M_COUNT; k++) {
       int m = (k + r) % M_COUNT;
-      /* urcu: its readers would need liburcu's read side (the built-in is used); batch: a
-       * writer that synchronizes under the table's locks is not how a hash table retires */
-      if (m == M_URCU || m == M_BATCH)
+      if (!(modes & 1u << m))
         continue;
-      struct hash_arg ha = { m, seconds, threads, 4096 };
+      struct hash_arg ha = { m, seconds, threads, readers, updates, size, batch, 4096 };
       char line[4096];
       if (run_child(hash_child, &ha, line, sizeof(line)) != 0) {
         failures++;
         continue;
       }
       v[m][r] = json_num(line, "ops_s");
+      rss[m][r] = (long)json_num(line, "peak_rss_kb");
       if (bc.bc_json)
         printf("%s\n", line);
     }
-  double med[M_COUNT] = { 0 };
+  double med[M_COUNT] = { 0 }, mrss[M_COUNT] = { 0 };
   for (int m = 0; m < M_COUNT; m++)
-    if (m != M_URCU && m != M_BATCH)
+    if (modes & 1u << m) {
       med[m] = bench_median(v[m], (size_t)rounds);
-  if (!bc.bc_json)
-    printf("rcuhash: %d threads, 90%% lookup / 5%% insert / 5%% deferred delete, %gs, median "
-           "of %d rounds (Mops/s)\n  prudence %.2f  oblivious %.2f  malloc %.2f\n", threads,
-           seconds, rounds, med[M_PRUDENCE] / 1e6, med[M_OBLIVIOUS] / 1e6, med[M_MALLOC] / 1e6);
+      double d[MAX_ROUNDS];
+      for (int r = 0; r < rounds; r++)
+        d[r] = (double)rss[m][r];
+      mrss[m] = bench_median(d, (size_t)rounds);
+    }
+  if (!bc.bc_json) {
+    printf("rcuhash: %d threads (%d%% updates: inserts and deferred deletes), %d readers, "
+           "%zu-byte entries, %gs, median of %d rounds (updating threads' Mops/s, peak RSS "
+           "MB)\n", threads, updates, readers, size, seconds, rounds);
+    for (int m = 0; m < M_COUNT; m++)
+      if (modes & 1u << m)
+        printf("  %-9s %8.2f %7.1f\n", mode_names[m], med[m] / 1e6, mrss[m] / 1024);
+  }
   printf("{\"bench\":\"rcuhash\",\"summary\":true,\"ratio_vs_oblivious\":%.3f,"
-         "\"ratio_vs_malloc_callrcu\":%.3f}\n",
+         "\"ratio_vs_malloc_callrcu\":%.3f,\"ratio_vs_batch\":%.3f,\"rss_ratio_vs_batch\":%.3f}\n",
          med[M_OBLIVIOUS] > 0 ? med[M_PRUDENCE] / med[M_OBLIVIOUS] : 0,
-         med[M_MALLOC] > 0 ? med[M_PRUDENCE] / med[M_MALLOC] : 0);
+         med[M_MALLOC] > 0 ? med[M_PRUDENCE] / med[M_MALLOC] : 0,
+         med[M_BATCH] > 0 ? med[M_PRUDENCE] / med[M_BATCH] : 0,
+         mrss[M_BATCH] > 0 ? mrss[M_PRUDENCE] / mrss[M_BATCH] : 0);
   return failures == 0 ? 0 : 1;
 }
 
