@@ -908,7 +908,9 @@ static bool big_guard_check(const char *fn, const void *p, size_t data)
  * after writing its tail, its size tag and (while the guard is still writable) its end tag:
  * the page after the data and the last page read-only (the pages between, a kept block's
  * surplus, stay as they are: protecting them would cost a page-table walk over resident
- * memory at every malloc and free); false (after a report) when the kernel would not. */
+ * memory at every malloc and free); false (after a report) when the kernel would not: the
+ * caller fails the allocation with ENOMEM (not a corruption, so not a reason to end the
+ * process) or, in realloc, ends the process as a corruption would. */
 static bool big_guard_make(void *p, size_t size, size_t data, size_t bytes)
 {
   big_guard_tail(p, size, data);
@@ -919,7 +921,6 @@ static bool big_guard_make(void *p, size_t size, size_t data, size_t bytes)
     return true;
   prd__report("malloc: no guard page for a block of %zu bytes (mprotect failed: the "
               "kernel's limit on mappings?): the allocation fails", size);
-  prd__report_done();
   return false;
 }
 
@@ -1378,13 +1379,14 @@ static void *huge_resize_guarded(void *ptr, uintptr_t e, size_t size, size_t wan
     return NULL;
   void *np = huge_resize(ptr, e, bytes, bad);
   if (np == NULL) {
-    if (!*bad)
-      (void)big_guard_make(ptr, big_guard_size(ptr, odata), odata, old);
+    if (!*bad && !big_guard_make(ptr, big_guard_size(ptr, odata), odata, old))
+      prd__report_done();
     return NULL;
   }
   /* a guard that cannot be made is reported (and ends the process unless abort_on_error=0);
    * the block itself is sound and is returned */
-  (void)big_guard_make(np, size, data, bytes);
+  if (!big_guard_make(np, size, data, bytes))
+    prd__report_done();
   return np;
 }
 

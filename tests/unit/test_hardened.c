@@ -8,7 +8,9 @@
  * PRUDENCE_DEBUG=redzone.  The program re-executes itself with PRUDENCE_OPTIONS=hardened=1
  * (malloc reads it at start-up).
  */
+#include <errno.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -189,6 +191,58 @@ static void test_big_guard(void)
   }
 }
 
+/* ---- big blocks at the kernel's limit on mappings ------------------------------------------ */
+/* A guard page is a mapping of its own; at the limit (vm.max_map_count) mprotect fails.  The
+ * allocation then fails with a report and ENOMEM, as docs/options.md says, and the process
+ * goes on (it is not a corruption: abort_on_error does not apply); it ended the process. */
+static void guard_limit_child(void *arg)
+{
+  (void)arg;
+  size_t page = prd__os_page_size();
+  long max = 65530;
+  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%ld", &max) != 1)
+      max = 65530;
+    fclose(f);
+  }
+  /* use the process's mappings up: one region, every other page made readable */
+  size_t n = (size_t)max * 2 + 16;
+  char *r = mmap(NULL, n * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED)
+    _exit(3);
+  for (size_t i = 0; i < n; i += 2)
+    if (mprotect(r + i * page, page, PROT_READ) != 0)
+      break;
+  int failed = 0, other = 0;
+  for (int k = 0; k < 16; k++) {
+    errno = 0;
+    char *b = prd_malloc(20000);
+    if (b == NULL && errno == ENOMEM)
+      failed++;
+    else if (b == NULL)
+      other++;
+    else
+      b[0] = 1;   /* a block handed out is usable */
+  }
+  printf("failed %d other %d\n", failed, other);
+  fflush(stdout);
+  _exit(failed > 0 && other == 0 ? 0 : 5);
+}
+
+static void test_big_guard_map_limit(void)
+{
+#if defined(PRD_ASAN) || defined(PRD_TSAN)
+  return;   /* the sanitizers' runtimes map memory of their own at any time */
+#endif
+  static char out[8192];
+  int st = prd_test_child(guard_limit_child, NULL, out, sizeof(out));
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "%s", out);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "no guard page for a block of 20000 bytes");
+}
+
 int main(int argc, char **argv)
 {
   (void)argc;
@@ -204,5 +258,6 @@ int main(int argc, char **argv)
   RUN(test_double_free);
   RUN(test_malloc_roundtrip);
   RUN(test_big_guard);
+  RUN(test_big_guard_map_limit);
   return prd_test_done();
 }
