@@ -31,10 +31,12 @@
  *    bytes, when freed; oldest first, under hc_lock) instead of back to the kernel, bounded
  *    in bytes (option malloc_huge_cache, 128 MiB: docs/benchmarks.md) and in count
  *    (HC_SLOTS 16, so that a search under the lock is a short scan).  A request takes the
- *    smallest kept block of at least its size and at most twice it (the waste is bounded as
- *    for a block that shrank in place, section 1); when none is that large, the largest
- *    smaller one is grown by mremap (its pages move, resident, and only the growth is new
- *    memory).  A block larger than the bound is unmapped at once; putting one in when the
+ *    smallest kept block of at least its size, whole when it is at most twice the size (the
+ *    waste is bounded as for a block that shrank in place, section 1), else its first part,
+ *    the rest staying kept (a program that frees a big buffer and then maps smaller ones,
+ *    `sort -S`, reuses its pages: kept beside fresh mappings they doubled its peak RSS);
+ *    when none is that large, the largest smaller one is grown by mremap (its pages move,
+ *    resident, and only the growth is new memory).  A block larger than the bound is unmapped at once; putting one in when the
  *    bound is reached unmaps the oldest first.  Kept blocks go back to the kernel when
  *    they sit unused for malloc_huge_decay_ms (the maintenance job hc_job, registered at
  *    start-up with maint.c; it asks for the thread while blocks are kept, so an idle program
@@ -670,10 +672,14 @@ static void hc_remove(unsigned i)
   atomic_store_explicit(&hc_nonempty, hc_n != 0, memory_order_relaxed);
 }
 
-/* A kept block for a request of `bytes` aligned to `align`, taken out of the cache, its size
- * in *got: the smallest of at least `bytes` and at most twice that; else (no alignment asked
- * for) the largest smaller one, grown by mremap, which moves its pages rather than copying
- * or faulting them again, so only the growth is new memory.  NULL when none serves. */
+/* A kept block for a request of `bytes` (a multiple of the page) aligned to `align`, taken
+ * out of the cache, its size in *got: the smallest of at least `bytes`, whole when it is at
+ * most twice that, else split: the request takes its first `bytes`, the rest stays kept in
+ * its place (a mapping's pages can be given back apart, so the two are blocks of their own),
+ * and a program that frees one big buffer and then maps smaller ones reuses its pages
+ * instead of holding them beside new ones; else (no alignment asked for) the largest smaller
+ * one, grown by mremap, which moves its pages rather than copying or faulting them again, so
+ * only the growth is new memory.  NULL when none serves. */
 static void *hc_take(size_t bytes, size_t align, size_t *got)
 {
   if (!atomic_load_explicit(&hc_nonempty, memory_order_relaxed))
@@ -682,7 +688,7 @@ static void *hc_take(size_t bytes, size_t align, size_t *got)
   unsigned best = HC_SLOTS, below = HC_SLOTS;
   for (unsigned i = 0; i < hc_n; i++) {
     size_t b = hc_block[i].hb_bytes;
-    if (b >= bytes && b / 2 <= bytes && ((uintptr_t)hc_block[i].hb_addr & (align - 1)) == 0 &&
+    if (b >= bytes && ((uintptr_t)hc_block[i].hb_addr & (align - 1)) == 0 &&
         (best == HC_SLOTS || b < hc_block[best].hb_bytes))
       best = i;
     if (b < bytes && (below == HC_SLOTS || b > hc_block[below].hb_bytes))
@@ -694,7 +700,14 @@ static void *hc_take(size_t bytes, size_t align, size_t *got)
   if (best != HC_SLOTS) {
     p = hc_block[best].hb_addr;
     *got = hc_block[best].hb_bytes;
-    hc_remove(best);
+    if (*got / 2 > bytes) {   /* split: the rest keeps its slot and its time of freeing */
+      hc_block[best].hb_addr = (char *)p + bytes;
+      hc_block[best].hb_bytes = *got - bytes;
+      hc_bytes -= bytes;
+      *got = bytes;
+    } else {
+      hc_remove(best);
+    }
   }
   pthread_mutex_unlock(&hc_lock);
   if (p != NULL && *got < bytes) {

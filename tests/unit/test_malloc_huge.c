@@ -94,6 +94,46 @@ static void test_reuse(void)
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* ---- a big buffer freed, then smaller ones: split, not mapped beside it -------------------- */
+/* sort -S frees its 100 MiB buffer and then maps four of 25 MiB: they used to be fresh
+ * mappings while the kept block stayed resident, twice glibc's peak RSS.  Now each takes the
+ * first part of the kept block, and the four map nothing. */
+static void split_child(void *arg)
+{
+  (void)arg;
+  char *p = kept_block(40 * MIB);
+  size_t mapped = prd__os_mapped_bytes();
+  char *q[4];
+  for (int i = 0; i < 4; i++) {
+    q[i] = prd_malloc(9 * MIB);
+    CHECK(q[i] == p + (size_t)i * 9 * MIB);   /* the kept block's parts, in order */
+    memset(q[i], i, 9 * MIB);
+    /* the rest stays kept; the last 13 MiB are within twice 9: taken whole */
+    CHECK_EQ(prd__malloc_huge_cached(), i < 3 ? 40 * MIB - (size_t)(i + 1) * 9 * MIB : 0);
+  }
+  CHECK_EQ(prd__os_mapped_bytes(), mapped);
+  CHECK(prd_malloc_usable_size(q[3]) >= 13 * MIB);
+  for (int i = 0; i < 4; i++)
+    prd_free(q[i]);
+  CHECK_EQ(prd__malloc_huge_cached(), 40 * MIB);
+  CHECK_EQ(prd__os_mapped_bytes(), mapped);
+  /* a request within twice a kept block's size takes it whole, as before */
+  char *w = prd_malloc(6 * MIB);
+  CHECK(w == p);   /* the first of the smallest blocks of at least 6 MiB (9 MiB), whole */
+  CHECK(prd_malloc_usable_size(w) >= 9 * MIB);
+  prd_free(w);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_split(void)
+{
+  static char out[8192];
+  int st = prd_test_child(split_child, NULL, out, sizeof(out));
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "%s", out);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* ---- bounds and decay ------------------------------------------------------------------- */
 static void bounds_child(void *arg)
 {
@@ -440,6 +480,7 @@ static void test_grow_gives_back(void)
 int main(void)
 {
   RUN(test_reuse);
+  RUN(test_split);
   RUN(test_bounds);
   RUN(test_absurd_sizes);
   RUN(test_posix_memalign_errno);
