@@ -31,10 +31,11 @@
  *    bytes, when freed; oldest first, under hc_lock) instead of back to the kernel, bounded
  *    in bytes (option malloc_huge_cache, 128 MiB: docs/benchmarks.md) and in count
  *    (HC_SLOTS 16, so that a search under the lock is a short scan).  A request takes the
- *    smallest kept block of at least its size, whole when it is at most twice the size (the
- *    waste is bounded as for a block that shrank in place, section 1), else its first part,
- *    the rest staying kept (a program that frees a big buffer and then maps smaller ones,
- *    `sort -S`, reuses its pages: kept beside fresh mappings they doubled its peak RSS);
+ *    smallest kept block of at least its size: its first part when the rest would be a huge
+ *    block itself, the rest staying kept (a program that frees a big buffer and then maps
+ *    smaller ones, `sort -S`, reuses its pages: kept beside fresh mappings they doubled its
+ *    peak RSS), else whole (less than malloc_mmap_threshold wasted); a block put back joins
+ *    a kept neighbour it was split from (hc_cut), so the parts come together again;
  *    when none is that large, the largest smaller one is grown by mremap (its pages move,
  *    resident, and only the growth is new memory).  A block larger than the bound is unmapped at once; putting one in when the
  *    bound is reached unmaps the oldest first.  Kept blocks go back to the kernel when
@@ -663,6 +664,37 @@ static unsigned hc_n;
 static size_t hc_bytes;
 static _Atomic bool hc_nonempty;          /* hc_n != 0, for the job's predicate (no lock) */
 
+/* The addresses where hc_take split a kept block (hc_lock held): a block put back joins a
+ * kept neighbour only across one of them, so that the parts of one mapping come together
+ * again and blocks of different mappings stay apart (what is kept, and the tests of it, do
+ * not depend on where the kernel placed the mappings).  A cut forgotten when the table is
+ * full only keeps two parts apart; one left from a block since unmapped may join two blocks
+ * that meet there later, one range of address space all the same (munmap takes any range; an
+ * mremap the kernel refuses across two mappings is a growth that fails, handled as any). */
+#define HC_CUTS (2 * HC_SLOTS)
+static char *hc_cut[HC_CUTS];
+static unsigned hc_ncut;
+
+static void hc_cut_add(char *a)
+{
+  if (hc_ncut == HC_CUTS) {   /* the oldest goes */
+    memmove(&hc_cut[0], &hc_cut[1], (HC_CUTS - 1) * sizeof(hc_cut[0]));
+    hc_ncut--;
+  }
+  hc_cut[hc_ncut++] = a;
+}
+
+/* Whether a is a cut, which is then forgotten. */
+static bool hc_cut_forget(const char *a)
+{
+  for (unsigned i = 0; i < hc_ncut; i++)
+    if (hc_cut[i] == a) {
+      hc_cut[i] = hc_cut[--hc_ncut];
+      return true;
+    }
+  return false;
+}
+
 /* Removes block i (hc_lock held). */
 static void hc_remove(unsigned i)
 {
@@ -673,11 +705,12 @@ static void hc_remove(unsigned i)
 }
 
 /* A kept block for a request of `bytes` (a multiple of the page) aligned to `align`, taken
- * out of the cache, its size in *got: the smallest of at least `bytes`, whole when it is at
- * most twice that, else split: the request takes its first `bytes`, the rest stays kept in
- * its place (a mapping's pages can be given back apart, so the two are blocks of their own),
- * and a program that frees one big buffer and then maps smaller ones reuses its pages
- * instead of holding them beside new ones; else (no alignment asked for) the largest smaller
+ * out of the cache, its size in *got: the smallest of at least `bytes`, split when what is
+ * left would be a huge block itself (malloc_mmap_threshold or more): the request takes its
+ * first `bytes`, the rest stays kept in its place (a mapping's pages can be given back apart,
+ * so the two are blocks of their own), and a program that frees one big buffer and then maps
+ * smaller ones reuses its pages instead of holding them beside new ones; else whole (less
+ * than the threshold wasted).  Without one (and no alignment asked for) the largest smaller
  * one, grown by mremap, which moves its pages rather than copying or faulting them again, so
  * only the growth is new memory.  NULL when none serves. */
 static void *hc_take(size_t bytes, size_t align, size_t *got)
@@ -700,9 +733,11 @@ static void *hc_take(size_t bytes, size_t align, size_t *got)
   if (best != HC_SLOTS) {
     p = hc_block[best].hb_addr;
     *got = hc_block[best].hb_bytes;
-    if (*got / 2 > bytes) {   /* split: the rest keeps its slot and its time of freeing */
+    if (*got > bytes && *got - bytes >= (size_t)prd__opt(malloc_mmap_threshold)) {
+      /* split: the rest, a huge block itself, keeps its slot and its time of freeing */
       hc_block[best].hb_addr = (char *)p + bytes;
       hc_block[best].hb_bytes = *got - bytes;
+      hc_cut_add((char *)p + bytes);
       hc_bytes -= bytes;
       *got = bytes;
     } else {
@@ -729,8 +764,9 @@ static void hc_unmap(const prd_hblock_t *v, unsigned n)
     prd__os_unmap(v[i].hb_addr, v[i].hb_bytes);
 }
 
-/* Keeps a freed huge block for reuse, making room by unmapping the oldest ones; false when
- * it is not kept (larger than the bound, or the bound is 0): the caller unmaps it. */
+/* Keeps a freed huge block for reuse, joined with a kept neighbour it was split from, making
+ * room by unmapping the oldest ones; false when it is not kept (larger than the bound, or the
+ * bound is 0): the caller unmaps it. */
 static bool hc_put(void *p, size_t bytes)
 {
   long lim = prd__opt(malloc_huge_cache);
@@ -740,6 +776,20 @@ static bool hc_put(void *p, size_t bytes)
   unsigned nout = 0;
   uint64_t now = prd__now_ns();
   pthread_mutex_lock(&hc_lock);
+  /* a kept neighbour across a cut (the two were one block before hc_take split it): one
+   * block again, the newest, so that splits do not leave the cache in pieces too small for
+   * the next large request */
+  for (unsigned i = 0; i < hc_n; i++) {
+    char *a = hc_block[i].hb_addr;
+    size_t n = hc_block[i].hb_bytes;
+    char *cut = a + n == (char *)p ? (char *)p : (char *)p + bytes == a ? a : NULL;
+    if (cut != NULL && bytes + n <= (size_t)lim && hc_cut_forget(cut)) {
+      p = a < (char *)p ? a : p;
+      bytes += n;
+      hc_remove(i);
+      i = (unsigned)-1;   /* the joined block may meet another cut: from the start */
+    }
+  }
   while (hc_n == HC_SLOTS || hc_bytes + bytes > (size_t)lim) {
     out[nout++] = hc_block[0];
     hc_remove(0);
