@@ -307,7 +307,7 @@ static prd_slab_t *lat_pick(prd_cache_t *cp)
     prd_slab_t *sp = cand[i];
     if (prd__slab_ndeferred(sp) != 0)
       (void)lat_merge_safe(cp, sp);
-    if (sp->slab_head == NULL && sp->slab_fresh == NULL)
+    if (!prd__slab_has_free(sp))
       continue;   /* its free buffers are all still deferred */
     uint32_t live = sp->slab_refcnt - prd__slab_ndeferred(sp);
     if (prd__slab_ndeferred(sp) * 2 > sp->slab_refcnt) {   /* mostly deferred */
@@ -339,7 +339,7 @@ static prd_slab_t *lat_pick(prd_cache_t *cp)
         cp->cache_lat_skips++;
       return sp;
     }
-    if (partly == NULL && (sp->slab_head != NULL || sp->slab_fresh != NULL))
+    if (partly == NULL && prd__slab_has_free(sp))
       partly = sp;
   }
   return mostly != NULL ? mostly : partly;

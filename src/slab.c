@@ -63,6 +63,14 @@
  *    cache has a constructor, and any whose constructor failed).  Allocation takes from
  *    slab_head first; a fresh buffer is constructed after the cache lock is dropped (a
  *    constructor may allocate).  At slab destruction the destructor runs on slab_head only.
+ *    A small-layout slab of a cache with neither constructor nor debugging links its
+ *    buffers a page at a time (slab_extend), when an allocation finds slab_head empty: the
+ *    buffers from slab_unlinked on are free and on no list, and nothing has written them.  A
+ *    new slab of a malloc class is 4 to 32 pages, and linking all its buffers at once wrote
+ *    every page: a short-lived process that allocates a little in a few classes faulted in
+ *    their whole first slabs (about 120 pages for /bin/echo).  Every test of "free" knows
+ *    the range: a slab has free buffers when a list does or the range is not empty
+ *    (prd__slab_has_free), a buffer in it is free (small_on_freelist), walks count it free.
  *    A buffer freed to the slab layer while it is on a freelist already is a double free:
  *    the large layout sees it in the bufctl's flags; the small layout looks at the buffer's
  *    freelist word first (NULL or a link of the same slab, else it cannot be free) and only
@@ -356,7 +364,8 @@ static void slab_fl_abandon(prd_cache_t *cp, prd_slab_t *sp, const prd_bufctl_t 
   for (const prd_bufctl_t *p = other; p != NULL && reach < sp->slab_chunks;
        p = slab_fl_step(cp, sp, p))
     reach++;
-  uint32_t onlists = sp->slab_chunks - sp->slab_refcnt;   /* the caller's buffer among them */
+  /* on the lists (the caller's buffer among them): the free ones less the never-linked */
+  uint32_t onlists = sp->slab_unlinked - sp->slab_refcnt;
   uint32_t lost = onlists > reach + 1 ? onlists - reach - 1 : 0;
   sp->slab_refcnt += lost;
   cp->cache_bufs_inuse += lost;
@@ -373,9 +382,39 @@ static void slab_free_bufctls(prd_cache_t *cp, prd_bufctl_t *list)
   }
 }
 
+/* Whether cp's slabs link their buffers a page at a time (section 4): small layout, no
+ * constructor run by the slab layer, no debugging. */
+static inline bool slab_lazy(const prd_cache_t *cp)
+{
+  return !(cp->cache_flags & (PRD_CF_HASH | PRD_CF_SLABCTOR | PRD_CF_DEBUG));
+}
+
+#define SLAB_LINK_BYTES 4096   /* a lazy slab links about this many bytes of buffers at a time */
+
+/* Links the next page's worth of sp's never-linked buffers onto slab_head, the lowest
+ * address first out; false when none is left (lock held, or the slab not yet seen). */
+static bool slab_extend(prd_cache_t *cp, prd_slab_t *sp)
+{
+  uint32_t from = sp->slab_unlinked;
+  if (from >= sp->slab_chunks)
+    return false;
+  uint32_t to = from + (uint32_t)PRD_MAX((size_t)1, SLAB_LINK_BYTES / cp->cache_chunksize);
+  to = PRD_MIN(to, sp->slab_chunks);
+  char *first = sp->slab_base + sp->slab_color;
+  for (uint32_t i = to; i-- > from;) {
+    prd_bufctl_t *bcp = (prd_bufctl_t *)(first + (size_t)i * cp->cache_chunksize +
+                                         cp->cache_link_off);
+    prd__slab_fl_set(cp, bcp, sp->slab_head);
+    sp->slab_head = bcp;
+  }
+  sp->slab_unlinked = to;
+  return true;
+}
+
 /* Makes a slab from the source arena (no lock held).  Its buffers are linked on slab_fresh
- * when the slab layer constructs, else on slab_head.  NULL when the source or an internal
- * cache has no memory: nothing is left allocated. */
+ * when the slab layer constructs, else on slab_head, all at once or, for a lazy cache, the
+ * first page's worth (section 4).  NULL when the source or an internal cache has no memory:
+ * nothing is left allocated. */
 static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
 {
   prd_vmem_t *src = slab_src(cp);
@@ -412,8 +451,13 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
   if (cp->cache_lat_words != 0)
     memset(prd__slab_lat_map(cp, sp, 0), 0, 2 * cp->cache_lat_words * sizeof(uint64_t));
   prd_bufctl_t **listp = (cp->cache_flags & PRD_CF_SLABCTOR) ? &sp->slab_fresh : &sp->slab_head;
-  /* link from the last buffer down, so the lowest address is handed out first */
-  for (uint32_t i = cp->cache_chunks; i-- > 0;) {
+  bool lazy = slab_lazy(cp);
+  sp->slab_unlinked = lazy ? 0 : cp->cache_chunks;
+  if (lazy)
+    (void)slab_extend(cp, sp);
+  /* the others: every buffer now, from the last one down, so the lowest address is handed
+   * out first */
+  for (uint32_t i = lazy ? 0 : cp->cache_chunks; i-- > 0;) {
     char *buf = base + color + (size_t)i * cp->cache_chunksize;
     prd_bufctl_t *bcp;
     if (large) {
@@ -673,7 +717,7 @@ static prd_slab_t *slab_pick_owned(prd_cache_t *cp)
 {
   for (prd_slab_link_t *l = cp->cache_owned.sl_next; l != &cp->cache_owned; l = l->sl_next) {
     prd_slab_t *sp = prd__slab_of_link(l);
-    if (sp->slab_head != NULL || sp->slab_fresh != NULL)
+    if (prd__slab_has_free(sp))
       return sp;
   }
   return NULL;
@@ -773,7 +817,8 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
         own = sp;
       }
     }
-    while (nc + nf < want && (sp->slab_head != NULL || sp->slab_fresh != NULL)) {
+    while (nc + nf < want &&
+           (sp->slab_head != NULL || sp->slab_fresh != NULL || slab_extend(cp, sp))) {
       prd_bufctl_t *bcp = sp->slab_head;
       bool fresh = false;
       prd_bufctl_t **listp = &sp->slab_head;
@@ -804,7 +849,7 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
       else
         out[want - 1 - nf++] = buf;
     }
-    if (sp == own && sp->slab_head == NULL && sp->slab_fresh == NULL) {
+    if (sp == own && !prd__slab_has_free(sp)) {
       slab_disown(cp, sp);   /* drained: the next buffers come from another slab */
       own = NULL;
     } else {
@@ -885,6 +930,9 @@ static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
 {
   if (sp->slab_refcnt == 0)
     return true;
+  const char *buf = (const char *)bcp - cp->cache_link_off;
+  if ((size_t)(buf - (sp->slab_base + sp->slab_color)) / cp->cache_chunksize >= sp->slab_unlinked)
+    return true;   /* never linked, never handed out (section 4) */
   prd_bufctl_t *w = bcp->bc_next;
   prd__annot_defined(&w, sizeof(w));   /* user data may be undefined for memcheck */
   w = prd__slab_fl_code(cp, bcp, w);
@@ -1313,7 +1361,7 @@ void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
           if (k < PRD_SLAB_MAX_SMALL)
             freemap[k / 64] |= 1ull << (k % 64);
         }
-      for (uint32_t k = 0; k < sp->slab_chunks; k++)
+      for (uint32_t k = 0; k < sp->slab_unlinked; k++)   /* the rest were never linked */
         if (!(freemap[k / 64] & (1ull << (k % 64))))
           fn(arg, cp, first + (size_t)k * cp->cache_chunksize, NULL);
     }
@@ -1431,6 +1479,10 @@ int prd__cache_check(prd_cache_t *cp)
         }
       if (!(cp->cache_flags & PRD_CF_SLABCTOR))
         CHECK_INV(sp->slab_fresh == NULL);
+      /* the never-linked buffers (section 4): only a lazy cache's slab has any */
+      CHECK_INV(sp->slab_unlinked <= sp->slab_chunks);
+      CHECK_INV(slab_lazy(cp) || sp->slab_unlinked == sp->slab_chunks);
+      nfreebufs += sp->slab_chunks - sp->slab_unlinked;
       /* the latent slab (section 9) */
       CHECK_INV(prd__slab_ndeferred(sp) <= sp->slab_refcnt);
       for (int g = 0; g < 2; g++) {

@@ -172,6 +172,12 @@ static inline void *prd__slab_bufctl_buf(const prd_cache_t *cp, prd_bufctl_t *bc
 }
 
 /* Small layout: the slab data at the end of the slab holding buf. */
+/* Whether sp has a free buffer to hand out: on its lists, or never linked yet (section 4). */
+static inline bool prd__slab_has_free(const prd_slab_t *sp)
+{
+  return sp->slab_head != NULL || sp->slab_fresh != NULL || sp->slab_unlinked < sp->slab_chunks;
+}
+
 static inline prd_slab_t *prd__slab_small(const prd_cache_t *cp, const void *buf)
 {
   uintptr_t base = PRD_P2ALIGN((uintptr_t)buf, cp->cache_slabsize);

@@ -176,6 +176,8 @@ struct prd_slab {
   uint32_t slab_chunks;          /* buffers in the slab */
   uint32_t slab_color;           /* offset of the first buffer from slab_base */
   uint32_t slab_bucket;          /* the list it is on: PRD_SLAB_ON_* or a partial bucket */
+  uint32_t slab_unlinked;        /* buffers [slab_unlinked, slab_chunks) are free and on no
+                                  * list yet: linked a page at a time (slab.c section 4) */
   const void *slab_owner;        /* the thread record whose current slab it is (slab.c section
                                   * 10), NULL: none; under cache_lock */
   /* the latent slab (seed 001 §4.1, defer.c): deferred buffers of this slab, still counted in

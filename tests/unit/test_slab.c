@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "prd_test.h"
+#include "slab.h"
 
 static size_t page;
 
@@ -606,6 +607,47 @@ static void fill_stash(void)
   }
 }
 
+/* ---- a slab links its buffers a page at a time (section 4) ----------------------------------- */
+/* A packed cache (the malloc classes' kind) has slabs of several pages: its first allocation
+ * links one page's worth of buffers, the rest are free and on no list.  A never-linked buffer
+ * given to free is a double free (reported, not linked); every buffer still goes out once. */
+static void test_lazy_link(void)
+{
+  prd_cache_t *cp = prd__cache_create_packed("lazy64", 64, 0);
+  CHECK(cp != NULL && !(cp->cache_flags & PRD_CF_HASH) && cp->cache_slabsize >= 4 * page);
+  char *b0 = prd_cache_alloc(cp, 0);
+  CHECK(b0 != NULL);
+  prd_slab_t *sp = prd__slab_small(cp, b0);
+  uint32_t chunks = sp->slab_chunks;
+  CHECK(sp->slab_unlinked <= page / cp->cache_chunksize + 1 && sp->slab_unlinked < chunks);
+  prd_option_set("abort_on_error", "0");
+  uint64_t r0 = prd__error_count();
+  char *last = sp->slab_base + sp->slab_color + (size_t)(chunks - 1) * cp->cache_chunksize;
+  prd_cache_free(cp, last);
+  CHECK_EQ(prd__error_count(), r0 + 1);
+  prd_option_set("abort_on_error", "1");
+  /* three slabs' worth, each buffer once, the lists consistent */
+  enum { MAXB = 4096 };
+  static char *got[MAXB];
+  size_t n = PRD_MIN((size_t)3 * chunks, (size_t)MAXB);
+  got[0] = b0;
+  for (size_t i = 1; i < n; i++) {
+    got[i] = prd_cache_alloc(cp, 0);
+    CHECK(got[i] != NULL);
+  }
+  CHECK_EQ(prd__cache_check(cp), 0);
+  size_t dup = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      dup += got[i] == got[j];
+  CHECK_EQ(dup, 0);
+  for (size_t i = 0; i < n; i++)
+    prd_cache_free(cp, got[i]);
+  CHECK_EQ(prd__cache_check(cp), 0);
+  CHECK_EQ(stats_of(cp).bufs_inuse, 0);
+  prd_cache_destroy(cp);
+}
+
 static void test_reclaim_on_exhaustion(void)
 {
   size_t bytes = 64 * page;
@@ -838,6 +880,7 @@ int main(void)
   RUN(test_notouch_integers);
   RUN(test_notouch_small_chunk);
   RUN(test_exhaustion_fault_injection);
+  RUN(test_lazy_link);
   RUN(test_reclaim_on_exhaustion);
   RUN(test_nofail_exit);
   RUN(test_bad_frees);
