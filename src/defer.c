@@ -116,7 +116,11 @@
  *      per state (cc_lat_requested), so the driver is woken at most once per generation.
  *      Asking several grace periods ahead, or at half full as well, would keep the driver
  *      running back to back for grace periods no object waits for (their membarrier IPIs
- *      cost the deferrals more than an earlier end saves; docs/benchmarks.md).
+ *      cost the deferrals more than an earlier end saves; docs/benchmarks.md).  While
+ *      readers run sections a grace period needs no membarrier (rcu.c section 3), and the
+ *      asking thread first moves it on itself, without waiting (gp_requests,
+ *      prd__rcu_advance_try: the flip, one scan); the driver is asked only when that did not
+ *      reach the state.
  *
  * 5. Counters (001 §5.4, Figs. 7-11), per CPU cache in cc_pcnt (PRD_PC_*: deferrals, merges,
  *    refills, flushes, partial refills, pre-flush moves, waits, resizes, objects handed to
@@ -269,13 +273,15 @@ static inline void req_later(prd_gp_t gp)
     defer_req = gp;
 }
 
-/* mh_unlocked (no lock held): asks the driver for the grace period noted under locks. */
+/* mh_unlocked (no lock held): the grace period noted under locks, moved on by this thread
+ * while that costs no wait (prd__rcu_advance_try), else asked of the driver. */
 static void gp_requests(void)
 {
   prd_gp_t gp = defer_req;
   if (gp != 0) {
     defer_req = 0;
-    prd_rcu_request_gp(gp);
+    if (!prd__rcu_advance_try(gp))
+      prd_rcu_request_gp(gp);
   }
 }
 

@@ -603,6 +603,12 @@ static inline bool prd__defer_safe(prd_gp_t s)
  * polled; true when it was reached.  Never changes the caller's RCU state (no offline, no
  * quiescent state): allocations call this, never prd_rcu_wait_state or prd_synchronize_rcu. */
 bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns);
+/* A retirer's step of the built-in grace period for state s, never a wait (rcu.c §9): while
+ * readers run sections and grace periods need no membarrier, and gp_lock is free, the flip
+ * when none is in progress and one scan of the readers; true when s has been reached.  False
+ * at once otherwise (another source, the caller inside a section, a membarrier to make):
+ * the caller then asks the driver. */
+bool prd__rcu_advance_try(prd_gp_t s);
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
 /* Blocks until state s, through the driver (or running grace periods on the calling thread

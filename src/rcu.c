@@ -231,6 +231,12 @@
  *    prd_rcu_barrier, cache destroy) still block, with a QSBR caller offline meanwhile: they
  *    are not allocations, and their callers know they wait (as liburcu documents which of its
  *    calls may wait for a grace period).
+ *    The retirer's step (prd__rcu_advance_try) is the same with a deadline already passed:
+ *    one scan, no wait.  The deferral path takes it at each generation it closes, and only
+ *    while the retirers fence (§3, counted): a grace period is then a flip and a scan, no
+ *    membarrier, so a thread that retires moves its grace periods on itself and a reader's
+ *    next section ends them, where asking the driver meant a paced grace period a
+ *    millisecond later on a third runnable thread (docs/benchmarks.md, "The retirer's step").
  *
  * 10. Statistics (prd_rcu_stats, PRD_RCU_STATS in prudence.h): one relaxed atomic counter per
  *    field, bumped only where the slow paths already are: a request that raises gp_req or
@@ -1364,6 +1370,29 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   if (!reached)
     rcu_count(RCU_ST_gp_inline_timeouts, 1);
   return reached;
+}
+
+/* The retirer's step (internal.h): gp_advance with a deadline already passed, so each wait
+ * for readers is one scan; the stages stay where it stopped (gp_stage), for the next holder
+ * of gp_lock.  Only while the retirers fence (the counted grace period skips (W1)): a grace
+ * period then costs a flip and a scan, where otherwise its membarrier interrupts every CPU
+ * (the driver paces those).  A reader running sections shows the new count after its next
+ * one, so a retirer that steps at each closed generation ends its grace periods itself, with
+ * no wake-up of the driver (a third runnable thread beside a reader and a writer). */
+bool prd__rcu_advance_try(prd_gp_t s)
+{
+  if (prd_rcu_poll_state(s))
+    return true;
+  if (!gp_counted || !prd__rcu_retire_fenced() || rcu_source() != &prd_rcu_builtin ||
+      reader_nesting() != 0 || pthread_mutex_trylock(&gp_lock) != 0)
+    return false;
+  bool done = true;
+  while (done && !prd_rcu_poll_state(s))
+    done = gp_advance(&prd_rcu_builtin, 0);
+  pthread_mutex_unlock(&gp_lock);
+  if (done)
+    drv_done_wake();   /* blocked waiters whose state this reached */
+  return done;
 }
 
 /* ---- §10 statistics -------------------------------------------------------------------- */
