@@ -97,7 +97,11 @@
  *
  * 5. Coloring (002 §4.3).  Each new slab starts its buffers cache_color bytes in; the color
  *    advances by the alignment and wraps after cache_maxcolor, the unused tail.  NOTOUCH and
- *    page-per-buffer caches are not colored (no hardware cache to spread over; pages).
+ *    page-per-buffer caches are not colored (no hardware cache to spread over; pages).  A
+ *    chunk of whole cache lines (64, 128, 192 ... bytes) is aligned to the line whatever the
+ *    alignment asked (cache_layout), as malloc's classes are: with 8-byte color steps most
+ *    64-byte buffers straddled two lines, two misses for a lookup and a line shared with
+ *    the neighbour another thread may be writing.
  *
  * 6. Reclaim (002 §3.4).  A slab whose last buffer comes back goes to the head of the free
  *    list, and allocation takes free slabs from the head, so the tail holds the slabs unused
@@ -219,6 +223,7 @@
 #include "slab.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
+#define SLAB_LINE            64   /* the cache line: chunks of whole lines are aligned to it */
 #define PRD_SLAB_LINK_ALLOCATED ((prd_bufctl_t *)(uintptr_t)1)   /* small layout (section 4) */
 #define PRD_NOTOUCH_MIN_BUFS 8    /* integer caches: a slab of fewer would grow on most allocs */
 #define PRD_SLAB_SMALL_FRAC  8    /* small layout below 1/8 of a page (002 §3.2.2) */
@@ -1142,6 +1147,10 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   size_t chunks = avail / chunk;
   if (chunks == 0 || chunks > UINT32_MAX)
     return -1;
+  /* a chunk of whole cache lines is aligned to the line, as the malloc classes are: colors
+   * then step by a line and no buffer straddles two (the chunk is unchanged: no memory) */
+  if (!notouch && chunk % SLAB_LINE == 0 && align < SLAB_LINE)
+    align = SLAB_LINE;
   cp->cache_align = align;
   cp->cache_chunksize = chunk;
   cp->cache_slabsize = slabsize;

@@ -103,7 +103,8 @@ static void exercise_layout(size_t size, size_t align, bool ctor)
   if (cp == NULL)
     return;
   prd_cache_stats_t st = stats_of(cp);
-  size_t a = align ? align : 8;
+  size_t a = st.align;   /* what was asked, or more: whole lines are aligned to the line */
+  CHECK(a >= (align ? align : 8));
   CHECK(st.chunk_size >= size);
   CHECK(st.chunk_size % a == 0);
   CHECK(st.tail_waste <= 0.125);   /* internal fragmentation under 1/8 (002 §3.2) */
@@ -316,7 +317,8 @@ static void coloring_run(size_t size, size_t align)
   prd_cache_t *cp = prd_cache_create("color", size, align, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
   prd_cache_stats_t st = stats_of(cp);
-  size_t a = align ? align : 8;
+  size_t a = st.align;   /* what was asked, or more: whole lines are aligned to the line */
+  CHECK(a >= (align ? align : 8));
   size_t ncolors = st.color_max / a + 1;
   CHECK(st.color_max > 0);
   size_t slabs = ncolors + 3;
@@ -344,7 +346,8 @@ static void coloring_run(size_t size, size_t align)
 static void test_coloring(void)
 {
   coloring_run(200, 8);     /* the paper's example: colors 0, 8, ... up to the tail */
-  coloring_run(128, 0);     /* a power of two: gets the most color (002 §4.3) */
+  coloring_run(128, 0);     /* whole lines: colors step by the line (slab.c section 2) */
+  coloring_run(72, 0);      /* not whole lines: colors step by 8 */
   coloring_run(1000, 0);    /* large layout */
 }
 
