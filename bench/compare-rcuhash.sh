@@ -42,54 +42,27 @@ while [ $# -gt 0 ]; do
   esac
 done
 find_bench "$BENCH"
-PRM=$(cd "$(dirname "$BENCH")/../lib" 2>/dev/null && pwd)/libprudence-malloc.so
-[ -f "$PRM" ] || PRM=""
+# the allocators (common.sh): glibc, each peer installed, the build's libprudence-malloc
+# ("prudence"), and first Prudence's deferral itself ("ours", no preload)
+peers "$0" "$(dirname "$(dirname "$BENCH")")" jemalloc mimalloc tcmalloc
+names="ours $names" libs="- $libs"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-# run NAME PRELOAD MODE SIZE: one run, its JSON line tagged with the allocator's name
-run() {
-  # shellcheck disable=SC2086 # EXTRA: words on purpose
-  env ${2:+LD_PRELOAD="$2"} "$BENCH" rcuhash --json --rounds 1 --modes "$3" --size "$4" \
-    $EXTRA 2>/dev/null | grep -v '"summary"' | sed "s/^{/{\"allocator\":\"$1\",/" \
-    >> "$tmp/all.json"
+# one_run: every size under allocator $n (LD_PRELOAD $pre), its JSON lines tagged with the
+# allocator's name; ours is the prudence mode, the others batch free
+one_run() {
+  if [ "$n" = ours ]; then tag=prudence mode=prudence; else tag=$n mode=batch; fi
+  [ "$n" = prudence ] && tag=prudence-malloc
+  for z in $(echo "$SIZES" | tr ',' ' '); do
+    # shellcheck disable=SC2086 # EXTRA: words on purpose
+    env ${pre:+LD_PRELOAD="$pre"} "$BENCH" rcuhash --json --rounds 1 --modes "$mode" \
+      --size "$z" $EXTRA 2>/dev/null | grep -v '"summary"' |
+      sed "s/^{/{\"allocator\":\"$tag\",/" >> "$tmp/all.json"
+  done
 }
 : > "$tmp/all.json"
-progress_init compare-rcuhash $JSON
-nsizes=$(echo "$SIZES" | tr ',' ' ' | wc -w)
-present=2
-for f in "$JE" "$MI" "$TC" "$PRM"; do [ -z "$f" ] || present=$((present + 1)); done
-steps=$((ROUNDS * present * nsizes)) step=0
-r=0
-while [ "$r" -lt "$ROUNDS" ]; do
-  for z in $(echo "$SIZES" | tr ',' ' '); do
-    set -- ours glibc jemalloc mimalloc tcmalloc prudence-malloc
-    k=0
-    while [ "$k" -lt $((r % 6)) ]; do   # rotate the order every round
-      first=$1; shift; set -- "$@" "$first"; k=$((k + 1))
-    done
-    for a in "$@"; do
-      case "$a" in
-        jemalloc) [ -n "$JE" ] || continue ;;
-        mimalloc) [ -n "$MI" ] || continue ;;
-        tcmalloc) [ -n "$TC" ] || continue ;;
-        prudence-malloc) [ -n "$PRM" ] || continue ;;
-      esac
-      step=$((step + 1))
-      progress "round $((r + 1)), $z B: $a" $step $steps
-      case "$a" in
-        ours) run prudence "" prudence "$z" ;;
-        glibc) run glibc "" batch "$z" ;;
-        jemalloc) run jemalloc "$JE" batch "$z" ;;
-        mimalloc) run mimalloc "$MI" batch "$z" ;;
-        tcmalloc) run tcmalloc "$TC" batch "$z" ;;
-        prudence-malloc) run prudence-malloc "$PRM" batch "$z" ;;
-      esac
-    done
-  done
-  r=$((r + 1))
-done
-progress_done
+each_run compare-rcuhash "$ROUNDS" "$JSON" one_run
 [ "$JSON" = 1 ] && cat "$tmp/all.json" >&2
 /usr/bin/python3 - "$tmp/all.json" "$JSON" <<'PY'
 import json, sys

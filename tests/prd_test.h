@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,6 +109,28 @@ static inline int prd_test_child(void (*fn)(void *), void *arg, char *buf, size_
 
 /* fn(NULL) in a child that runs its own CHECKs and exits non-zero when one failed: CHECKs
  * that it exited 0, and shows what it wrote otherwise. */
+/* Uses up the process's mappings (the kernel's vm.max_map_count): one region of inaccessible
+ * pages, every other one made readable, until mprotect fails; for a child that tests what the
+ * library does at the limit.  False when the region could not be made. */
+static inline bool prd_test_use_up_mappings(void)
+{
+  long max = 65530;
+  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%ld", &max) != 1)
+      max = 65530;
+    fclose(f);
+  }
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (size_t)max + 16;
+  char *r = mmap(NULL, n * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED)
+    return false;
+  for (size_t i = 0; i < n; i += 2)
+    if (mprotect(r + i * pg, pg, PROT_READ) != 0)
+      break;
+  return true;
+}
+
 static inline void prd_test_child_ok(void (*fn)(void *))
 {
   char buf[4096];

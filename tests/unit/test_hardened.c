@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <sys/mman.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -198,22 +197,8 @@ static void test_big_guard(void)
 static void guard_limit_child(void *arg)
 {
   (void)arg;
-  size_t page = prd__os_page_size();
-  long max = 65530;
-  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
-  if (f != NULL) {
-    if (fscanf(f, "%ld", &max) != 1)
-      max = 65530;
-    fclose(f);
-  }
-  /* use the process's mappings up: one region, every other page made readable */
-  size_t n = (size_t)max * 2 + 16;
-  char *r = mmap(NULL, n * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (r == MAP_FAILED)
+  if (!prd_test_use_up_mappings())
     _exit(3);
-  for (size_t i = 0; i < n; i += 2)
-    if (mprotect(r + i * page, page, PROT_READ) != 0)
-      break;
   int failed = 0, other = 0;
   for (int k = 0; k < 16; k++) {
     errno = 0;

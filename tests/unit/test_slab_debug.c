@@ -603,23 +603,9 @@ static void test_leak_report_young(void)
 static void map_limit_child(void *arg)
 {
   (void)arg;
-  long max = 65530;
-  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
-  if (f != NULL) {
-    if (fscanf(f, "%ld", &max) != 1)
-      max = 65530;
-    fclose(f);
-  }
-  /* use the process's mappings up: one region, every other page made readable */
-  size_t n = (size_t)max + 16;
-  char *r = mmap(NULL, n * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (r == MAP_FAILED)
+  if (!prd_test_use_up_mappings())
     _exit(3);
-  size_t i;
-  for (i = 0; i < n; i += 2)
-    if (mprotect(r + i * page, page, PROT_READ) != 0)
-      break;
-  printf("split %zu pages\n", i);
+  printf("mappings used up\n");
   fflush(stdout);
   prd_cache_t *cp = prd_cache_create("pb_limit", 64, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_PAGEBUF);
