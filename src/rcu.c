@@ -1383,6 +1383,7 @@ bool prd__rcu_advance_try(prd_gp_t s)
 {
   if (prd_rcu_poll_state(s))
     return true;
+  rcu_init();   /* gp_counted is set once, in the pthread_once: its load is ordered after */
   if (!gp_counted || !prd__rcu_retire_fenced() || rcu_source() != &prd_rcu_builtin ||
       reader_nesting() != 0 || pthread_mutex_trylock(&gp_lock) != 0)
     return false;
