@@ -982,9 +982,23 @@ static bool big_guard_make(void *p, size_t size, size_t data, size_t bytes)
       (bytes - data == malloc_page ||
        prd__os_protect_ro((char *)p + bytes - malloc_page, malloc_page) == 0))
     return true;
-  prd__report("malloc: no guard page for a block of %zu bytes (mprotect failed: the "
-              "kernel's limit on mappings?): the allocation fails", size);
+  /* once a process: at the limit every later big allocation fails the same way, and a
+   * report each would bury the program's own output (ENOMEM says it to the caller) */
+  static atomic_bool reported;
+  if (!atomic_exchange_explicit(&reported, true, memory_order_relaxed))
+    prd__report("malloc: no guard page for a block of %zu bytes (mprotect failed: the "
+                "kernel's limit on mappings?): the allocation fails with ENOMEM, and so does "
+                "every big allocation that meets the limit again (not reported)", size);
   return false;
+}
+
+/* realloc's block that could not get its guard again: reported, and the process ends (unless
+ * abort_on_error=0) as for a corruption, since the block has moved or changed already. */
+static PRD_NOINLINE PRD_COLD void big_guard_lost(const void *p)
+{
+  prd__report("realloc(%p): the block has no guard page (mprotect failed: the kernel's limit "
+              "on mappings?)", p);
+  prd__report_done();
 }
 
 /* Makes a guarded block's guard pages writable again before its range is given back or
@@ -1443,13 +1457,13 @@ static void *huge_resize_guarded(void *ptr, uintptr_t e, size_t size, size_t wan
   void *np = huge_resize(ptr, e, bytes, bad);
   if (np == NULL) {
     if (!*bad && !big_guard_make(ptr, big_guard_size(ptr, odata), odata, old))
-      prd__report_done();
+      big_guard_lost(ptr);
     return NULL;
   }
   /* a guard that cannot be made is reported (and ends the process unless abort_on_error=0);
    * the block itself is sound and is returned */
   if (!big_guard_make(np, size, data, bytes))
-    prd__report_done();
+    big_guard_lost(np);
   return np;
 }
 
