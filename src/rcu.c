@@ -1313,6 +1313,22 @@ void prd_synchronize_rcu(void)
 #define POLL_SPIN_NS 5000u     /* a few grace periods' worth of state loads, then yield */
 #define POLL_SLEEP_NS 200000u  /* past this, sleep 50 us at a time instead of yielding */
 
+/* The built-in grace period's steps on this thread while gp_lock is free (a try-lock: never
+ * a block on it, §9), until state s or monotonic time `deadline` (ns; each wait for readers
+ * stops there, the stages left for the next holder); the waiters blocked on a state this
+ * reached are woken.  1: s reached; 0: the deadline came first; -1: gp_lock was held. */
+static int gp_run_try(prd_gp_t s, uint64_t deadline)
+{
+  if (pthread_mutex_trylock(&gp_lock) != 0)
+    return -1;
+  bool done = true;
+  while (done && !prd_rcu_poll_state(s))
+    done = gp_advance(&prd_rcu_builtin, deadline);
+  pthread_mutex_unlock(&gp_lock);
+  drv_done_wake();   /* blocked waiters whose state this reached */
+  return done ? 1 : 0;
+}
+
 /* The sequence when this thread's last bounded wait ran out with a reader holding the grace
  * period open (perhaps one that waits for this thread).  While it has not moved another wait
  * would only run out again: it is not made.  Any progress (the driver, asked for it when the
@@ -1337,16 +1353,11 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   if (!inline_gp)
     prd__rcu_request_expedited(s);
   for (;;) {
-    if (inline_gp && pthread_mutex_trylock(&gp_lock) == 0) {
-      bool done = true;
-      while (done && !prd_rcu_poll_state(s))
-        done = gp_advance(src, start + ns);
-      pthread_mutex_unlock(&gp_lock);
-      drv_done_wake();   /* blocked waiters whose state this reached */
-      if (done)
-        return true;
+    int run = inline_gp ? gp_run_try(s, start + ns) : -1;
+    if (run == 1)
+      return true;
+    if (run == 0)
       break;   /* a reader held it to the deadline */
-    }
     if (prd_rcu_poll_state(s))
       return true;
     uint64_t t = prd__now_ns() - start;
@@ -1384,16 +1395,8 @@ bool prd__rcu_advance_try(prd_gp_t s)
   if (prd_rcu_poll_state(s))
     return true;
   rcu_init();   /* gp_counted is set once, in the pthread_once: its load is ordered after */
-  if (!gp_counted || !prd__rcu_retire_fenced() || rcu_source() != &prd_rcu_builtin ||
-      reader_nesting() != 0 || pthread_mutex_trylock(&gp_lock) != 0)
-    return false;
-  bool done = true;
-  while (done && !prd_rcu_poll_state(s))
-    done = gp_advance(&prd_rcu_builtin, 0);
-  pthread_mutex_unlock(&gp_lock);
-  if (done)
-    drv_done_wake();   /* blocked waiters whose state this reached */
-  return done;
+  return gp_counted && prd__rcu_retire_fenced() && rcu_source() == &prd_rcu_builtin &&
+         reader_nesting() == 0 && gp_run_try(s, 0) == 1;
 }
 
 /* ---- §10 statistics -------------------------------------------------------------------- */
