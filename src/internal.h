@@ -639,8 +639,11 @@ void prd__call_rcu_fork_parent(void);
 void prd__call_rcu_fork_child(void);
 
 /* ---- malloc.c: the malloc family, size classes, the page map ------------------------- */
-/* The class cache that serves `size` (NULL above the largest class). */
+/* The class cache that serves `size`, made if the class had none yet (NULL above the
+ * largest class, or when it could not be made). */
 prd_cache_t *prd__malloc_class_cache(size_t size);
+/* The magazine id prd_malloc's hit path looks up for `size` (0: it misses; section 8). */
+uint32_t prd__malloc_hit_id(size_t size);
 /* The size of class i (0 past the last): tests walk the table with it. */
 size_t prd__malloc_class_size(unsigned i);
 /* The page-map entry of p's granule (0: not ours). */

@@ -155,7 +155,7 @@
  *    free of buffer P" and drops the second copy, so nothing else changes.  The 8-byte class
  *    has no mark (word 0 is its slab freelist word): its double free is seen when the second
  *    copy reaches the slab layer and finds the first on the freelist (slab.c
- *    small_on_freelist), and not while the first copy is in a magazine (the block is then
+ *    prd__slab_small_is_free), and not while the first copy is in a magazine (the block is then
  *    handed out twice).  realloc of a freed class block is seen by the same mark: reported
  *    ("cache malloc-N: realloc of freed block P"), NULL and EINVAL, the block not touched;
  *    prd_free_deferred of a freed block as a deferred free (prd_cache_free_deferred).  Not
@@ -182,10 +182,14 @@
  *    still see it) carries it through prd_call_rcu, whose callback frees it.
  *
  * 5. Start-up and self-hosting.  The first call initializes under malloc_init_lock.  A
- *    start-up that cannot map memory (the page map's leaves, the heap arena, the classes'
- *    caches, the magazine layer's own caches) fails that call with ENOMEM and leaves the
- *    allocator not started: the next call tries again, keeping what the failed attempt made,
- *    so one transient failure never disables malloc for the life of the process.  A
+ *    start-up that cannot map memory (the page map's leaves, the heap arena, the magazine
+ *    layer's own caches) fails that call with ENOMEM and leaves the allocator not started:
+ *    the next call tries again, keeping what the failed attempt made, so one transient
+ *    failure never disables malloc for the life of the process.  A class's cache is made at
+ *    the class's first allocation (class_cache_make, under the same lock), not at start-up:
+ *    a short-lived program uses a dozen of the 37 classes, and making all of them was most
+ *    of its start-up (the cache records' pages and their set-up); one that cannot be made
+ *    fails that allocation with ENOMEM, and the next one tries again.  A
  *    recursive call from the same thread while that runs (an initialization step that ends
  *    up in malloc under LD_PRELOAD, e.g. backtrace() loading its unwinder for PRUDENCE_DEBUG
  *    =audit) is served from a static bootstrap area (bump allocation, never reused; its
@@ -276,7 +280,7 @@ typedef struct prd_mclass {
   uint32_t mc_chunks;     /* buffers per slab (0 in the sentinel) */
   _Atomic uint32_t mc_hitid;   /* the cache's magazine id while the inline hit path may be
                                 * taken (section 8), else MC_NOHIT */
-  prd_cache_t *mc_cache;
+  prd_cache_t *_Atomic mc_cache;   /* NULL until the class's first allocation (section 5) */
   uint32_t mc_size;       /* the class size: what malloc_usable_size reports */
   uint32_t mc_align;      /* the alignment every buffer of the class has */
 } prd_mclass_t;
@@ -331,14 +335,18 @@ static inline const prd_mclass_t *pm_mclass(uintptr_t e)
 }
 
 /* Sets the hit id of class c in its entry and in every size slot of the tables that names
- * it (seq_cst, once per class: section 8). */
+ * it (seq_cst, once per class: section 8).  Class c serves the sizes above the class below's
+ * and up to its own (the tables' construction, malloc_classes_build), so only those slots are
+ * visited: a walk of every slot for each class was a third of a short program's start-up
+ * (about 4,700 instructions a class). */
 static void class_set_hitid(uint32_t c, uint32_t id)
 {
   atomic_store_explicit(&malloc_class[c].mc_hitid, id, memory_order_seq_cst);
-  for (uint32_t s = 0; s <= MC_SMALL_MAX; s++)
+  uint32_t lo = c == 0 ? 0 : malloc_class[c - 1].mc_size + 1, hi = malloc_class[c].mc_size;
+  for (uint32_t s = lo; s <= hi && s <= MC_SMALL_MAX; s++)
     if (malloc_tab1[(s + 7) >> 3] == c)
       atomic_store_explicit(&malloc_hit1[s], id, memory_order_seq_cst);
-  for (uint32_t i = 0; i < MC_TAB2; i++)
+  for (uint32_t i = (lo + 127) >> 7; i <= hi >> 7 && i < MC_TAB2; i++)
     if (malloc_tab2[i] == c)
       atomic_store_explicit(&malloc_hit2[i], id, memory_order_seq_cst);
 }
@@ -411,6 +419,40 @@ static void malloc_classes_build(void)
   }
 }
 
+/* Makes class c's cache, under malloc_init_lock (section 5): its name, the start test's
+ * constants in the class's line, its page-map tag and its magazines' least size; the cache
+ * is published last (release: pairs with the acquire load of malloc_class_alloc, so a
+ * thread that sees it sees the line's constants; a free finds them through a page-map entry
+ * of a slab, made after the cache).  NULL when the cache could not be made. */
+static prd_cache_t *class_create(uint32_t c)
+{
+  char name[PRD_CACHE_NAME_MAX];
+  char digits[12];
+  uint32_t s = malloc_class[c].mc_size, nd = 0;
+  do {
+    digits[nd++] = (char)('0' + s % 10);
+    s /= 10;
+  } while (s != 0);
+  memcpy(name, "malloc-", 7);
+  for (uint32_t k = 0; k < nd; k++)
+    name[7 + k] = digits[nd - 1 - k];
+  name[7 + nd] = '\0';
+  prd_cache_t *cp = prd__cache_create_packed(name, malloc_class[c].mc_size,
+                                             malloc_class[c].mc_align);
+  if (cp == NULL)
+    return NULL;
+  /* the start test's constants are the cache's own (pagemap.c), copied into the class's
+   * line so that free reads only that (section 3) */
+  malloc_class[c].mc_inv = cp->cache_pm_inv;
+  atomic_store_explicit(&malloc_class[c].mc_shiftmark, (uint16_t)cp->cache_pm_shift,
+                        memory_order_relaxed);
+  malloc_class[c].mc_chunks = (uint32_t)cp->cache_chunks;
+  prd__slab_set_pm_tag(cp, c + 1);
+  prd__mag_set_min_rounds(cp, MALLOC_MAG_BYTES / malloc_class[c].mc_size);
+  atomic_store_explicit(&malloc_class[c].mc_cache, cp, memory_order_release);
+  return cp;
+}
+
 /* One attempt at start-up, under malloc_init_lock.  What an earlier, failed attempt made
  * (the classes' caches, the page map's leaves) is kept, and the steps that failed are tried
  * again; nothing remembers the failure (section 5). */
@@ -430,34 +472,6 @@ static bool malloc_start(void)
     hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs) == 0;
     prd__cache_set_reap_hook(prd__malloc_huge_trim);   /* prd_reap, malloc_trim: at once */
     prd__cache_set_grow_hook(hc_grow_release);         /* a growing heap: the idle ones */
-  }
-  for (uint32_t i = 0; i < MC_NCLASSES; i++) {
-    if (malloc_class[i].mc_cache != NULL)
-      continue;
-    char name[PRD_CACHE_NAME_MAX];
-    char digits[12];
-    uint32_t s = malloc_class[i].mc_size, nd = 0;
-    do {
-      digits[nd++] = (char)('0' + s % 10);
-      s /= 10;
-    } while (s != 0);
-    memcpy(name, "malloc-", 7);
-    for (uint32_t k = 0; k < nd; k++)
-      name[7 + k] = digits[nd - 1 - k];
-    name[7 + nd] = '\0';
-    prd_cache_t *cp = prd__cache_create_packed(name, malloc_class[i].mc_size,
-                                               malloc_class[i].mc_align);
-    if (cp == NULL)
-      return false;
-    /* the start test's constants are the cache's own (pagemap.c), copied into the class's
-     * line so that free reads only that (section 3) */
-    malloc_class[i].mc_inv = cp->cache_pm_inv;
-    atomic_store_explicit(&malloc_class[i].mc_shiftmark, (uint16_t)cp->cache_pm_shift,
-                          memory_order_relaxed);
-    malloc_class[i].mc_chunks = (uint32_t)cp->cache_chunks;
-    malloc_class[i].mc_cache = cp;
-    prd__slab_set_pm_tag(cp, i + 1);
-    prd__mag_set_min_rounds(cp, MALLOC_MAG_BYTES / malloc_class[i].mc_size);
   }
   return true;
 }
@@ -563,15 +577,39 @@ static inline void class_maybe_enable(uint32_t c)
     class_enable(c);
 }
 
+/* Class c's cache, made now if this is the class's first allocation (section 5); NULL, errno
+ * ENOMEM, when it could not be made (the next allocation tries again).  Inside malloc_enter:
+ * what making it allocates through the C library is served from the boot area. */
+static PRD_NOINLINE PRD_COLD prd_cache_t *class_cache_make(uint32_t c)
+{
+  pthread_mutex_lock(&malloc_init_lock);
+  prd_cache_t *cp = atomic_load_explicit(&malloc_class[c].mc_cache, memory_order_relaxed);
+  if (cp == NULL)
+    cp = class_create(c);
+  pthread_mutex_unlock(&malloc_init_lock);
+  if (cp == NULL)
+    errno = ENOMEM;
+  return cp;
+}
+
+/* Class c's cache, made if needed (malloc_enter held). */
+static inline prd_cache_t *class_cache_get(uint32_t c)
+{
+  /* acquire: pairs with class_create's release (the class's line, the cache) */
+  prd_cache_t *cp = atomic_load_explicit(&malloc_class[c].mc_cache, memory_order_acquire);
+  return prd_likely(cp != NULL) ? cp : class_cache_make(c);
+}
+
 static PRD_NOINLINE void *malloc_class_alloc(uint32_t c)
 {
   if (prd_unlikely(malloc_depth != 0))
     return malloc_boot_alloc(malloc_class[c].mc_size, malloc_class[c].mc_align);
-  prd_cache_t *cp = malloc_class[c].mc_cache;
   malloc_enter();
-  void *buf = prd_cache_alloc(cp, PRD_SLEEP);
+  prd_cache_t *cp = class_cache_get(c);
+  void *buf = cp != NULL ? prd_cache_alloc(cp, PRD_SLEEP) : NULL;
   malloc_leave();
-  class_maybe_enable(c);
+  if (cp != NULL)
+    class_maybe_enable(c);
   return buf;
 }
 
@@ -585,7 +623,7 @@ static void malloc_class_free_in(uint32_t c, void *p)
     return;
   }
   malloc_enter();
-  prd_cache_free(malloc_class[c].mc_cache, p);
+  prd_cache_free(atomic_load_explicit(&malloc_class[c].mc_cache, memory_order_relaxed), p);
   malloc_leave();
   class_maybe_enable(c);
 }
@@ -600,7 +638,8 @@ static PRD_NOINLINE void malloc_class_free(uint32_t c, void *p)
 /* The report of a double free seen by the free mark (keeps errno, section 4). */
 static PRD_NOINLINE PRD_COLD void malloc_double_free(const prd_mclass_t *mc, void *p)
 {
-  prd__mag_double_free(mc->mc_cache, p, "double free");
+  prd__mag_double_free(atomic_load_explicit(&mc->mc_cache, memory_order_relaxed), p,
+                       "double free");
 }
 
 /* The hit paths (section 8): the magazine layer's plain tier 1 inline on the class's hit id,
@@ -1162,7 +1201,9 @@ static inline bool class_start_ok(uintptr_t e, uintptr_t a)
 
 static inline prd_cache_t *class_cache_of(uintptr_t e)
 {
-  return malloc_class[pm_class_of(e)].mc_cache;
+  /* a class entry is a slab of the class's cache, made after the cache was published (the
+   * page map's acquire orders this load after that) */
+  return atomic_load_explicit(&malloc_class[pm_class_of(e)].mc_cache, memory_order_relaxed);
 }
 
 static PRD_NOINLINE PRD_COLD void malloc_bad(const char *fn, const void *p, const char *why)
@@ -1698,7 +1739,19 @@ prd_cache_t *prd__malloc_class_cache(size_t size)
 {
   if (!malloc_ready() || size > MC_MAX)
     return NULL;
-  return malloc_class[malloc_class_index(size == 0 ? 1 : size)].mc_cache;
+  malloc_enter();
+  prd_cache_t *cp = class_cache_get(malloc_class_index(size == 0 ? 1 : size));
+  malloc_leave();
+  return cp;
+}
+
+uint32_t prd__malloc_hit_id(size_t size)
+{
+  if (size <= MC_SMALL_MAX)
+    return atomic_load_explicit(&malloc_hit1[size], memory_order_relaxed);
+  if (size <= MC_MAX)
+    return atomic_load_explicit(&malloc_hit2[(size + 127) >> 7], memory_order_relaxed);
+  return MC_NOHIT;
 }
 
 size_t prd__malloc_class_size(unsigned i)
