@@ -360,8 +360,16 @@ int prd__debug_defer(prd_cache_t *cp, void *buf)
   pthread_mutex_lock(&cp->cache_lock);
   prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
   if (bcp == NULL || bcp->bc_dstate != PRD_BC_ALLOC) {
+    bool deferred = bcp != NULL && bcp->bc_dstate == PRD_BC_DEFERRED;
     pthread_mutex_unlock(&cp->cache_lock);
-    prd__debug_bad_free(cp, buf, bcp);
+    if (deferred) {
+      dline(-1, "cache %s: deferred free of buffer %p: deferred twice (it is deferred already)",
+            cp->cache_name, buf);
+      report_buffer(cp, buf, bcp);
+      prd__report_done();
+    } else {
+      prd__debug_bad_free(cp, buf, bcp);
+    }
     return -1;
   }
   bcp->bc_dstate = PRD_BC_DEFERRED;
@@ -390,8 +398,16 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
   pthread_mutex_lock(&cp->cache_lock);
   prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
   if (bcp == NULL || bcp->bc_dstate != expect) {
+    bool deferred = bcp != NULL && bcp->bc_dstate == PRD_BC_DEFERRED;
     pthread_mutex_unlock(&cp->cache_lock);
-    prd__debug_bad_free(cp, buf, bcp);
+    if (deferred) {   /* a free of a buffer whose deferral waits for its grace period */
+      dline(-1, "cache %s: free of buffer %p: it is deferred (given to a deferred free, whose "
+            "grace period has not ended; not freed)", cp->cache_name, buf);
+      report_buffer(cp, buf, bcp);
+      prd__report_done();
+    } else {
+      prd__debug_bad_free(cp, buf, bcp);
+    }
     return -1;
   }
   bcp->bc_dstate = 0;
@@ -456,6 +472,12 @@ void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
   char owner[PRD_CACHE_NAME_MAX] = { 0 };
   prd_bufctl_t *sbcp = NULL;
   char *start = locate != NULL ? locate(cp, buf, &sbcp, owner) : NULL;
+  if (start == buf) {   /* a buffer of this cache that is free (no bufctl in the hash) */
+    dline(-1, "cache %s: double free of buffer %p (it is already free)", cp->cache_name, buf);
+    report_buffer(cp, start, sbcp);
+    prd__report_done();
+    return;
+  }
   if (start != NULL) {
     dline(-1, "cache %s: bad free of %p: not the start of a buffer (offset %#zx into buffer %p)",
           cp->cache_name, buf, (size_t)((const char *)buf - start), (void *)start);
@@ -467,7 +489,9 @@ void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
     dline(-1, "cache %s: bad free of %p: it is a buffer of cache %s, not of this cache",
           cp->cache_name, buf, owner);
   else
-    dline(-1, "cache %s: bad free of %p: not a buffer of this cache", cp->cache_name, buf);
+    dline(-1, "cache %s: bad free of %p: not a buffer of this cache (nor of another: a foreign "
+          "pointer, or a buffer freed already whose slab has been given back)",
+          cp->cache_name, buf);
   prd__report_done();
 }
 

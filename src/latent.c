@@ -201,19 +201,33 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
     prd_slab_t *sp;
     prd_bufctl_t *bcp = NULL;
     bool ok;
+    const char *why = "not a buffer allocated from this cache";
     if (hash) {
       bcp = prd__slab_hash_find(cp, buf);
       ok = bcp != NULL && (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) == PRD_BC_ALLOC;
+      if (bcp != NULL && (bcp->bc_flags & PRD_BC_DEFERRED))
+        why = "deferred twice (it is deferred already)";
+      else if (bcp != NULL && !ok)
+        why = "it is free already (deferred twice, or freed before)";
       sp = ok ? bcp->bc_slab : NULL;
     } else {
       sp = prd__slab_small(cp, buf);
       ok = sp->slab_cache == cp &&
            (size_t)((char *)buf - (sp->slab_base + sp->slab_color)) % cp->cache_chunksize == 0;
+      /* a copy already merged (or freed) is on the freelist: recording it as deferred would
+       * count a free buffer as allocated and deferred, and its merge would link it twice */
+      if (ok && prd__slab_small_is_free(cp, sp,
+                                        (prd_bufctl_t *)((char *)buf + cp->cache_link_off))) {
+        ok = false;
+        why = "it is free already (deferred twice, or freed before)";
+      }
     }
     if (ok) {
       uint32_t before = sp->slab_bucket;
       int r = lat_add(cp, sp, buf, bcp, gp);
       ok = r != LAT_BAD;
+      if (!ok)
+        why = "deferred twice (it is deferred already)";
       if (r == LAT_SAFE) {
         prd__slab_put(cp, sp, bcp != NULL ? bcp
                                      : (prd_bufctl_t *)((char *)buf + cp->cache_link_off));
@@ -229,8 +243,8 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
     }
     if (prd_unlikely(!ok)) {
       pthread_mutex_unlock(&cp->cache_lock);
-      prd__error("cache %s: prd_cache_free_deferred(%p): not a buffer allocated from this "
-                 "cache, or deferred twice (ignored)", cp->cache_name, buf);
+      prd__error("cache %s: deferred free of buffer %p: %s (ignored)", cp->cache_name, buf,
+                 why);
       pthread_mutex_lock(&cp->cache_lock);
     }
   }

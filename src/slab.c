@@ -70,11 +70,11 @@
  *    every page: a short-lived process that allocates a little in a few classes faulted in
  *    their whole first slabs (about 120 pages for /bin/echo).  Every test of "free" knows
  *    the range: a slab has free buffers when a list does or the range is not empty
- *    (prd__slab_has_free), a buffer in it is free (small_on_freelist), walks count it free.
+ *    (prd__slab_has_free), a buffer in it is free (prd__slab_small_is_free), walks count it free.
  *    A buffer freed to the slab layer while it is on a freelist already is a double free:
  *    the large layout sees it in the bufctl's flags; the small layout looks at the buffer's
  *    freelist word first (NULL or a link of the same slab, else it cannot be free) and only
- *    then walks the slab's lists (small_on_freelist).  Reported, not linked twice.  The word
+ *    then walks the slab's lists (prd__slab_small_is_free).  Reported, not linked twice.  The word
  *    of a buffer handed out is set to PRD_SLAB_LINK_ALLOCATED (odd: no link is), so that a
  *    buffer whose last word the user never wrote, common in malloc's classes, is not taken
  *    for a free one by its stale link and does not cost a walk of its slab's lists.
@@ -930,8 +930,8 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
  * buffer of the same slab; an allocated buffer's last word is the user's data, which rarely
  * looks like that, so the freelists are walked (at most slab_chunks steps) only then.  Lock
  * held.  A slab with no buffer allocated has every buffer free. */
-static bool small_on_freelist(const prd_cache_t *cp, const prd_slab_t *sp,
-                              const prd_bufctl_t *bcp)
+bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
+                             const prd_bufctl_t *bcp)
 {
   if (sp->slab_refcnt == 0)
     return true;
@@ -996,7 +996,7 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
         continue;
       }
       bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
-      if (prd_unlikely(small_on_freelist(cp, sp, bcp))) {
+      if (prd_unlikely(prd__slab_small_is_free(cp, sp, bcp))) {
         pthread_mutex_unlock(&cp->cache_lock);
         prd__error("cache %s: double free of buffer %p (it is already free in its slab; not "
                    "freed again)", cp->cache_name, buf);

@@ -191,6 +191,12 @@ static inline uint64_t *prd__slab_lat_map(const prd_cache_t *cp, prd_slab_t *sp,
          (size_t)g * cp->cache_lat_words;
 }
 
+/* Small layout: whether the buffer of link word bcp is free in its slab already (on a
+ * freelist, or never linked), so that giving it back again would be a double free (slab.c
+ * section 4; lock held). */
+bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
+                             const prd_bufctl_t *bcp);
+
 /* A buffer back on its slab's freelist (lock held; the caller relists the slab). */
 static inline void prd__slab_put(prd_cache_t *cp, prd_slab_t *sp, prd_bufctl_t *bcp)
 {

@@ -648,12 +648,67 @@ static void destroy_child(void *arg)
   exit(prd__error_count() >= 2 ? 0 : 1);
 }
 
+/* A buffer deferred twice where the latent slabs see it (small layout 64 B, large 3000 B):
+ * the second copy while the first waits (the slab's bitmap or the bufctl's flag) and after
+ * the first was merged back to the freelist (free in its slab) is reported and ignored.  The
+ * second case once recorded a free buffer as deferred: the slab's counts went wrong and the
+ * next merge linked the buffer twice (a crash in the list code, or a buffer handed out twice). */
+static void double_defer_child(void *arg)
+{
+  size_t size = *(const size_t *)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_cache_t *cp = prd_cache_create("dd2", size, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  enum { N = 64 };
+  void *b[N], *c[2 * N];
+  if (prd__slab_alloc_bulk(cp, b, N, 0) != N)
+    exit(2);
+  prd_gp_t s1 = prd_rcu_get_state();
+  (void)prd__slab_defer_bulk(cp, b, N, s1);
+  (void)prd__slab_defer_bulk(cp, b, 1, s1);   /* while the first waits */
+  long e1 = prd__error_count();
+  prd_rcu_wait_state(s1);
+  if (prd__slab_lat_merge_all(cp) != N)
+    exit(3);
+  prd_gp_t s2 = prd_rcu_get_state();
+  (void)prd__slab_defer_bulk(cp, b, N, s2);   /* after the first was merged: free already */
+  long e2 = prd__error_count();
+  prd_rcu_wait_state(s2);
+  (void)prd__slab_lat_merge_all(cp);
+  if (prd__cache_check(cp) != 0)
+    exit(4);
+  size_t got = prd__slab_alloc_bulk(cp, c, 2 * N, 0);
+  for (size_t i = 0; i < got; i++)
+    for (size_t j = 0; j < i; j++)
+      if (c[i] == c[j])
+        exit(5);   /* handed out twice */
+  prd__slab_free_bulk(cp, c, got);
+  if (prd__cache_check(cp) != 0)
+    exit(6);
+  exit(e1 == 1 && e2 == 1 + N ? 0 : 7);
+}
+
+static void test_double_defer_slab(void)
+{
+  static const size_t sizes[] = { 64, 3000 };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    char buf[1 << 16];
+    int st = prd_test_child(double_defer_child, (void *)&sizes[i], buf, sizeof(buf));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      fprintf(stderr, "# size %zu: status %d\n%s", sizes[i], st, buf);
+    CHECK_STR_CONTAINS(buf, "deferred twice (it is deferred already)");
+    CHECK_STR_CONTAINS(buf, "it is free already");
+  }
+}
+
 static void test_bad_input(void)
 {
   char buf[4096];
   int st = prd_test_child(destroy_child, NULL, buf, sizeof(buf));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  CHECK_STR_CONTAINS(buf, "cache dd: double free");
+  CHECK_STR_CONTAINS(buf, "cache dd: deferred free of buffer");
+  CHECK_STR_CONTAINS(buf, "deferred twice (it is deferred already)");
   CHECK_STR_CONTAINS(buf, "NULL cache");
   prd_cache_free_deferred(NULL, NULL);   /* NULL buffer: nothing */
 }
@@ -756,6 +811,7 @@ int main(void)
   /* first, while this process has no thread: its child starts the RCU threads (TSan
    * refuses new threads in the child of a multi-threaded fork) */
   RUN(test_bad_input);
+  RUN(test_double_defer_slab);
   RUN(test_front_checks);
   RUN(test_oblivious);
   RUN(test_pairs_no_early_reuse);
