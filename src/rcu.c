@@ -172,7 +172,12 @@
  *    falling back to the built-in source, which does not see liburcu's readers, would reuse
  *    deferred objects under them.  The liburcu sources register from libprudence-urcu's
  *    constructors, before main; the library stays linked under --as-needed through
- *    prudence_urcu.h, prudence-urcu.pc and CMake's prudence::urcu.
+ *    prudence_urcu.h, prudence-urcu.pc and CMake's prudence::urcu.  A thread that registers
+ *    through prd_rcu_register_thread with such a source is registered there once, and its exit
+ *    unregisters it (a pthread key of its own, as the built-in source's in §2), unless it
+ *    unregistered: liburcu keeps a registered thread's record, in that thread's TLS, on its
+ *    registry until the thread unregisters, and a grace period after the thread ended would
+ *    read freed memory.
  *
  * 7. Fork.  The library's pthread_atfork handlers (fork.c, which states the whole process's
  *    lock order in its section 2) take every lock of this file before fork, through
@@ -1418,11 +1423,56 @@ int prd_rcu_stats(prd_rcu_stats_t *st)
 }
 
 /* ---- thread functions, forwarded to the source ------------------------------------------ */
+/* A thread registered through prd_rcu_register_thread with a source of its own (liburcu's
+ * flavours): that source until it unregisters, so that its exit unregisters it there as the
+ * built-in source's destructor does (§2).  liburcu keeps a registered thread's record, which
+ * is in the thread's TLS, on its registry until the thread unregisters: a thread that exits
+ * registered leaves freed memory there, which the next grace period reads.  The key's value
+ * is the source; the flag says the key is set (the thread counts as an application thread
+ * once, thread.c section 3, as for the built-in source). */
+static __thread const struct prd_rcu_source *rcu_ext_src __attribute__((tls_model("initial-exec")));
+static __thread bool rcu_ext_key_set __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned long rcu_ext_key_v;   /* thread.c section 6 */
+
+static void rcu_ext_thread_exit(void *arg)
+{
+  const struct prd_rcu_source *src = arg;
+  rcu_ext_key_set = false;
+  if (rcu_ext_src == src) {
+    rcu_ext_src = NULL;
+    if (src->rs_read_ongoing && src->rs_read_ongoing())
+      prd__error("rcu: thread exited inside a read-side critical section of source %s (its "
+                 "grace periods no longer wait for it)", src->rs_name);
+    src->rs_unregister_thread();
+  }
+  prd__lthread_app_leave();
+}
+
 void prd_rcu_register_thread(void)
 {
   const struct prd_rcu_source *src = rcu_source();
+  if (src == &prd_rcu_builtin || src->rs_unregister_thread == NULL) {
+    if (src->rs_register_thread)
+      src->rs_register_thread();
+    return;
+  }
+  if (rcu_ext_src == src)
+    return;   /* registered already: as the built-in source, once is enough */
   if (src->rs_register_thread)
     src->rs_register_thread();
+  rcu_ext_src = src;
+  if (!rcu_ext_key_set) {
+    pthread_key_t key;
+    if (!prd__thread_key(&rcu_ext_key_v, rcu_ext_thread_exit, &key) ||
+        pthread_setspecific(key, (void *)src) != 0) {
+      prd__error("rcu: no thread-exit destructor for this thread (pthread_key_create or "
+                 "pthread_setspecific failed): it will not unregister from %s at exit",
+                 src->rs_name);
+      return;
+    }
+    rcu_ext_key_set = true;
+    prd__lthread_app_arrive();
+  }
 }
 
 void prd_rcu_unregister_thread(void)
@@ -1430,6 +1480,8 @@ void prd_rcu_unregister_thread(void)
   const struct prd_rcu_source *src = rcu_source();
   if (src->rs_unregister_thread)
     src->rs_unregister_thread();
+  if (rcu_ext_src == src)
+    rcu_ext_src = NULL;
 }
 
 /* Sources of the memb kind need no quiescent-state announcements (a thread outside a

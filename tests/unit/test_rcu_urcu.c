@@ -139,6 +139,47 @@ static void test_qsbr_block_offline(void)
   CHECK_STR_CONTAINS(buf, "online=1"); /* back online after */
 }
 
+/* Threads registered through prd_rcu_register_thread that end (return, and pthread_exit)
+ * without unregistering: their exit unregisters them from liburcu, as it does for the
+ * built-in source.  Left registered, liburcu's registry keeps their records, in TLS that is
+ * gone: the next grace period read it (a crash, or a wait for a dead reader).  A second
+ * registration of a registered thread is one (liburcu ends the process on a double one). */
+static void *exit_registered(void *arg)
+{
+  prd_rcu_register_thread();
+  prd_rcu_register_thread();
+  if (arg != NULL)
+    pthread_exit(NULL);
+  return NULL;
+}
+
+static void child_exit_registered(void *arg)
+{
+  prd_rcu_set_source(arg);
+  for (int round = 0; round < 20; round++) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+      if (pthread_create(&t[i], NULL, exit_registered, (i & 1) ? (void *)1 : NULL) != 0)
+        exit(2);
+    for (int i = 0; i < 4; i++)
+      pthread_join(t[i], NULL);
+    /* the next round's threads reuse the dead ones' stacks, their TLS with them */
+    prd_synchronize_rcu();
+  }
+  printf("rounds done\n");
+}
+
+static void test_exit_registered(void)
+{
+  const struct prd_rcu_source *srcs[] = { &prd_rcu_urcu_memb, &prd_rcu_urcu_qsbr };
+  for (int i = 0; i < 2; i++) {
+    char buf[4096];
+    int st = prd_test_child(child_exit_registered, (void *)srcs[i], buf, sizeof(buf));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_STR_CONTAINS(buf, "rounds done");
+  }
+}
+
 static void child_memb_sync_in_section(void *arg)
 {
   (void)arg;
@@ -358,6 +399,7 @@ int main(void)
   RUN(test_qsbr);
   RUN(test_qsbr_block_offline);
   RUN(test_memb_sync_in_section);
+  RUN(test_exit_registered);
   RUN(test_builtin_reader_with_urcu);
   RUN(test_qsbr_alloc_not_quiescent);
   RUN(test_qsbr_fork_online);
