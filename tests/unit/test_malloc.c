@@ -49,6 +49,17 @@ static int filled(const unsigned char *p, size_t n, unsigned seed)
   return 1;
 }
 
+/* The class cache of `size` (checked not NULL) and its statistics in *st. */
+static prd_cache_t *class_of(size_t size, prd_cache_stats_t *st)
+{
+  prd_cache_t *cp = prd__malloc_class_cache(size);
+  CHECK(cp != NULL);
+  *st = (prd_cache_stats_t)PRD_CACHE_STATS_INIT;
+  if (cp != NULL)
+    CHECK_EQ(prd_cache_stats(cp, st), 0);
+  return cp;
+}
+
 static void test_classes(void)
 {
   size_t prev = 0;
@@ -65,12 +76,10 @@ static void test_classes(void)
   CHECK_EQ(prev, 16384);
   /* every size maps to the smallest class that holds it */
   for (size_t size = 1; size <= 16384; size++) {
-    prd_cache_t *cp = prd__malloc_class_cache(size);
-    CHECK(cp != NULL);
+    prd_cache_stats_t st;
+    prd_cache_t *cp = class_of(size, &st);
     if (cp == NULL)
       break;
-    prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
-    CHECK_EQ(prd_cache_stats(cp, &st), 0);
     CHECK(st.buf_size >= size);
     if (size > 8)
       CHECK(prd__malloc_class_cache(size - 1) == cp || st.buf_size >= size);
@@ -91,12 +100,10 @@ static void test_hit_tables(void)
   for (size_t size = 0; size <= 16384; size++)
     prd_free(prd_malloc(size));
   for (size_t size = 0; size <= 16384; size++) {
-    prd_cache_t *cp = prd__malloc_class_cache(size);
-    CHECK(cp != NULL);
+    prd_cache_stats_t st;
+    prd_cache_t *cp = class_of(size, &st);
     if (cp == NULL)
       break;
-    prd_cache_stats_t st = PRD_CACHE_STATS_INIT;
-    CHECK_EQ(prd_cache_stats(cp, &st), 0);
     uint32_t id = prd__malloc_hit_id(size);
     void *a = prd_malloc(size);
     CHECK(a != NULL);
