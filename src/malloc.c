@@ -1313,13 +1313,14 @@ static size_t entry_usable(const void *p, uintptr_t e)
   }
 }
 
-/* free of anything but a class buffer, and of bad pointers (out of the hit path). */
-static PRD_NOINLINE void free_slow(void *ptr)
+/* free of anything but a class buffer, and of bad pointers (out of the hit path); `fn` names
+ * the call in reports. */
+static void free_named(const char *fn, void *ptr)
 {
   int saved = errno;   /* free keeps errno (section 4): unmaps and reports may set it */
-  uintptr_t e = malloc_owner("free", ptr);
+  uintptr_t e = malloc_owner(fn, ptr);
   if (e != 0) {
-    free_entry("free", ptr, e);
+    free_entry(fn, ptr, e);
     /* a kept block wants the job that gives it back (section 1b); not from a re-entrant
      * free, whose thread is inside the layers the tick would enter (section 5).  Both may
      * take locks of the fork order (maint_lock; the jobs run inline when no maintenance
@@ -1334,6 +1335,11 @@ static PRD_NOINLINE void free_slow(void *ptr)
     prd__fork_section_leave();
   }
   errno = saved;
+}
+
+static PRD_NOINLINE void free_slow(void *ptr)
+{
+  free_named("free", ptr);
 }
 
 /* ---- the public family -------------------------------------------------------------------- */
@@ -1688,7 +1694,9 @@ static void malloc_defer_cb(struct prd_rcu_head *h)
   struct malloc_defer_node *n = (struct malloc_defer_node *)h;
   void *p = n->mdn_block;
   prd_free(n);
-  prd_free(p);
+  /* a report here (the block was freed, or deferred twice, meanwhile: found when the grace
+   * period ends) names the deferral, not a free the program never called */
+  free_named("prd_free_deferred", p);
 }
 
 static void free_deferred_in(void *ptr);
