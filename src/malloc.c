@@ -454,8 +454,9 @@ static prd_cache_t *class_create(uint32_t c)
 }
 
 /* One attempt at start-up, under malloc_init_lock.  What an earlier, failed attempt made
- * (the classes' caches, the page map's leaves) is kept, and the steps that failed are tried
- * again; nothing remembers the failure (section 5). */
+ * (the page map's leaves, the heap arena) is kept, and the steps that failed are tried
+ * again; nothing remembers the failure (section 5).  The classes' caches are made later,
+ * each at its class's first allocation (class_cache_make). */
 static bool malloc_start(void)
 {
   prd__init();
