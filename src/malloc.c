@@ -220,7 +220,8 @@
  *    signal handler that interrupted one of them then takes no lock, instead of waiting for
  *    one its own thread holds; the hit paths take no lock and are not marked.
  *
- * 7. Lock order: malloc_init_lock (start-up only) -> the slab layer's locks -> vmem -> os.
+ * 7. Lock order: malloc_init_lock (start-up, a class's first allocation) -> the slab layer's
+ *    locks -> vmem -> os.
  *    hc_lock is a leaf: nothing is called under it (its unmaps and mremaps run after it is
  *    dropped).  The page map (pagemap.c) has no lock.
  *
