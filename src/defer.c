@@ -328,6 +328,8 @@ static void cc_merge_gen(prd_cache_t *cp, prd_cpu_cache_t *cc, int g)
   uint32_t n = lat_n(cc, g);
   if (n == 0)
     return;
+  cc_count(cc, PRD_PC_MERGES, n);
+  n = prd__mark_merge(cp, mp->mag_round, n);   /* free now: the mark (magazine.c section 15) */
   uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
   if (r == 0) {   /* PRUDENCE-NOTES §2: a whole batch by pointer exchange */
     cc_annot_in(cp, mp->mag_round, n);
@@ -339,7 +341,7 @@ static void cc_merge_gen(prd_cache_t *cp, prd_cpu_cache_t *cc, int g)
     cc_annot_in(cp, mp->mag_round, n);
     memcpy(&cc->cc_loaded->mag_round[r], mp->mag_round, n * sizeof(void *));
     prd__mag_rounds_set(cc, r + n);
-  } else if (n == mp->mag_size && cc->cc_prounds == 0) {
+  } else if (n == mp->mag_size && cc->cc_prounds == 0) {   /* (n: a full one, none dropped) */
     cc_annot_in(cp, mp->mag_round, n);
     cc->cc_lat[g] = cc->cc_previous;   /* empty, or NULL */
     cc->cc_previous = mp;
@@ -350,7 +352,6 @@ static void cc_merge_gen(prd_cache_t *cp, prd_cpu_cache_t *cc, int g)
     atomic_fetch_add_explicit(&cp->cache_slab_flushes, 1, memory_order_relaxed);   /* Fig. 8 */
   }
   lat_set(cc, g, 0);
-  cc_count(cc, PRD_PC_MERGES, n);
 }
 
 /* Safe generations merge, the older first (if it is not safe, the newer is not either). */

@@ -437,6 +437,11 @@ static inline void *prd__mag_alloc(prd_cache_t *cp, int flags, bool mark)
   return prd__mag_alloc_miss(cp, flags);
 }
 
+/* Deferred objects that become free (a merge of a safe latent generation or tagged
+ * magazine): the free mark set on each, a copy already marked reported and dropped; returns
+ * how many of objs stay (magazine.c section 15). */
+uint32_t prd__mark_merge(prd_cache_t *cp, void **objs, uint32_t n);
+
 /* The free mark found in a buffer being freed: it is free already, wherever its first copy
  * is.  Reported (naming the cache, the buffer and `what`: "double free", "deferral"), not
  * freed again; keeps errno (magazine.c section 15). */

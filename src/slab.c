@@ -1241,6 +1241,8 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
     cp->cache_pm_tag = (id << PRD_PM_ID_SHIFT) | PRD_PM_SLAB;
     prd__pm_chunk_inverse(cp);
   }
+  if (!(cp->cache_flags & PRD_CACHE_NOTOUCH) && prd__opt(hardened))
+    cp->cache_flags |= PRD_CF_HARDENED;
   if (!(cp->cache_flags & (PRD_CF_HASH | PRD_CACHE_NOTOUCH)) && prd__opt(hardened))
     cp->cache_fl_key = slab_fl_key(cp);
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;

@@ -202,6 +202,7 @@ struct prd_slab {
 #define PRD_CF_DEFERHEAD 0x00200000u /* a prd_defer_head_t follows each buffer (call_rcu path) */
 #define PRD_CF_PACKED   0x00400000u  /* small layout in slabs of several pages (slab.c section 2) */
 #define PRD_CF_NOMARK   0x00800000u  /* no free mark (magazine.c section 15): out-of-line front */
+#define PRD_CF_HARDENED 0x01000000u  /* made with the option hardened (slab.c 4b, magazine.c 15) */
 #define PRD_CF_BUF_DEBUG (PRD_CACHE_PATTERNS | PRD_CACHE_REDZONE | PRD_CACHE_VERIFY |       \
                           PRD_CACHE_AUDIT | PRD_CACHE_PAGEBUF)
 

@@ -702,6 +702,52 @@ static void test_double_defer_slab(void)
   }
 }
 
+/* With the option hardened, deferred objects get the free mark when their grace period ends
+ * and they merge (magazine.c section 15): a buffer deferred twice whose copies merge before
+ * either is handed out again is reported and handed out once.  Both ways a merge happens:
+ * the thread's own latent generation (the loaded magazine empty), and a tagged magazine the
+ * depot holds (a generation the thread handed over when it was full). */
+static void hardened_defer_child(void *arg)
+{
+  bool depot = arg != NULL;
+  prd_option_set("abort_on_error", "0");
+  prd_option_set("hardened", "1");
+  prd_cache_t *cp = prd_cache_create("hd", 128, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  enum { N = 4000 };
+  static void *b[N], *c[N + 8];
+  size_t n = depot ? N : 8;
+  for (size_t i = 0; i < n; i++)
+    b[i] = prd_cache_alloc(cp, 0);
+  prd_cache_free_deferred(cp, b[0]);
+  prd_cache_free_deferred(cp, b[0]);   /* twice, in one generation */
+  for (size_t i = 1; i < n; i++)
+    prd_cache_free_deferred(cp, b[i]);
+  wait_all();
+  /* enough allocations to empty the loaded magazine, so that a miss merges the generation */
+  size_t got = 0;
+  for (; got < N; got++)
+    c[got] = prd_cache_alloc(cp, 0);
+  for (size_t i = 0; i < got; i++)
+    for (size_t j = 0; j < i; j++)
+      if (c[i] == c[j])
+        exit(5);   /* handed out twice */
+  printf("errors %llu\n", (unsigned long long)prd__error_count());
+  exit(prd__error_count() == 1 ? 0 : 6);
+}
+
+static void test_hardened_double_defer(void)
+{
+  for (int depot = 0; depot < 2; depot++) {
+    char buf[1 << 14];
+    int st = prd_test_child(hardened_defer_child, depot ? (void *)1 : NULL, buf, sizeof(buf));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      fprintf(stderr, "# depot %d: status %d\n%s", depot, st, buf);
+    CHECK_STR_CONTAINS(buf, "deferred twice, or freed after its deferral");
+  }
+}
+
 static void test_bad_input(void)
 {
   char buf[4096];
@@ -812,6 +858,7 @@ int main(void)
    * refuses new threads in the child of a multi-threaded fork) */
   RUN(test_bad_input);
   RUN(test_double_defer_slab);
+  RUN(test_hardened_double_defer);
   RUN(test_front_checks);
   RUN(test_oblivious);
   RUN(test_pairs_no_early_reuse);
