@@ -82,18 +82,24 @@
  * 4b. Freelist hardening (option hardened; SLUB's CONFIG_SLAB_FREELIST_HARDENED, mimalloc's
  *    secure mode).  A small-layout free buffer's freelist word is where a write after free,
  *    or an overrun of the buffer before it, lands first; stored plain, the next allocation
- *    but one hands out whatever was written there.  With the option on when a small-layout
- *    cache is made, the word holds next XOR the cache's key XOR the word's own address byte-
- *    swapped (slab.h prd__slab_fl_code; the key is a per-process random secret mixed with
- *    the cache's address, so a word copied to another buffer or cache does not decode), and
- *    every word the slab layer follows is validated before use: NULL, or the link word of a
- *    buffer of the same slab (slab_fl_valid).  A word that fails is reported naming the
+ *    but one hands out whatever was written there.  Every small-layout cache stores the
+ *    word as next XOR the cache's key XOR the word's own address byte-swapped (slab.h
+ *    prd__slab_fl_code; the key is a per-process random secret mixed with the cache's
+ *    address, so a word copied to another buffer or cache does not decode).  That alone
+ *    keeps section 4's double-free test cheap: a buffer's last word as the program left it
+ *    (zeros, or a pointer to a neighbour: an array cleared with memset, a list node whose
+ *    last field links to the next node) decodes to no link of its slab, where stored plain
+ *    it looked like a free buffer's and each free that reached the slab walked the slab's
+ *    freelists, quadratic in a slab's buffers (a Perl program that freed a large hash ran
+ *    2.5 times slower, docs/benchmarks.md).  With the option on when the cache is made,
+ *    every word the slab layer follows is also validated before use: NULL, or the link word
+ *    of a buffer of the same slab (slab_fl_valid, slab_fl_checked).  A word that fails is reported naming the
  *    cache, the slab and the buffer; the buffer is handed out (its own address is sound) and
  *    the rest of that list is set aside, counted as allocated so that the slab is never
  *    freed or picked again with an empty list (slab_fl_abandon): no wild pointer is handed
  *    out, and memory known to be corrupt is never reused.  The check costs a division on
  *    each buffer the slab layer hands out, below the magazines; caches made without the
- *    option store the word plain (key 0) and skip it.
+ *    option skip it (the coding is an exclusive or).
  *
  * 5. Coloring (002 §4.3).  Each new slab starts its buffers cache_color bytes in; the color
  *    advances by the alignment and wraps after cache_maxcolor, the unused tail.  NOTOUCH and
@@ -332,6 +338,13 @@ static void hash_grow(prd_cache_t *cp)
 
 /* ---- the freelist word (section 4b) -------------------------------------------------------- */
 /* Whether a decoded freelist word is NULL or the link word of a buffer of slab sp. */
+/* Whether the freelist words the slab layer follows are validated (section 4b): the small
+ * layout of a cache made with the option hardened. */
+static inline bool slab_fl_checked(const prd_cache_t *cp)
+{
+  return (cp->cache_flags & (PRD_CF_HARDENED | PRD_CF_HASH)) == PRD_CF_HARDENED;
+}
+
 static bool slab_fl_valid(const prd_cache_t *cp, const prd_slab_t *sp, const prd_bufctl_t *w)
 {
   if (w == NULL)
@@ -348,7 +361,7 @@ static prd_bufctl_t *slab_fl_step(const prd_cache_t *cp, const prd_slab_t *sp,
                                   const prd_bufctl_t *bcp)
 {
   prd_bufctl_t *next = prd__slab_fl_next(cp, bcp);
-  if (prd_unlikely(cp->cache_fl_key != 0) && !slab_fl_valid(cp, sp, next))
+  if (prd_unlikely(slab_fl_checked(cp)) && !slab_fl_valid(cp, sp, next))
     return NULL;
   return next;
 }
@@ -833,7 +846,7 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
         fresh = true;
       }
       prd_bufctl_t *next = prd__slab_fl_next(cp, bcp);
-      if (prd_unlikely(cp->cache_fl_key != 0) && !slab_fl_valid(cp, sp, next)) {
+      if (prd_unlikely(slab_fl_checked(cp)) && !slab_fl_valid(cp, sp, next)) {
         if (bad.fb_buf == NULL)
           bad = (slab_fl_bad_t){ (char *)bcp - cp->cache_link_off, sp, next };
         next = NULL;
@@ -930,6 +943,13 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
  * buffer of the same slab; an allocated buffer's last word is the user's data, which rarely
  * looks like that, so the freelists are walked (at most slab_chunks steps) only then.  Lock
  * held.  A slab with no buffer allocated has every buffer free. */
+static _Atomic uint64_t slab_fl_walks;   /* prd__slab_small_is_free's walks (tests) */
+
+uint64_t prd__slab_fl_walks(void)
+{
+  return atomic_load_explicit(&slab_fl_walks, memory_order_relaxed);
+}
+
 bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
                              const prd_bufctl_t *bcp)
 {
@@ -943,6 +963,7 @@ bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
   w = prd__slab_fl_code(cp, bcp, w);
   if (w != NULL && prd__slab_small(cp, w) != sp)
     return false;
+  atomic_fetch_add_explicit(&slab_fl_walks, 1, memory_order_relaxed);
   const prd_bufctl_t *heads[2] = { sp->slab_head, sp->slab_fresh };
   for (int h = 0; h < 2; h++) {
     uint32_t n = 0;
@@ -1243,8 +1264,8 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
   }
   if (!(cp->cache_flags & PRD_CACHE_NOTOUCH) && prd__opt(hardened))
     cp->cache_flags |= PRD_CF_HARDENED;
-  if (!(cp->cache_flags & (PRD_CF_HASH | PRD_CACHE_NOTOUCH)) && prd__opt(hardened))
-    cp->cache_fl_key = slab_fl_key(cp);
+  if (!(cp->cache_flags & (PRD_CF_HASH | PRD_CACHE_NOTOUCH)))
+    cp->cache_fl_key = slab_fl_key(cp);   /* every small layout (section 4b) */
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
   pthread_mutex_init(&cp->cache_lock, NULL);
   link_init(&cp->cache_full);

@@ -142,8 +142,9 @@ static inline prd_slab_t *prd__slab_pick_plain(prd_cache_t *cp)
 
 /* ---- the small layout's freelist word (slab.c section 4b) -------------------------------- */
 /* The word at `at` stores v XOR the cache's key XOR at's address byte-swapped (SLUB's
- * freelist hardening), or v itself when the key is 0 (every cache without option hardened,
- * and every large-layout cache, whose bc_next is no buffer word).  Coding is its own inverse. */
+ * freelist hardening; every small-layout cache, slab.c section 4b), or v itself when the key
+ * is 0 (large-layout and NOTOUCH caches, whose bc_next is no buffer word).  Coding is its
+ * own inverse. */
 static inline prd_bufctl_t *prd__slab_fl_code(const prd_cache_t *cp, const prd_bufctl_t *at,
                                               prd_bufctl_t *v)
 {
@@ -196,6 +197,8 @@ static inline uint64_t *prd__slab_lat_map(const prd_cache_t *cp, prd_slab_t *sp,
  * section 4; lock held). */
 bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
                              const prd_bufctl_t *bcp);
+/* How many times that test walked a slab's freelists, in the process (tests). */
+uint64_t prd__slab_fl_walks(void);
 
 /* A buffer back on its slab's freelist (lock held; the caller relists the slab). */
 static inline void prd__slab_put(prd_cache_t *cp, prd_slab_t *sp, prd_bufctl_t *bcp)

@@ -371,8 +371,8 @@ struct prd_cache {
   size_t cache_slabsize;
   size_t cache_slab_align;       /* alignment asked of the source for each slab */
   size_t cache_link_off;         /* small layout: offset of the freelist word in a buffer */
-  uintptr_t cache_fl_key;        /* small layout, option hardened: the freelist words' key (0:
-                                  * stored plain; slab.c section 4b) */
+  uintptr_t cache_fl_key;        /* small layout: the freelist words' key (0: stored plain,
+                                  * the large layout and NOTOUCH; slab.c section 4b) */
   size_t cache_buftag_off;       /* debug: offset of the prd_buftag_t in a buffer */
   size_t cache_maxcolor;         /* largest color offset */
   uint32_t cache_bucket_shift;   /* free count - 1 >> shift = partial bucket */

@@ -21,7 +21,7 @@ static prd_cache_t *small_cache(const char *name, size_t size)
   prd_cache_t *cp = prd_cache_create(name, size, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NOMAGAZINE);
   CHECK(cp != NULL);
-  CHECK(cp != NULL && !(cp->cache_flags & PRD_CF_HASH) && cp->cache_fl_key != 0);
+  CHECK(cp != NULL && !(cp->cache_flags & PRD_CF_HASH) && (cp->cache_flags & PRD_CF_HARDENED));
   return cp;
 }
 
@@ -78,7 +78,7 @@ static void malloc_corrupt_child(void *arg)
   (void)arg;
   prd_option_set("abort_on_error", "0");
   prd_cache_t *cp = prd__malloc_class_cache(96);
-  if (cp == NULL || cp->cache_fl_key == 0)
+  if (cp == NULL || !(cp->cache_flags & PRD_CF_HARDENED))
     _exit(2);
   char *a = prd_malloc(96), *b = prd_malloc(96);
   prd_thread_flush();   /* gives back the thread's slab (slab.c section 10): the plain

@@ -868,6 +868,41 @@ static void test_debug_names(void)
   CHECK_EQ(prd__debug_parse("leaks", "test"), PRD_CACHE_LEAKS | PRD_CACHE_AUDIT);
 }
 
+/* The double-free test of a free that reaches the slab (slab.c section 4) walks the slab's
+ * freelists only when the buffer's link word decodes to a link of its slab: a buffer whose
+ * last word the program set to 0 (memset), or to the address of a neighbour in the slab (a
+ * list node's trailing link), must not cost a walk.  Stored plain, both looked like a free
+ * buffer's word, and freeing a slab's worth of such buffers walked the growing freelist at
+ * each free (a Perl program 2.5 times slower).  Every free here is correct: no report. */
+static void test_free_no_walk(void)
+{
+  const size_t sizes[] = { 16, 64, 200 };
+  for (size_t k = 0; k < PRD_ARRAY_SIZE(sizes); k++) {
+    size_t size = sizes[k];
+    prd_cache_t *cp = prd_cache_create("nowalk", size, 0, NULL, NULL, NULL, NULL, NULL,
+                                       PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
+    CHECK(cp != NULL && !(cp->cache_flags & PRD_CF_HASH));
+    enum { N = 2000 };
+    static void *b[N];
+    for (size_t i = 0; i < N; i++) {
+      b[i] = prd_cache_alloc(cp, 0);
+      CHECK(b[i] != NULL);
+    }
+    for (size_t i = 0; i < N; i++) {   /* last word: 0, or the next buffer's address */
+      void *last = i % 2 == 0 ? NULL : b[(i + 1) % N];
+      memset(b[i], 0, size);
+      memcpy((char *)b[i] + size - sizeof(void *), &last, sizeof(last));
+    }
+    uint64_t walks = prd__slab_fl_walks(), errs = prd__error_count();
+    for (size_t i = 0; i < N; i++)
+      prd_cache_free(cp, b[i]);
+    CHECK_EQ(prd__slab_fl_walks() - walks, 0);
+    CHECK_EQ(prd__error_count() - errs, 0);
+    CHECK_EQ(prd__cache_check(cp), 0);
+    prd_cache_destroy(cp);
+  }
+}
+
 int main(void)
 {
   prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
@@ -891,5 +926,6 @@ int main(void)
   RUN(test_destroy_with_live_objects);
   RUN(test_stats_printers);
   RUN(test_debug_names);
+  RUN(test_free_no_walk);
   return prd_test_done();
 }
