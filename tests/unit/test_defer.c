@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "magazine.h"
 #include "prd_test.h"
 
 static prd_cache_stats_t stats_of(prd_cache_t *cp)
@@ -736,8 +737,34 @@ static void hardened_defer_child(void *arg)
   exit(prd__error_count() == 1 ? 0 : 6);
 }
 
+/* prd__mark_merge itself: a copy found marked is dropped and reported, the others are marked
+ * and packed to the front; nothing is touched in a cache made without the option. */
+static void mark_merge_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  prd_cache_t *plain = prd_cache_create("mm0", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                        PRD_CACHE_NODEBUG);
+  prd_option_set("hardened", "1");
+  prd_cache_t *cp = prd_cache_create("mm1", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  void *a = prd_cache_alloc(cp, 0), *b = prd_cache_alloc(cp, 0), *c = prd_cache_alloc(plain, 0);
+  void *objs[4] = { a, b, a, b };
+  uint32_t n = prd__mark_merge(cp, objs, 4);
+  void *one[1] = { c };
+  uint32_t m = prd__mark_merge(plain, one, 1);
+  exit(n == 2 && objs[0] == a && objs[1] == b && prd__mark_test(a) && prd__mark_test(b) &&
+               m == 1 && !prd__mark_test(c) && prd__error_count() == 2
+           ? 0
+           : 1);
+}
+
 static void test_hardened_double_defer(void)
 {
+  char out[4096];
+  int st0 = prd_test_child(mark_merge_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st0) && WEXITSTATUS(st0) == 0);
+  CHECK_STR_CONTAINS(out, "cache mm1: deferred free of buffer");
   for (int depot = 0; depot < 2; depot++) {
     char buf[1 << 14];
     int st = prd_test_child(hardened_defer_child, depot ? (void *)1 : NULL, buf, sizeof(buf));
