@@ -351,6 +351,16 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
   return buf;
 }
 
+/* A report of `what` (a free, a deferred free) of buffer buf whose state says `why`, with
+ * the buffer's record (report_buffer); no lock held. */
+static void dbg_buf_report(prd_cache_t *cp, void *buf, prd_bufctl_t *bcp, const char *what,
+                           const char *why)
+{
+  dline(-1, "cache %s: %s of buffer %p: %s", cp->cache_name, what, buf, why);
+  report_buffer(cp, buf, bcp);
+  prd__report_done();
+}
+
 /* A deferred free of a debugging cache (defer.c): the state checks now, so that a buffer
  * deferred twice or never allocated is reported at the call; the patterns wait for the
  * grace period (readers may still read the buffer), when the callback calls
@@ -362,14 +372,10 @@ int prd__debug_defer(prd_cache_t *cp, void *buf)
   if (bcp == NULL || bcp->bc_dstate != PRD_BC_ALLOC) {
     bool deferred = bcp != NULL && bcp->bc_dstate == PRD_BC_DEFERRED;
     pthread_mutex_unlock(&cp->cache_lock);
-    if (deferred) {
-      dline(-1, "cache %s: deferred free of buffer %p: deferred twice (it is deferred already)",
-            cp->cache_name, buf);
-      report_buffer(cp, buf, bcp);
-      prd__report_done();
-    } else {
+    if (deferred)
+      dbg_buf_report(cp, buf, bcp, "deferred free", "deferred twice (it is deferred already)");
+    else
       prd__debug_bad_free(cp, buf, bcp);
-    }
     return -1;
   }
   bcp->bc_dstate = PRD_BC_DEFERRED;
@@ -400,14 +406,11 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
   if (bcp == NULL || bcp->bc_dstate != expect) {
     bool deferred = bcp != NULL && bcp->bc_dstate == PRD_BC_DEFERRED;
     pthread_mutex_unlock(&cp->cache_lock);
-    if (deferred) {   /* a free of a buffer whose deferral waits for its grace period */
-      dline(-1, "cache %s: free of buffer %p: it is deferred (given to a deferred free, whose "
-            "grace period has not ended; not freed)", cp->cache_name, buf);
-      report_buffer(cp, buf, bcp);
-      prd__report_done();
-    } else {
+    if (deferred)   /* a free of a buffer whose deferral waits for its grace period */
+      dbg_buf_report(cp, buf, bcp, "free", "it is deferred (given to a deferred free, whose "
+                     "grace period has not ended; not freed)");
+    else
       prd__debug_bad_free(cp, buf, bcp);
-    }
     return -1;
   }
   bcp->bc_dstate = 0;
@@ -459,12 +462,17 @@ void prd__debug_set_locate(prd__debug_locate_fn *fn)
   atomic_store_explicit(&dbg_locate, fn, memory_order_release);
 }
 
+static void dbg_double_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
+{
+  dline(-1, "cache %s: double free of buffer %p (it is already free)", cp->cache_name, buf);
+  report_buffer(cp, buf, bcp);
+  prd__report_done();
+}
+
 void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
 {
   if (bcp != NULL) {
-    dline(-1, "cache %s: double free of buffer %p (it is already free)", cp->cache_name, buf);
-    report_buffer(cp, buf, bcp);
-    prd__report_done();
+    dbg_double_free(cp, buf, bcp);
     return;
   }
   /* where the pointer lies: cache.c looks in the slabs and the caches (section 8) */
@@ -473,9 +481,7 @@ void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
   prd_bufctl_t *sbcp = NULL;
   char *start = locate != NULL ? locate(cp, buf, &sbcp, owner) : NULL;
   if (start == buf) {   /* a buffer of this cache that is free (no bufctl in the hash) */
-    dline(-1, "cache %s: double free of buffer %p (it is already free)", cp->cache_name, buf);
-    report_buffer(cp, start, sbcp);
-    prd__report_done();
+    dbg_double_free(cp, buf, sbcp);
     return;
   }
   if (start != NULL) {

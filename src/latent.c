@@ -202,13 +202,15 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
     prd_bufctl_t *bcp = NULL;
     bool ok;
     const char *why = "not a buffer allocated from this cache";
+    static const char twice[] = "deferred twice (it is deferred already)";
+    static const char freed[] = "it is free already (deferred twice, or freed before)";
     if (hash) {
       bcp = prd__slab_hash_find(cp, buf);
       ok = bcp != NULL && (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) == PRD_BC_ALLOC;
       if (bcp != NULL && (bcp->bc_flags & PRD_BC_DEFERRED))
-        why = "deferred twice (it is deferred already)";
+        why = twice;
       else if (bcp != NULL && !ok)
-        why = "it is free already (deferred twice, or freed before)";
+        why = freed;
       sp = ok ? bcp->bc_slab : NULL;
     } else {
       sp = prd__slab_small(cp, buf);
@@ -219,7 +221,7 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
       if (ok && prd__slab_small_is_free(cp, sp,
                                         (prd_bufctl_t *)((char *)buf + cp->cache_link_off))) {
         ok = false;
-        why = "it is free already (deferred twice, or freed before)";
+        why = freed;
       }
     }
     if (ok) {
@@ -227,7 +229,7 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
       int r = lat_add(cp, sp, buf, bcp, gp);
       ok = r != LAT_BAD;
       if (!ok)
-        why = "deferred twice (it is deferred already)";
+        why = twice;
       if (r == LAT_SAFE) {
         prd__slab_put(cp, sp, bcp != NULL ? bcp
                                      : (prd_bufctl_t *)((char *)buf + cp->cache_link_off));

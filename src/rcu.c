@@ -413,18 +413,24 @@ static void rcu_init(void)
  * section 6): a key that cannot be made, or a value that cannot be set, is reported (a
  * reader whose record outlives its thread is read after its memory is gone), and the next
  * registering thread tries again; no key that was not made is ever set. */
-static void arm_exit_destructor(struct rcu_thread *t)
+static void exit_key_arm(_Atomic unsigned long *slot, void (*dtor)(void *), void *value,
+                         bool *set, const char *from)
 {
-  if (!t->rt_key_set) {
+  if (!*set) {
     pthread_key_t key;
-    if (!prd__thread_key(&rcu_key_v, rcu_thread_exit, &key) || pthread_setspecific(key, t) != 0) {
+    if (!prd__thread_key(slot, dtor, &key) || pthread_setspecific(key, value) != 0) {
       prd__error("rcu: no thread-exit destructor for this thread (pthread_key_create or "
-                 "pthread_setspecific failed): it will not unregister at exit");
+                 "pthread_setspecific failed): it will not unregister%s at exit", from);
       return;
     }
-    t->rt_key_set = true;
+    *set = true;
     prd__lthread_app_arrive();   /* its exit may leave the library threads alone (§5) */
   }
+}
+
+static void arm_exit_destructor(struct rcu_thread *t)
+{
+  exit_key_arm(&rcu_key_v, rcu_thread_exit, t, &t->rt_key_set, "");
 }
 
 static void reader_register(struct rcu_thread *t)
@@ -1461,18 +1467,8 @@ void prd_rcu_register_thread(void)
   if (src->rs_register_thread)
     src->rs_register_thread();
   rcu_ext_src = src;
-  if (!rcu_ext_key_set) {
-    pthread_key_t key;
-    if (!prd__thread_key(&rcu_ext_key_v, rcu_ext_thread_exit, &key) ||
-        pthread_setspecific(key, (void *)src) != 0) {
-      prd__error("rcu: no thread-exit destructor for this thread (pthread_key_create or "
-                 "pthread_setspecific failed): it will not unregister from %s at exit",
-                 src->rs_name);
-      return;
-    }
-    rcu_ext_key_set = true;
-    prd__lthread_app_arrive();
-  }
+  exit_key_arm(&rcu_ext_key_v, rcu_ext_thread_exit, (void *)src, &rcu_ext_key_set,
+               " from its liburcu source");
 }
 
 void prd_rcu_unregister_thread(void)
