@@ -592,9 +592,17 @@ static const prd_magtype_t *mag_type_of(uint32_t size)
   return &mag_types[0];
 }
 
+/* A row's cache (section 2): a relaxed atomic load, since another thread that saw the row
+ * missing may still compare-and-swap it (and fail) while this one uses it; the ordering is
+ * prd__mag_type_missing's argument. */
+static prd_cache_t *mag_type_cache(const prd_magtype_t *mt)
+{
+  return __atomic_load_n(&mt->mt_cache, __ATOMIC_RELAXED);
+}
+
 static prd_mag_t *mag_new(const prd_magtype_t *mt)
 {
-  prd_mag_t *mp = prd__slab_alloc(mt->mt_cache, PRD_NOSLEEP);
+  prd_mag_t *mp = prd__slab_alloc(mag_type_cache(mt), PRD_NOSLEEP);
   if (mp != NULL) {
     mp->mag_next = NULL;
     mp->mag_size = mt->mt_magsize;
@@ -610,7 +618,7 @@ static void mag_destroy(prd_cache_t *cp, prd_mag_t *mp, uint32_t rounds)
   /* the rounds under one hold of the slab lock (a reap empties whole depots this way) */
   if (rounds != 0)
     prd__slab_free_bulk(cp, mp->mag_round, rounds);
-  prd__slab_free(mag_type_of(mp->mag_size)->mt_cache, mp);
+  prd__slab_free(mag_type_cache(mag_type_of(mp->mag_size)), mp);
 }
 
 /* Fig. 8: an object-cache flush, buffers of the magazine layer back to the slab layer
@@ -643,7 +651,7 @@ prd_mag_t *prd__mag_new(prd_cache_t *cp)
 
 void prd__mag_free_empty(prd_mag_t *mp)
 {
-  prd__slab_free(mag_type_of(mp->mag_size)->mt_cache, mp);
+  prd__slab_free(mag_type_cache(mag_type_of(mp->mag_size)), mp);
 }
 
 uint32_t prd__mag_cur_size(prd_cache_t *cp)
