@@ -482,6 +482,9 @@ void   prd__os_fault_unmap_every(long n);
 /* Bytes currently mapped through os.c, and the number of failed mappings so far. */
 size_t prd__os_mapped_bytes(void);
 uint64_t prd__os_map_failures(void);
+/* A mutex for critical sections of a few pointer operations that many threads may contend:
+ * adaptive (a bounded spin before sleeping) where the C library has it (os.c section 9). */
+void   prd__os_mutex_init_short(pthread_mutex_t *m);
 /* The library's clock: CLOCK_MONOTONIC nanoseconds (os.c section 7). */
 uint64_t prd__now_ns(void);
 /* Cancellation (os.c section 8): no function of the library is a cancellation point, so every

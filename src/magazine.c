@@ -201,9 +201,21 @@
  *    "threads", lists what was checked for sharing between threads).  Each failed try-lock of the depot
  *    counts as contention; when an interval saw more than the option depot_contention
  *    (kmem's 3), and the chunk is below the row's maxbuf, the cache moves to the next row:
- *    new magazines are larger, so depot visits become rarer (sizes only grow).  A magazine
- *    carries its size, so old ones stay in use; empty old ones are freed when they reach the
- *    depot.  A layer above may start a cache further down the table (prd__mag_set_min_rounds:
+ *    new magazines are larger, so depot visits become rarer (sizes only grow).  An interval
+ *    is too slow for a burst: threads that free thousands of objects at once (a batch free
+ *    after a grace period, a request's objects at its end) visit the depot every few
+ *    operations, and 16 such threads on a 7-round magazine of 4 KiB objects spent nearly all
+ *    their time waiting for dp_lock for the whole of a run shorter than maint_interval
+ *    (docs/benchmarks.md, "On 16 cores").  So, as FreeBSD's UMA grows its bucket size when
+ *    the domain lock is contended, a contended acquisition also counts towards a burst
+ *    (depot_burst): MAG_BURST_N of them within MAG_BURST_NS move the cache to the next row
+ *    at once, through the whole table while a magazine holds at most MAG_BURST_BYTES of
+ *    objects (so 4 KiB objects go past libumem's 31 rounds to 63, and the memory a thread's
+ *    three magazines of one cache hold stays under 768 KiB).  Only contention that a program
+ *    keeps up at thousands of waits a second reaches it.  A magazine carries its size, so
+ *    old ones stay in use; empty old ones are freed when they reach the depot (a burst
+ *    growth leaves the depot's empty ones on its list: they are used once more and freed
+ *    when they come back empty, since nothing is freed under dp_lock).  A layer above may start a cache further down the table (prd__mag_set_min_rounds:
  *    malloc.c's size classes, whose working sets are larger than libumem's rows assume).
  *    Prudence grows a cache by another signal (defer.c section 2: an allocation miss that
  *    must refill while latent objects still wait for their grace period), one row at a time
@@ -462,6 +474,14 @@ static prd_magtype_t mag_types[] = {
 #define MAG_NTYPES PRD_ARRAY_SIZE(mag_types)
 #define MAG_NUMEM 9   /* rows of libumem's table: contention and prd__mag_set_min_rounds stop there */
 #define MAG_LATENT_BYTES (512 * 1024)   /* Prudence's growth: a magazine of at most this much */
+/* A burst of contention (section 8): MAG_BURST_N contended acquisitions of dp_lock within
+ * MAG_BURST_NS grow the cache's magazines while one holds at most MAG_BURST_BYTES of objects.
+ * The two limits are variables for the tests (prd__mag_set_burst). */
+#define MAG_BURST_N 32
+#define MAG_BURST_NS 10000000ull   /* 10 ms: 3,200 contended visits a second */
+#define MAG_BURST_BYTES (256 * 1024)
+static uint32_t mag_burst_n = MAG_BURST_N;
+static uint64_t mag_burst_ns = MAG_BURST_NS;
 _Static_assert(PRD_MAG_MAX_ROUNDS == 4095, "PRD_MAG_MAX_ROUNDS is the last row's size");
 
 static pthread_once_t mag_once = PTHREAD_ONCE_INIT;
@@ -664,12 +684,39 @@ uint32_t prd__mag_cur_size(prd_cache_t *cp)
 }
 
 /* ---- the depot (dp_lock held unless said) ------------------------------------------------- */
-static void depot_lock(prd_depot_t *dp)
+/* After a contended acquisition of dp_lock (held): the burst rule of section 8.  One clock
+ * read per MAG_BURST_N contended acquisitions; the window starts at the previous read. */
+static void depot_burst(prd_cache_t *cp)
 {
+  prd_depot_t *dp = &cp->cache_depot;
+  if (++dp->dp_burst_n < mag_burst_n)
+    return;
+  uint64_t now = prd__now_ns();
+  bool burst = now - dp->dp_burst_ns <= mag_burst_ns;
+  dp->dp_burst_n = 0;
+  dp->dp_burst_ns = now;
+  const prd_magtype_t *mt = dp->dp_magtype;
+  if (burst && mt + 1 < mag_types + MAG_NTYPES &&
+      (size_t)mt[1].mt_magsize * cp->cache_chunksize <= MAG_BURST_BYTES) {
+    dp->dp_magtype = mt + 1;
+    dp->dp_resizes++;
+  }
+}
+
+void prd__mag_set_burst(uint32_t n, uint64_t window_ns)
+{
+  mag_burst_n = n != 0 ? n : MAG_BURST_N;
+  mag_burst_ns = n != 0 ? window_ns : MAG_BURST_NS;
+}
+
+static void depot_lock(prd_cache_t *cp)
+{
+  prd_depot_t *dp = &cp->cache_depot;
   if (pthread_mutex_trylock(&dp->dp_lock) != 0) {
     /* counted before blocking, so a test can see that a thread is about to wait */
     atomic_fetch_add_explicit(&dp->dp_contention, 1, memory_order_relaxed);
     pthread_mutex_lock(&dp->dp_lock);
+    depot_burst(cp);
   }
 }
 
@@ -744,7 +791,7 @@ bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
     *empty = NULL;
   if (cp->cache_magid == 0)
     return false;
-  depot_lock(dp);
+  depot_lock(cp);
   if ((dp->dp_lat_rounds + n) * cp->cache_chunksize > cap) {
     pthread_mutex_unlock(&dp->dp_lock);
     return false;
@@ -760,7 +807,7 @@ bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
   dp->dp_lat_mags++;
   dp->dp_lat_rounds += n;
   dp->dp_lat_puts++;
-  if (empty != NULL)   /* the empty list holds magazines of the current size only */
+  if (empty != NULL)   /* of the current size, or of the one before a burst (section 8) */
     *empty = maglist_get(&dp->dp_empty);
   pthread_mutex_unlock(&dp->dp_lock);
   return true;
@@ -1507,7 +1554,7 @@ static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t
     visited = true;
     if (first)
       cc->cc_misses++;
-    depot_lock(dp);
+    depot_lock(cp);
     if (first)
       dp->dp_alloc_visits++;
     prd_mag_t *fmp = dp->dp_lat_head != NULL ? depot_lat_get(dp) : NULL;
@@ -1647,7 +1694,7 @@ static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, void *hint, uint32_t 
      * the other take the magazines their predecessors' exits left on the empty list, which
      * would otherwise grow by one per thread until the next reap */
     prd_depot_t *dp = &cp->cache_depot;
-    depot_lock(dp);
+    depot_lock(cp);
     prd_mag_t *mp = maglist_get(&dp->dp_empty);
     pthread_mutex_unlock(&dp->dp_lock);
     if (mp == NULL)
@@ -1698,7 +1745,7 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
     if (over) {
       buf = alloc_tiers(cp, tc, false, &wait, &give);
     } else {   /* not over, or no poll (PRD_NOSLEEP, a read-side section): tier 4 */
-      depot_lock(&cp->cache_depot);
+      depot_lock(cp);
       depot_alloc_miss(&cp->cache_depot);
       pthread_mutex_unlock(&cp->cache_depot.dp_lock);
     }
@@ -1817,7 +1864,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
      * list or else from the magazine cache */
     visited = true;
     cc->cc_misses++;
-    depot_lock(dp);
+    depot_lock(cp);
     dp->dp_free_visits++;
     prd_mag_t *emp = maglist_get(&dp->dp_empty);
     if (emp == NULL) {
@@ -1928,7 +1975,7 @@ static int mag_cache_init(prd_cache_t *cp)
     return PRD__MAG_NEED_TYPES;   /* section 2: the front end makes the magazine caches */
   prd_depot_t *dp = &cp->cache_depot;
   memset(dp, 0, sizeof(*dp));
-  pthread_mutex_init(&dp->dp_lock, NULL);
+  prd__os_mutex_init_short(&dp->dp_lock);   /* os.c section 9 */
   const prd_magtype_t *mt = mag_types;
   while (cp->cache_chunksize <= mt->mt_minbuf)
     mt++;

@@ -91,6 +91,9 @@ uint32_t prd__mag_cur_size(prd_cache_t *cp);
 /* Moves cp's depot to the next magazine size for Prudence (section 8: a magazine of at most
  * 512 KiB of objects): true if it grew.  No lock held but possibly the caller's tc_lock. */
 bool prd__mag_grow(prd_cache_t *cp);
+/* Tests: the burst rule of section 8 takes n contended depot visits within window_ns
+ * (n = 0: the defaults again).  Set while no thread visits a depot. */
+void prd__mag_set_burst(uint32_t n, uint64_t window_ns);
 /* Calls fn(cp, cc, arg) with cc's tc_lock held on every CPU cache whose owner is not inside
  * an operation on it (section 6's handshake), for cp or, when cp is NULL, every cache with
  * magazines.  PRD_VISIT_WAIT takes the locks and waits for busy owners; PRD_VISIT_TRY only

@@ -1267,7 +1267,7 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
   if (!(cp->cache_flags & (PRD_CF_HASH | PRD_CACHE_NOTOUCH)))
     cp->cache_fl_key = slab_fl_key(cp);   /* every small layout (section 4b) */
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
-  pthread_mutex_init(&cp->cache_lock, NULL);
+  prd__os_mutex_init_short(&cp->cache_lock);   /* os.c section 9 */
   link_init(&cp->cache_full);
   link_init(&cp->cache_latent);
   link_init(&cp->cache_free);

@@ -267,6 +267,8 @@ typedef struct prd_depot {
   const prd_magtype_t *dp_magtype;   /* the size new magazines get */
   _Atomic uint64_t dp_contention;    /* failed try-locks (counted before blocking) */
   uint64_t dp_contention_prev;   /* at the last interval update */
+  uint32_t dp_burst_n;           /* contended acquisitions since dp_burst_ns (magazine.c §8) */
+  uint64_t dp_burst_ns;          /* when the current burst window started */
   uint64_t dp_resizes;
   uint64_t dp_alloc_visits, dp_alloc_misses;   /* CPU-layer alloc misses; of those, no full */
   uint64_t dp_free_visits, dp_free_misses;     /* CPU-layer free misses; of those, no empty */

@@ -1,7 +1,7 @@
 /*
  * test_magazine.c: the CPU layer (src/magazine.c): every tier transition, the depot, thread
  * exit and prd_thread_flush, the reap handshake with a blocked thread, magazine growth under
- * forced contention, working-set reaping driven by explicit intervals, NOMAGAZINE, debugging
+ * forced contention (per interval and in a burst), working-set reaping driven by explicit intervals, NOMAGAZINE, debugging
  * with magazines, quantum caches, a randomized model across threads' caches, depot and slabs,
  * and thread churn without mappings.  The maintenance thread is off (maint_thread=0) and the
  * interval long, so every interval is driven by prd__maint_tick(): no sleeping as
@@ -375,6 +375,57 @@ static void test_growth_under_contention(void)
   miss_once(&w);
   check_conservation(cp, 0);
   prd_option_set("depot_contention", "3");
+  prd_cache_destroy(cp);
+}
+
+/* One contended depot visit: the depot lock is held while a worker's first visit waits. */
+static void contend_once(prd_cache_t *cp, int n)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  uint64_t c0 = atomic_load(&dp->dp_contention);
+  pthread_mutex_lock(&dp->dp_lock);
+  struct worker w = { cp, n };
+  pthread_t t;
+  pthread_create(&t, NULL, miss_once, &w);
+  while (atomic_load(&dp->dp_contention) == c0)
+    sched_yield();
+  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_join(t, NULL);
+}
+
+/* The burst rule (magazine.c section 8): contended visits close together grow the magazines
+ * at once, with no interval passing, through the whole table while a magazine holds at most
+ * 256 KiB of objects; the same visits spread out grow nothing. */
+static void test_growth_in_burst(void)
+{
+  prd_cache_t *cp = prd_cache_create("burst", 4096, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd_cache_stats_t st = stats(cp);
+  CHECK_EQ(st.mag_size, 1);   /* libumem's row for objects above 3,200 B */
+  prd__mag_set_burst(4, 0);   /* a window of 0 ns: no two visits are close enough */
+  for (int i = 0; i < 12; i++)
+    contend_once(cp, 20);
+  CHECK_EQ(stats(cp).mag_resizes, 0);
+  prd__mag_set_burst(4, 60ull * 1000000000);   /* 4 within a minute: a burst */
+  uint64_t sizes[10] = { 0 };
+  int n = 0;
+  for (int i = 0; i < 48 && n < 10; i++) {
+    contend_once(cp, 20);
+    st = stats(cp);
+    if (n == 0 || st.mag_size != sizes[n - 1])
+      sizes[n++] = st.mag_size;
+  }
+  /* 1, 3, 7, 15, 31, then past the interval rule's last row for 4 KiB objects (31) to 47
+   * and 63: 95 rounds would hold 380 KiB */
+  CHECK_EQ(n, 7);
+  CHECK_EQ(sizes[n - 1], 63);
+  CHECK(sizes[n - 1] * st.chunk_size <= 256 * 1024);
+  CHECK_EQ(st.mag_resizes, 6);
+  CHECK_EQ(prd__mag_cur_size(cp), 63);
+  prd__mag_set_burst(0, 0);
+  /* the magazines made before the growths are used and given back; everything adds up */
+  struct worker w = { cp, 300 };
+  miss_once(&w);
+  check_conservation(cp, 0);
   prd_cache_destroy(cp);
 }
 
@@ -790,6 +841,7 @@ int main(void)
   RUN(test_reap_blocked_thread);
   RUN(test_working_set_reap);
   RUN(test_growth_under_contention);
+  RUN(test_growth_in_burst);
   RUN(test_nomagazine);
   RUN(test_debug_with_magazines);
   RUN(test_quantum_caches);
