@@ -215,8 +215,9 @@
  *    keeps up at thousands of waits a second reaches it.  A magazine carries its size, so
  *    old ones stay in use; empty old ones are freed when they reach the depot (a burst
  *    growth leaves the depot's empty ones on its list: they are used once more and freed
- *    when they come back empty, since nothing is freed under dp_lock).  A layer above may start a cache further down the table (prd__mag_set_min_rounds:
- *    malloc.c's size classes, whose working sets are larger than libumem's rows assume).
+ *    when they come back empty, since nothing is freed under dp_lock).  A layer above may
+ *    start a cache further down the table (prd__mag_set_min_rounds: malloc.c's size
+ *    classes, whose working sets are larger than libumem's rows assume).
  *    Prudence grows a cache by another signal (defer.c section 2: an allocation miss that
  *    must refill while latent objects still wait for their grace period), one row at a time
  *    while a magazine holds at most 512 KiB of objects (MAG_LATENT_BYTES), into five rows
@@ -472,7 +473,8 @@ static prd_magtype_t mag_types[] = {
   { 4095, 64, 0, 0, NULL },
 };
 #define MAG_NTYPES PRD_ARRAY_SIZE(mag_types)
-#define MAG_NUMEM 9   /* rows of libumem's table: contention and prd__mag_set_min_rounds stop there */
+/* rows of libumem's table: the interval rule and prd__mag_set_min_rounds stop there */
+#define MAG_NUMEM 9
 #define MAG_LATENT_BYTES (512 * 1024)   /* Prudence's growth: a magazine of at most this much */
 /* A burst of contention (section 8): MAG_BURST_N contended acquisitions of dp_lock within
  * MAG_BURST_NS grow the cache's magazines while one holds at most MAG_BURST_BYTES of objects.
