@@ -340,6 +340,7 @@ static void orphans_kick(void)
 /* ---- prd_call_rcu ---------------------------------------------------------------------- */
 static PRD_NOINLINE void call_rcu_slow(struct cb_thread *t)
 {
+  prd__rcu_fork_release();   /* a fork child's first call_rcu: it uses RCU (rcu.c §7) */
   if (!t->ct_registered)
     cbq_register(t);
   if (!atomic_load_explicit(&wrk_alive, memory_order_acquire))
@@ -494,6 +495,7 @@ static void *worker_main(void *arg)
 /* ---- §5 rcu_barrier -------------------------------------------------------------------- */
 void prd_rcu_barrier(void)
 {
+  prd__rcu_fork_release();
   const struct prd_rcu_source *src = prd_rcu_get_source();
   if (cb_self.ct_is_worker) {
     prd__error("rcu: prd_rcu_barrier called from an RCU callback (it would deadlock; ignored)");

@@ -793,6 +793,7 @@ static void defer_light_update(void)
  * is read here (line 35), after the caller's unlink as on the hit path. */
 static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
 {
+  prd__rcu_fork_release();   /* a fork child defers: it uses RCU (rcu.c §7) */
   prd_gp_t gp = prd__rcu_get_state();                         /* line 35 */
   if (prd_unlikely(!(atomic_load_explicit(&cp->cache_defer_on, memory_order_relaxed) &
                      PRD_DEFER_LATENT))) {
@@ -1023,6 +1024,13 @@ void prd__defer_cache_settle(prd_cache_t *cp, bool report)
       if (report)
         prd__report("prd_cache_destroy(%s): called inside an RCU read-side section with "
                     "deferred objects waiting: they are reported as live", cp->cache_name);
+    } else if (prd__rcu_fork_held()) {
+      /* a fork child that has not used RCU: it runs no grace period of the parent's source
+       * (rcu.c §7), so what the parent deferred stays */
+      if (report)
+        prd__report("prd_cache_destroy(%s): in a fork child that has not used RCU, with "
+                    "objects deferred before the fork waiting: they are reported as live",
+                    cp->cache_name);
     } else {
       prd__rcu_request_expedited(maxgp);
       prd_rcu_wait_state(maxgp);

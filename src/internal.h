@@ -614,6 +614,11 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns);
 bool prd__rcu_advance_try(prd_gp_t s);
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
+/* A fork child whose grace-period source is not the built-in one runs none of its grace
+ * periods until it uses RCU itself (rcu.c §7): held says so, release ends it (the child's
+ * own deferral, call_rcu, synchronize, wait, barrier or thread registration calls it). */
+bool prd__rcu_fork_held(void);
+void prd__rcu_fork_release(void);
 /* Blocks until state s, through the driver (or running grace periods on the calling thread
  * when no driver can be started), with no misuse checks and no rs_block_begin/end: the
  * call_rcu worker's wait (call_rcu.c §3), on a thread that is no reader of any source. */

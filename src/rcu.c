@@ -200,6 +200,18 @@
  *    a grace period of that source: the price of a fork that cannot wait for a grace period
  *    that waits for it.  A thread that forks inside a read-side section while another runs a
  *    grace period deadlocks (as with liburcu): not allowed.
+ *    A child whose source is not the built-in one inherits that source's registry of
+ *    readers, the parent's other threads among them, which liburcu cannot be told to forget:
+ *    a grace period of it may wait for a dead reader forever or read the record a dead
+ *    thread left in memory the child reuses (an outside test saw the child's driver die of
+ *    SIGSEGV in liburcu's synchronize_rcu, started by a refill that wanted the parent's
+ *    deferred objects).  So such a child holds back (rcu_fork_hold): the library runs none
+ *    of that source's grace periods on its own account (no driver: requests are noted; an
+ *    allocation's bounded wait looks once), and the objects deferred before the fork stay
+ *    where they are while allocations grow the caches instead.  The hold ends when the child
+ *    itself uses RCU (prd__rcu_fork_release: its own deferral past the hit path, call_rcu,
+ *    a synchronize, a wait, a barrier, a thread registration), which liburcu allows only to a
+ *    child that released its registrations before the fork, as its README asks.
  *
  * 8. Lock order: gp_lock -> reg_lock (a grace period scans the registry).  drv_lock and
  *    src_lock are leaves: never held while another lock of this file is taken.  The fork
@@ -1137,6 +1149,8 @@ static bool drv_start_locked(void)
 {
   if (drv_running)
     return true;
+  if (prd__rcu_fork_held())   /* §7: a fork child's source runs nothing on its own */
+    return false;
   drv_running = true;
   atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
   int rc = prd__lthread_start_unlocked(&drv_lt, &drv_lock);
@@ -1258,6 +1272,7 @@ void prd_rcu_wait_state(prd_gp_t s)
 {
   if (prd_rcu_poll_state(s))
     return;
+  prd__rcu_fork_release();
   const struct prd_rcu_source *src = rcu_source();
   if (prd__rcu_in_read_section(src, "prd_rcu_wait_state"))
     return;
@@ -1275,6 +1290,7 @@ void prd_rcu_wait_state(prd_gp_t s)
 
 static void sync_until(prd_gp_t s, const char *what)
 {
+  prd__rcu_fork_release();
   if (prd_rcu_poll_state(s))
     return;
   const struct prd_rcu_source *src = rcu_source();
@@ -1354,6 +1370,10 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
     return true;
   rcu_count(RCU_ST_gp_inline_waits, 1);
   if (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed) == poll_gave_up) {
+    rcu_count(RCU_ST_gp_inline_timeouts, 1);
+    return false;
+  }
+  if (prd__rcu_fork_held()) {   /* §7: no grace period of the source to wait for */
     rcu_count(RCU_ST_gp_inline_timeouts, 1);
     return false;
   }
@@ -1456,6 +1476,7 @@ static void rcu_ext_thread_exit(void *arg)
 
 void prd_rcu_register_thread(void)
 {
+  prd__rcu_fork_release();
   const struct prd_rcu_source *src = rcu_source();
   if (src == &prd_rcu_builtin || src->rs_unregister_thread == NULL) {
     if (src->rs_register_thread)
@@ -1524,6 +1545,22 @@ static void rcu_thread_exit(void *arg)
 
 /* ---- §7 fork --------------------------------------------------------------------------- */
 PRD__FORK_LINK();
+/* The child's hold on a source's grace periods (§7).  Set only in the child, where one
+ * thread runs until it starts others; relaxed: a thread the child starts later sees the
+ * value of its creation or a later one, and a stale true only delays a grace period. */
+static _Atomic bool rcu_fork_hold;
+
+bool prd__rcu_fork_held(void)
+{
+  return atomic_load_explicit(&rcu_fork_hold, memory_order_relaxed);
+}
+
+void prd__rcu_fork_release(void)
+{
+  if (prd_unlikely(atomic_load_explicit(&rcu_fork_hold, memory_order_relaxed)))
+    atomic_store_explicit(&rcu_fork_hold, false, memory_order_relaxed);
+}
+
 /* How long fork's prepare lets a QSBR source's synchronize in progress (GP_EXT) end before
  * it forks anyway: long enough for a grace period of liburcu's (microseconds to a millisecond
  * or two), short against the wait for one that waits for the forking thread itself (an online
@@ -1594,4 +1631,7 @@ void prd__rcu_fork_child(void)
   }
   /* requests of the parent's threads die with them; this thread's next request restarts */
   atomic_store(&gp_req, atomic_load(&prd__rcu_gp.gs_seq));
+  const struct prd_rcu_source *src = atomic_load_explicit(&rcu_src, memory_order_relaxed);
+  atomic_store_explicit(&rcu_fork_hold, src != NULL && src != &prd_rcu_builtin,
+                        memory_order_relaxed);
 }
