@@ -344,40 +344,6 @@ static void *miss_once(void *arg)
   return NULL;
 }
 
-static void test_growth_under_contention(void)
-{
-  prd_option_set("depot_contention", "2");
-  prd_cache_t *cp = prd_cache_create("grow", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
-  prd__maint_tick();
-  uint64_t m0 = stats(cp).mag_size;
-  prd_depot_t *dp = &cp->cache_depot;
-  for (int round = 0; round < 3; round++) {
-    /* hold the depot lock: the worker's first depot visit fails its try-lock and waits */
-    uint64_t c0 = atomic_load(&dp->dp_contention);
-    pthread_mutex_lock(&dp->dp_lock);
-    struct worker w = { cp, 3 };
-    pthread_t t;
-    pthread_create(&t, NULL, miss_once, &w);
-    while (atomic_load(&dp->dp_contention) == c0)
-      sched_yield();
-    pthread_mutex_unlock(&dp->dp_lock);
-    pthread_join(t, NULL);
-  }
-  CHECK(stats(cp).depot_contention >= 3);
-  prd__maint_tick();   /* 3 > 2 in one interval: the next magazine size */
-  prd_cache_stats_t st = stats(cp);
-  CHECK(st.mag_size > m0);
-  CHECK_EQ(st.mag_resizes, 1);
-  prd__maint_tick();   /* no contention this interval: no growth */
-  CHECK_EQ(stats(cp).mag_resizes, 1);
-  /* new magazines have the new size and everything still adds up */
-  struct worker w = { cp, 300 };
-  miss_once(&w);
-  check_conservation(cp, 0);
-  prd_option_set("depot_contention", "3");
-  prd_cache_destroy(cp);
-}
-
 /* One contended depot visit: the depot lock is held while a worker's first visit waits. */
 static void contend_once(prd_cache_t *cp, int n)
 {
@@ -391,6 +357,29 @@ static void contend_once(prd_cache_t *cp, int n)
     sched_yield();
   pthread_mutex_unlock(&dp->dp_lock);
   pthread_join(t, NULL);
+}
+
+static void test_growth_under_contention(void)
+{
+  prd_option_set("depot_contention", "2");
+  prd_cache_t *cp = prd_cache_create("grow", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd__maint_tick();
+  uint64_t m0 = stats(cp).mag_size;
+  for (int round = 0; round < 3; round++)
+    contend_once(cp, 3);
+  CHECK(stats(cp).depot_contention >= 3);
+  prd__maint_tick();   /* 3 > 2 in one interval: the next magazine size */
+  prd_cache_stats_t st = stats(cp);
+  CHECK(st.mag_size > m0);
+  CHECK_EQ(st.mag_resizes, 1);
+  prd__maint_tick();   /* no contention this interval: no growth */
+  CHECK_EQ(stats(cp).mag_resizes, 1);
+  /* new magazines have the new size and everything still adds up */
+  struct worker w = { cp, 300 };
+  miss_once(&w);
+  check_conservation(cp, 0);
+  prd_option_set("depot_contention", "3");
+  prd_cache_destroy(cp);
 }
 
 /* The burst rule (magazine.c section 8): contended visits close together grow the magazines
