@@ -170,8 +170,8 @@ void  prd__mag_cache_fini(prd_cache_t *cp);
 void  prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds);
 /* Destroys the depot's magazines outside its working set (all: every one). */
 void  prd__mag_depot_reap(prd_cache_t *cp, bool all);
-/* Full magazines the depot took and gave since cp was made (a depot that moved none between
- * two looks has no working set: cache.c's decay and growth reaps). */
+/* Full and tagged magazines the depot took and gave since cp was made (a depot that moved
+ * none between two looks has no working set: cache.c's decay and growth reaps). */
 uint64_t prd__mag_depot_moves(prd_cache_t *cp);
 /* Takes back the magazines of every other thread not inside an operation (the handshake). */
 void  prd__mag_reap_threads(void);

@@ -934,7 +934,10 @@ uint64_t prd__mag_depot_moves(prd_cache_t *cp)
     return 0;
   prd_depot_t *dp = &cp->cache_depot;
   pthread_mutex_lock(&dp->dp_lock);
-  uint64_t n = dp->dp_full.ml_gets + dp->dp_full.ml_puts;
+  /* tagged magazines too (section 13): a cache whose deferred objects circulate through its
+   * depot is busy even when no full magazine moves, and a reap of an idle depot gives every
+   * tagged one out, the unsafe ones object by object to the latent slabs */
+  uint64_t n = dp->dp_full.ml_gets + dp->dp_full.ml_puts + dp->dp_lat_puts + dp->dp_lat_gets;
   pthread_mutex_unlock(&dp->dp_lock);
   return n;
 }

@@ -333,6 +333,41 @@ static void test_depot_latent(void)
 }
 
 /* ---- refill slab choice (mechanism 7, Fig. 5) ---------------------------------------------- */
+/* The growth reap (cache.c section 4) empties the depots that moved no magazine since the
+ * previous one: a finished phase's memory.  A depot whose deferred objects circulate as
+ * tagged magazines is busy, though no full magazine moves: it keeps them (before, such a
+ * reap gave every tagged magazine out, the unsafe ones object by object to the latent
+ * slabs, in the allocation that crossed the 4 MiB mark); once it goes quiet, the next reap
+ * takes them. */
+static void test_growth_reap_busy_depot(void)
+{
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");
+  long old_depot = opt_push("defer_depot_kb", "1024");
+  long old_decay = opt_push("decay_ms", "0");   /* no decay pass between the steps */
+  prd_cache_t *cp = prd_cache_create("gbusy", 512, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  enum { N = 600 };
+  static void *b[N];
+  for (int i = 0; i < N; i++)
+    b[i] = prd_cache_alloc(cp, 0);
+  prd__slab_grown((size_t)4 << 20);   /* a growth reap: the depot's moves noted (none) */
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, b[i]);
+  prd_cache_stats_t st = stats_of(cp);
+  CHECK(st.latent_depot_objs > 0);    /* whole generations handed to the depot */
+  uint64_t in_depot = st.latent_depot_objs;
+  prd__slab_grown((size_t)4 << 20);   /* tagged magazines moved since: busy, kept */
+  CHECK_EQ(stats_of(cp).latent_depot_objs, in_depot);
+  prd__slab_grown((size_t)4 << 20);   /* nothing moved since: idle, given out */
+  CHECK_EQ(stats_of(cp).latent_depot_objs, 0);
+  check_counts(cp, 0);
+  prd_rcu_barrier();
+  prd_cache_destroy(cp);
+  opt_pop("decay_ms", old_decay);
+  opt_pop("defer_depot_kb", old_depot);
+  opt_pop("rcu_gp_delay_us", old_delay);
+}
+
 static void test_refill_choice(void)
 {
   prd_cache_t *cp = prd_cache_create("fig5", 512, 0, NULL, NULL, NULL, NULL, NULL,
@@ -894,6 +929,7 @@ int main(void)
   RUN(test_bound_latent_cache);
   RUN(test_latent_slab_overflow_premove);
   RUN(test_depot_latent);
+  RUN(test_growth_reap_busy_depot);
   RUN(test_refill_choice);
   RUN(test_partial_refill);
   RUN(test_preflush);
