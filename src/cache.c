@@ -64,8 +64,8 @@
  *    the nofail callback.
  *    Decay (option decay_ms; jemalloc's decay, mimalloc's purge): a job of the maintenance
  *    thread (cache_decay, registered at this file's first use) runs every decay_ms / 2: it
- *    reaps every cache, a depot that took and gave no full magazine since the last pass
- *    entirely (an idle depot has no working set to keep; a busy one keeps its working set
+ *    reaps every cache, a depot that took and gave no full or tagged magazine since the last
+ *    pass entirely (an idle depot has no working set to keep; a busy one keeps its working set
  *    of maint_interval), the slabs outside a working set that is at most that half period
  *    (slab.c section 6); then it runs the heap arena's decay pass, which decommits the free
  *    pages that stayed free for a whole pass period (vmem.c section 16).  So memory freed
@@ -88,8 +88,8 @@
  *    cost on every magazine miss.  Nothing of it runs on a hit path.
  *    Growth reap (the slab layer's growth hook, slab.c section 6): after every 4 MiB of new
  *    slabs and of malloc's large blocks taken from the heap arena (which make no slab, so
- *    malloc.c counts them itself: prd__slab_grown), a depot that took and gave no full
- *    magazine since the previous growth reap is emptied into its slabs (cache_grow_reap): a
+ *    malloc.c counts them itself: prd__slab_grown), a depot that took and gave no full or
+ *    tagged magazine since the previous growth reap is emptied into its slabs (cache_grow_reap): a
  *    finished phase's memory, parked in the depot of its class, goes to the heap arena (a
  *    packed cache's free slabs go at once, and so do all free slabs of such an idle cache of
  *    the heap arena: its quantum caches hold malloc's blocks of 5-8 pages) where the growing
@@ -496,7 +496,8 @@ static prd_cache_t *cache_first(void)
   return cp;
 }
 
-/* Whether cp's depot took and gave no full magazine since *last was taken; takes it anew. */
+/* Whether cp's depot took and gave no full or tagged magazine since *last was taken; takes it
+ * anew. */
 static bool depot_idle(prd_cache_t *cp, uint64_t *last)
 {
   uint64_t moves = prd__mag_depot_moves(cp);
@@ -616,8 +617,8 @@ static void cache_decay(void *arg)
   bool nested = cache_in_reclaim;
   cache_in_reclaim = true;
   for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
-    /* a depot that took and gave no full magazine for a whole pass has no working set to
-     * keep: all of its magazines go to the slabs (section 4) */
+    /* a depot that took and gave no full or tagged magazine for a whole pass has no working
+     * set to keep: all of its magazines go to the slabs (section 4) */
     prd__mag_depot_reap(cp, depot_idle(cp, &cp->cache_decay_depot));
     prd__slab_reap(cp, false);
   }
@@ -637,11 +638,11 @@ void prd__cache_decay_nudge(void)
 }
 
 /* The slab layer's growth hook (section 4): user caches made another PRD_SLAB_GROW_BYTES of
- * slabs.  A depot that took and gave no full magazine since the last growth reap holds what a
- * finished phase freed: all of it goes to the slabs, whose free slabs a packed cache gives to
- * the heap arena at once (slab.c section 6), and another cache of the heap arena (the arena's
- * own quantum caches, whose slabs hold malloc's blocks of 5-8 pages) gives all of them, for
- * the growing cache to take.  A reap or cache destruction running now (the try-lock), or a
+ * slabs.  A depot that took and gave no full or tagged magazine since the last growth reap
+ * holds what a finished phase freed: all of it goes to the slabs, whose free slabs a packed
+ * cache gives to the heap arena at once (slab.c section 6), and another cache of the heap
+ * arena (the arena's own quantum caches, whose slabs hold malloc's blocks of 5-8 pages)
+ * gives all of them, for the growing cache to take.  A reap or cache destruction running now (the try-lock), or a
  * reclaim on this thread, skips it. */
 static void cache_grow_reap(void)
 {
