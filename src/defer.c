@@ -281,7 +281,7 @@ static void gp_requests(void)
   if (gp != 0) {
     defer_req = 0;
     if (!prd__rcu_advance_try(gp))
-      prd_rcu_request_gp(gp);
+      prd__rcu_request_gp(gp);
   }
 }
 
@@ -763,7 +763,7 @@ static PRD_NOINLINE void defer_call_rcu(prd_cache_t *cp, void *buf)
 /* No CPU cache (no magazines, thread exiting, no memory): straight to the latent slab. */
 static void defer_direct(prd_cache_t *cp, void *buf, prd_gp_t gp)
 {
-  prd_rcu_request_gp(gp);
+  prd__rcu_request_gp(gp);
   (void)prd__slab_defer_bulk(cp, &buf, 1, gp);
   atomic_fetch_add_explicit(&cp->cache_defer_direct, 1, memory_order_relaxed);
 }
@@ -1024,13 +1024,6 @@ void prd__defer_cache_settle(prd_cache_t *cp, bool report)
       if (report)
         prd__report("prd_cache_destroy(%s): called inside an RCU read-side section with "
                     "deferred objects waiting: they are reported as live", cp->cache_name);
-    } else if (prd__rcu_fork_held()) {
-      /* a fork child that has not used RCU: it runs no grace period of the parent's source
-       * (rcu.c §7), so what the parent deferred stays */
-      if (report)
-        prd__report("prd_cache_destroy(%s): in a fork child that has not used RCU, with "
-                    "objects deferred before the fork waiting: they are reported as live",
-                    cp->cache_name);
     } else {
       prd__rcu_request_expedited(maxgp);
       prd_rcu_wait_state(maxgp);

@@ -612,11 +612,15 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns);
  * at once otherwise (another source, the caller inside a section, a membarrier to make):
  * the caller then asks the driver. */
 bool prd__rcu_advance_try(prd_gp_t s);
+/* prd_rcu_request_gp for the allocator's own requests: it does not end a fork child's hold
+ * (rcu.c §7), as the public one, the program's, does. */
+void prd__rcu_request_gp(prd_gp_t s);
 /* prd_rcu_request_gp, and no pacing until state s is reached (memory pressure). */
 void prd__rcu_request_expedited(prd_gp_t s);
 /* A fork child whose grace-period source is not the built-in one runs none of its grace
  * periods until it uses RCU itself (rcu.c §7): held says so, release ends it (the child's
- * own deferral, call_rcu, synchronize, wait, barrier or thread registration calls it). */
+ * own deferral, call_rcu, request, synchronize, wait, barrier or thread registration calls
+ * it).  No lock of the library held when it is called. */
 bool prd__rcu_fork_held(void);
 void prd__rcu_fork_release(void);
 /* Blocks until state s, through the driver (or running grace periods on the calling thread

@@ -208,10 +208,14 @@
  *    deferred objects).  So such a child holds back (rcu_fork_hold): the library runs none
  *    of that source's grace periods on its own account (no driver: requests are noted; an
  *    allocation's bounded wait looks once), and the objects deferred before the fork stay
- *    where they are while allocations grow the caches instead.  The hold ends when the child
- *    itself uses RCU (prd__rcu_fork_release: its own deferral past the hit path, call_rcu,
- *    a synchronize, a wait, a barrier, a thread registration), which liburcu allows only to a
- *    child that released its registrations before the fork, as its README asks.
+ *    where they are while allocations grow the caches instead; a blocking wait that is not
+ *    the child's own (the call_rcu worker, started by an exiting thread's orphaned
+ *    callbacks) sleeps until the hold ends.  The hold ends when the child itself uses RCU
+ *    (prd__rcu_fork_release: its own deferral past the hit path, call_rcu, a request, a
+ *    synchronize, a wait, a barrier, a thread registration, the destruction of a cache
+ *    with deferred objects, which waits for them), which liburcu allows only to a child
+ *    that released its registrations before the fork, as its README asks.  The allocator's
+ *    own requests (prd__rcu_request_gp) do not end it.
  *
  * 8. Lock order: gp_lock -> reg_lock (a grace period scans the registry).  drv_lock and
  *    src_lock are leaves: never held while another lock of this file is taken.  The fork
@@ -1185,6 +1189,12 @@ static bool request_locked(prd_gp_t s, bool hurry)
 
 void prd_rcu_request_gp(prd_gp_t s)
 {
+  prd__rcu_fork_release();   /* the program asks: it uses RCU (§7) */
+  prd__rcu_request_gp(s);
+}
+
+void prd__rcu_request_gp(prd_gp_t s)
+{
   if (prd_rcu_poll_state(s))
     return;
   /* one more load: already requested, and the driver exists to serve it (acquire: the
@@ -1249,8 +1259,8 @@ void prd__rcu_wait_raw(prd_gp_t s)
   (void)request_locked(s, true);
   /* drv_running read again after each wake-up: a start that another thread claimed may
    * have failed meanwhile (drv_start_locked) */
-  while (drv_running && !prd_rcu_poll_state(s))
-    prd__cond_wait(&drv_done_cond, &drv_lock);
+  while ((drv_running || prd__rcu_fork_held()) && !prd_rcu_poll_state(s))
+    prd__cond_wait(&drv_done_cond, &drv_lock);   /* held: until the child uses RCU (§7) */
   drv_waiters--;
   pthread_mutex_unlock(&drv_lock);
   if (!prd_rcu_poll_state(s))
@@ -1557,8 +1567,14 @@ bool prd__rcu_fork_held(void)
 
 void prd__rcu_fork_release(void)
 {
-  if (prd_unlikely(atomic_load_explicit(&rcu_fork_hold, memory_order_relaxed)))
+  if (prd_unlikely(atomic_load_explicit(&rcu_fork_hold, memory_order_relaxed))) {
+    /* under drv_lock, a leaf: a blocking wait held back (prd__rcu_wait_raw) tests the flag
+     * under it, so it either sees false or is woken here */
+    pthread_mutex_lock(&drv_lock);
     atomic_store_explicit(&rcu_fork_hold, false, memory_order_relaxed);
+    pthread_cond_broadcast(&drv_done_cond);
+    pthread_mutex_unlock(&drv_lock);
+  }
 }
 
 /* How long fork's prepare lets a QSBR source's synchronize in progress (GP_EXT) end before
