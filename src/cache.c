@@ -86,14 +86,14 @@
  *    (prd__cache_decay_nudge, from malloc.c).  It registers no predicate: maint.c asks every
  *    job's predicate on each slow path while the thread is not started, and that would be a
  *    cost on every magazine miss.  Nothing of it runs on a hit path.
- *    Growth reap (the slab layer's growth hook, slab.c section 6): after every 4 MiB of new
- *    slabs and of malloc's large blocks taken from the heap arena (which make no slab, so
- *    malloc.c counts them itself: prd__slab_grown), a depot that took and gave no full or
- *    tagged magazine since the previous growth reap is emptied into its slabs (cache_grow_reap): a
- *    finished phase's memory, parked in the depot of its class, goes to the heap arena (a
- *    packed cache's free slabs go at once, and so do all free slabs of such an idle cache of
- *    the heap arena: its quantum caches hold malloc's blocks of 5-8 pages) where the growing
- *    class or blocks take it, within two growth reaps rather than decay_ms / 2.
+ *    Growth reap (the slab layer's growth hook, slab.c section 6): after every 4 MiB of new slabs
+ *    and of malloc's large blocks taken from the heap arena (which make no slab, so malloc.c counts
+ *    them itself: prd__slab_grown), a depot that took and gave no full or tagged magazine since the
+ *    previous growth reap is emptied into its slabs (cache_grow_reap): a finished phase's memory,
+ *    parked in the depot of its class, goes to the heap arena (a packed cache's free slabs go at
+ *    once, and so do all free slabs of such an idle cache of the heap arena: its quantum caches
+ *    hold malloc's blocks of 5-8 pages) where the growing class or blocks take it, within two
+ *    growth reaps rather than decay_ms / 2.
  *    The reap runs inside prd__vmem_heap_reuse(true/false): the heap arena keeps what it
  *    frees dirty for that class and purges it as later allocations go (vmem.c section 16).
  *    The internal caches (last on the list) then give back all their free slabs: the
@@ -642,8 +642,8 @@ void prd__cache_decay_nudge(void)
  * holds what a finished phase freed: all of it goes to the slabs, whose free slabs a packed
  * cache gives to the heap arena at once (slab.c section 6), and another cache of the heap
  * arena (the arena's own quantum caches, whose slabs hold malloc's blocks of 5-8 pages)
- * gives all of them, for the growing cache to take.  A reap or cache destruction running now (the try-lock), or a
- * reclaim on this thread, skips it. */
+ * gives all of them, for the growing cache to take.  A reap or cache destruction running now
+ * (the try-lock), or a reclaim on this thread, skips it. */
 static void cache_grow_reap(void)
 {
   if (cache_in_reclaim)

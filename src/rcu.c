@@ -1379,11 +1379,10 @@ bool prd__rcu_poll_bounded(prd_gp_t s, uint64_t ns)
   if (prd_rcu_poll_state(s))
     return true;
   rcu_count(RCU_ST_gp_inline_waits, 1);
-  if (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed) == poll_gave_up) {
-    rcu_count(RCU_ST_gp_inline_timeouts, 1);
-    return false;
-  }
-  if (prd__rcu_fork_held()) {   /* §7: no grace period of the source to wait for */
+  /* a wait that would only run out again, or a fork child's hold (§7): no grace period of
+   * the source to wait for */
+  if (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_relaxed) == poll_gave_up ||
+      prd__rcu_fork_held()) {
     rcu_count(RCU_ST_gp_inline_timeouts, 1);
     return false;
   }

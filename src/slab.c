@@ -90,16 +90,15 @@
  *    (zeros, or a pointer to a neighbour: an array cleared with memset, a list node whose
  *    last field links to the next node) decodes to no link of its slab, where stored plain
  *    it looked like a free buffer's and each free that reached the slab walked the slab's
- *    freelists, quadratic in a slab's buffers (a Perl program that freed a large hash ran
- *    2.5 times slower, docs/benchmarks.md).  With the option on when the cache is made,
- *    every word the slab layer follows is also validated before use: NULL, or the link word
- *    of a buffer of the same slab (slab_fl_valid, slab_fl_checked).  A word that fails is reported naming the
- *    cache, the slab and the buffer; the buffer is handed out (its own address is sound) and
- *    the rest of that list is set aside, counted as allocated so that the slab is never
- *    freed or picked again with an empty list (slab_fl_abandon): no wild pointer is handed
- *    out, and memory known to be corrupt is never reused.  The check costs a division on
- *    each buffer the slab layer hands out, below the magazines; caches made without the
- *    option skip it (the coding is an exclusive or).
+ *    freelists, quadratic in a slab's buffers (a Perl program that freed a large hash ran 2.5 times
+ *    slower, docs/benchmarks.md).  With the option on when the cache is made, every word the slab
+ *    layer follows is also validated before use: NULL, or the link word of a buffer of the same
+ *    slab (slab_fl_valid, slab_fl_checked).  A word that fails is reported naming the cache, the
+ *    slab and the buffer; the buffer is handed out (its own address is sound) and the rest of that
+ *    list is set aside, counted as allocated so that the slab is never freed or picked again with
+ *    an empty list (slab_fl_abandon): no wild pointer is handed out, and memory known to be corrupt
+ *    is never reused.  The check costs a division on each buffer the slab layer hands out, below
+ *    the magazines; caches made without the option skip it (the coding is an exclusive or).
  *
  * 5. Coloring (002 §4.3).  Each new slab starts its buffers cache_color bytes in; the color
  *    advances by the alignment and wraps after cache_maxcolor, the unused tail.  NOTOUCH and
@@ -337,7 +336,6 @@ static void hash_grow(prd_cache_t *cp)
 }
 
 /* ---- the freelist word (section 4b) -------------------------------------------------------- */
-/* Whether a decoded freelist word is NULL or the link word of a buffer of slab sp. */
 /* Whether the freelist words the slab layer follows are validated (section 4b): the small
  * layout of a cache made with the option hardened. */
 static inline bool slab_fl_checked(const prd_cache_t *cp)
@@ -345,6 +343,7 @@ static inline bool slab_fl_checked(const prd_cache_t *cp)
   return (cp->cache_flags & (PRD_CF_HARDENED | PRD_CF_HASH)) == PRD_CF_HARDENED;
 }
 
+/* Whether a decoded freelist word is NULL or the link word of a buffer of slab sp. */
 static bool slab_fl_valid(const prd_cache_t *cp, const prd_slab_t *sp, const prd_bufctl_t *w)
 {
   if (w == NULL)
@@ -937,12 +936,6 @@ void *prd__slab_alloc(prd_cache_t *cp, int flags)
   return prd__slab_alloc_bulk(cp, &buf, 1, flags) == 1 ? buf : NULL;
 }
 
-/* Small layout: whether the buffer of link word bcp is on a freelist of its slab already, i.e.
- * coming back again is a double free (section 4; malloc's double frees without debugging,
- * src/malloc.c section 4).  A free buffer's link word is NULL or the link word of another
- * buffer of the same slab; an allocated buffer's last word is the user's data, which rarely
- * looks like that, so the freelists are walked (at most slab_chunks steps) only then.  Lock
- * held.  A slab with no buffer allocated has every buffer free. */
 static _Atomic uint64_t slab_fl_walks;   /* prd__slab_small_is_free's walks (tests) */
 
 uint64_t prd__slab_fl_walks(void)
@@ -950,6 +943,12 @@ uint64_t prd__slab_fl_walks(void)
   return atomic_load_explicit(&slab_fl_walks, memory_order_relaxed);
 }
 
+/* Small layout: whether the buffer of link word bcp is on a freelist of its slab already, i.e.
+ * coming back again is a double free (section 4; malloc's double frees without debugging,
+ * src/malloc.c section 4).  A free buffer's link word is NULL or the link word of another
+ * buffer of the same slab; an allocated buffer's last word is the user's data, which rarely
+ * looks like that, so the freelists are walked (at most slab_chunks steps) only then.  Lock
+ * held.  A slab with no buffer allocated has every buffer free. */
 bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
                              const prd_bufctl_t *bcp)
 {
