@@ -45,18 +45,17 @@ static void *reader(void *arg)
   return NULL;
 }
 
-/* Takes the mutex once the reader is inside its section and waiting for the mutex (it clears
- * rd_in_section only while it holds the mutex, so a 1 seen under the mutex is a reader that
- * has not got it yet): no grace period can end during the hold. */
+/* Takes the mutex, then waits, holding it, until the reader is inside its section and waiting
+ * for the mutex (it clears rd_in_section only while it holds the mutex, so a 1 seen under the
+ * mutex is a reader that has not got it yet): no grace period can end during the hold.  The
+ * mutex stays held while it waits: a reader that goes round its loop meets it in the next
+ * section.  (Taking and dropping it until the reader was seen could miss the reader's window
+ * round after round, a livelock seen under TSan on a loaded machine.) */
 static void hold_lock(void)
 {
-  for (;;) {
-    pthread_mutex_lock(&app_lock);
-    if (atomic_load(&rd_in_section))
-      return;
-    pthread_mutex_unlock(&app_lock);
+  pthread_mutex_lock(&app_lock);
+  while (!atomic_load(&rd_in_section))
     sched_yield();
-  }
 }
 
 static int ptr_cmp(const void *a, const void *b)
