@@ -215,7 +215,8 @@
  *    synchronize, a wait, a barrier, a thread registration, the destruction of a cache
  *    with deferred objects, which waits for them), which liburcu allows only to a child
  *    that released its registrations before the fork, as its README asks.  The allocator's
- *    own requests (prd__rcu_request_gp) do not end it.
+ *    own requests (prd__rcu_request_gp) do not end it; its end serves the requests noted
+ *    during the hold (fork_release: their makers may not ask again).
  *
  * 8. Lock order: gp_lock -> reg_lock (a grace period scans the registry).  drv_lock and
  *    src_lock are leaves: never held while another lock of this file is taken.  The fork
@@ -1298,9 +1299,11 @@ void prd_rcu_wait_state(prd_gp_t s)
  * report of a call inside a read-side section, which returns at once. */
 #define SYNC_SPINS 128 /* polls of ~64 pauses: about 200 us, ten grace periods without readers */
 
+static void fork_release(bool serve);
+
 static void sync_until(prd_gp_t s, const char *what)
 {
-  prd__rcu_fork_release();
+  fork_release(false);
   if (prd_rcu_poll_state(s))
     return;
   const struct prd_rcu_source *src = rcu_source();
@@ -1564,16 +1567,28 @@ bool prd__rcu_fork_held(void)
   return atomic_load_explicit(&rcu_fork_hold, memory_order_relaxed);
 }
 
-void prd__rcu_fork_release(void)
+/* The end of the hold.  With `serve`, a request noted while held gets the driver: it started
+ * none (drv_start_locked), and the one who made it may not ask again (a CPU cache asks once
+ * per state, defer.c section 4).  A synchronize ends the hold without: it runs the grace
+ * periods on its own thread at once (and a sanitizer's fork child may start no thread). */
+static void fork_release(bool serve)
 {
   if (prd_unlikely(atomic_load_explicit(&rcu_fork_hold, memory_order_relaxed))) {
     /* under drv_lock, a leaf: a blocking wait held back (prd__rcu_wait_raw) tests the flag
      * under it, so it either sees false or is woken here */
     pthread_mutex_lock(&drv_lock);
     atomic_store_explicit(&rcu_fork_hold, false, memory_order_relaxed);
+    prd_gp_t s = atomic_load_explicit(&gp_req, memory_order_relaxed);
+    if (serve && !prd_rcu_poll_state(s))
+      (void)request_locked(s, false);
     pthread_cond_broadcast(&drv_done_cond);
     pthread_mutex_unlock(&drv_lock);
   }
+}
+
+void prd__rcu_fork_release(void)
+{
+  fork_release(true);
 }
 
 /* How long fork's prepare lets a QSBR source's synchronize in progress (GP_EXT) end before

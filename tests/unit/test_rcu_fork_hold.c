@@ -9,8 +9,9 @@
  * synchronize_rcu.  Here the source counts its grace periods: the allocator's requests and
  * bounded wait in the child must run none, its own prd_synchronize_rcu must, and after that
  * the driver serves requests again; a child that only requests and polls (the program's
- * prd_rcu_request_gp) ends the hold too.  (No reader ever exists, so each call of the source's
- * synchronize is a whole grace period.)
+ * prd_rcu_request_gp) ends the hold too, and a request the allocator made during the hold is
+ * served once the child ends it with a call that asks for nothing.  (No reader ever exists,
+ * so each call of the source's synchronize is a whole grace period.)
  */
 #include <stdatomic.h>
 #include <sys/wait.h>
@@ -79,6 +80,28 @@ static int child_polls(void)
   return bad;
 }
 
+/* A child whose allocator asked for a grace period while held (a CPU cache asks once per
+ * state, and may not ask again), and which then ends the hold with a call that asks for
+ * nothing (thread registration): the request made during the hold is served. */
+static int child_registers(void)
+{
+  int bad = 0;
+  if (!prd__rcu_fork_held())
+    bad |= 1;
+  prd_gp_t c = prd_rcu_get_state();
+  prd__rcu_request_gp(c);   /* the allocator's request: held, nothing runs */
+  usleep(20000);
+  if (prd_rcu_poll_state(c))
+    bad |= 2;
+  prd_rcu_register_thread();   /* the child uses RCU: the hold ends */
+  if (prd__rcu_fork_held())
+    bad |= 4;
+  if (!wait_state(c))   /* no new request: the one of the hold is served */
+    bad |= 8;
+  prd_rcu_unregister_thread();
+  return bad;
+}
+
 static void test_child_holds(void)
 {
   CHECK_EQ(prd_rcu_set_source(&counting), 0);
@@ -89,14 +112,14 @@ static void test_child_holds(void)
   prd_rcu_request_gp(s);
   CHECK(wait_state(s));
   CHECK(!prd__rcu_fork_held());
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
 #if defined(PRD_TSAN) || defined(PRD_ASAN)
     if (i == 3)
-      break;   /* child_polls needs the driver: a thread (see child_checks) */
+      break;   /* child_polls and child_registers need the driver: a thread (child_checks) */
 #endif
     pid_t pid = fork();
     if (pid == 0)
-      _exit(i < 3 ? child_checks() : child_polls());
+      _exit(i < 3 ? child_checks() : i == 3 ? child_polls() : child_registers());
     CHECK(pid > 0);
     int st = 0;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
