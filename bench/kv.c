@@ -2,7 +2,8 @@
  * malloc_usable_size (so that LD_PRELOAD picks the allocator; bench/compare-kv.sh runs it
  * under glibc, jemalloc, mimalloc, tcmalloc and libprudence-malloc, interleaved).
  *
- *   prd-bench kv [--keys N] [--wait-ms MS] [--phase a|b|ab] [--keep] [--json] [--smoke]
+ *   prd-bench kv [--keys N] [--wait-ms MS] [--phase a|b|ab] [--keep] [--latency] [--json]
+ *                [--smoke]
  *
  * The store, as a server's dictionary: a table of buckets (a power of two, at least one per
  * key) chaining malloc'd entries {next, key, value} (24 B); a key is a malloc'd 17-byte string
@@ -24,8 +25,14 @@
  * the usable total (the sum of malloc_usable_size over the live blocks, the table included,
  * kept as the workload goes) and RSS / usable at the end of the phase, then C's two RSS.
  *
+ * --latency times every SET on its own as well (two clock reads more a SET, so its rate is
+ * not the plain run's): the slowest SET of the phase and the SETs over 1 ms, the pauses a
+ * server's client sees (an allocator's work inside one malloc or free, page faults, the
+ * scheduler).
+ *
  * --json, one line per phase: {"bench":"kv","phase":"A","keys":N,"live":L,"sets":S,
  *   "set_per_s":R,"rss_kb":K,"usable_kb":U,"ratio":X,"drop_rss_kb":D,"wait_rss_kb":W}
+ *   and with --latency "max_set_ms":M,"sets_over_1ms":C before the closing brace.
  */
 #include <malloc.h>
 #include <stdlib.h>
@@ -147,35 +154,52 @@ static void kv_drop_all(struct kv_store *kv)
   kv->kv_live = 0;
 }
 
-/* n SETs of vsize bytes; adds their time to *ns. */
-static int kv_run(struct kv_store *kv, size_t keys, size_t n, size_t vsize, uint64_t *ns)
+/* The slowest SET and the SETs over 1 ms (--latency). */
+struct kv_lat {
+  bool kl_on;
+  uint64_t kl_max_ns;
+  uint64_t kl_over_1ms;
+};
+
+/* n SETs of vsize bytes; adds their time to *ns, and each SET's to *lat when it is on. */
+static int kv_run(struct kv_store *kv, size_t keys, size_t n, size_t vsize, uint64_t *ns,
+                  struct kv_lat *lat)
 {
   uint64_t t0 = bench_now_ns();
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
+    uint64_t a = lat->kl_on ? bench_now_ns() : 0;
     if (kv_set(kv, keys, vsize) != 0)
       return -1;
+    if (lat->kl_on) {
+      uint64_t d = bench_now_ns() - a;
+      if (d > lat->kl_max_ns)
+        lat->kl_max_ns = d;
+      lat->kl_over_1ms += d > 1000000;
+    }
+  }
   *ns += bench_now_ns() - t0;
   return 0;
 }
 
 /* One phase ('A' or 'B') and C after it, in this (child) process; prints its line. */
-static int kv_phase(char phase, size_t keys, long wait_ms, bool keep, bool json)
+static int kv_phase(char phase, size_t keys, long wait_ms, bool keep, bool latency, bool json)
 {
+  struct kv_lat lat = { .kl_on = latency };
   struct kv_store kv;
   if (kv_init(&kv, keys) != 0)
     return 1;
   uint64_t ns = 0;
   size_t sets = 0;
   if (phase == 'B') {
-    if (kv_run(&kv, keys, keys / 2, 100, &ns) != 0 ||
-        kv_run(&kv, keys, keys * 3 / 10, 2000, &ns) != 0)
+    if (kv_run(&kv, keys, keys / 2, 100, &ns, &lat) != 0 ||
+        kv_run(&kv, keys, keys * 3 / 10, 2000, &ns, &lat) != 0)
       return 1;
     sets += keys / 2 + keys * 3 / 10;
     uint64_t t0 = bench_now_ns();
     kv_drop_all(&kv);
     ns += bench_now_ns() - t0;
   }
-  if (kv_run(&kv, keys, keys, 512, &ns) != 0)
+  if (kv_run(&kv, keys, keys, 512, &ns, &lat) != 0)
     return 1;
   sets += keys;
   long rss = bench_rss_kb();
@@ -190,15 +214,23 @@ static int kv_phase(char phase, size_t keys, long wait_ms, bool keep, bool json)
       usleep((useconds_t)wait_ms * 1000);
     rss_wait = bench_rss_kb();
   }
-  if (json)
+  if (json) {
     printf("{\"bench\":\"kv\",\"phase\":\"%c\",\"keys\":%zu,\"live\":%zu,\"sets\":%zu,"
            "\"set_per_s\":%.0f,\"rss_kb\":%ld,\"usable_kb\":%zu,\"ratio\":%.3f,"
-           "\"drop_rss_kb\":%ld,\"wait_rss_kb\":%ld}\n", phase, keys, live, sets, rate, rss,
+           "\"drop_rss_kb\":%ld,\"wait_rss_kb\":%ld", phase, keys, live, sets, rate, rss,
            usable_kb, ratio, rss_drop, rss_wait);
-  else
+    if (latency)
+      printf(",\"max_set_ms\":%.3f,\"sets_over_1ms\":%llu", (double)lat.kl_max_ns / 1e6,
+             (unsigned long long)lat.kl_over_1ms);
+    printf("}\n");
+  } else {
     printf("kv %c: %zu SETs (%zu keys live) at %.0f SET/s; RSS %ld KiB, usable %zu KiB, "
            "RSS/usable %.3f; all dropped: RSS %ld KiB, after %ld ms %ld KiB\n", phase, sets,
            live, rate, rss, usable_kb, ratio, rss_drop, wait_ms, rss_wait);
+    if (latency)
+      printf("kv %c: slowest SET %.3f ms, %llu SETs over 1 ms\n", phase,
+             (double)lat.kl_max_ns / 1e6, (unsigned long long)lat.kl_over_1ms);
+  }
   fflush(stdout);
   if (!keep)
     free(kv.kv_tab);
@@ -211,7 +243,7 @@ static int bench_kv_main(int argc, char **argv)
   argc = bench_parse_common(argc, argv, &bc);
   long keys = 1000000, wait_ms = 2000;
   const char *phases = "ab";
-  bool keep = false;
+  bool keep = false, latency = false;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc)
       keys = atol(argv[++i]);
@@ -221,6 +253,8 @@ static int bench_kv_main(int argc, char **argv)
       phases = argv[++i];
     else if (strcmp(argv[i], "--keep") == 0)
       keep = true;
+    else if (strcmp(argv[i], "--latency") == 0)
+      latency = true;
     else {
       fprintf(stderr, "prd-bench kv: unknown argument %s\n", argv[i]);
       return 2;
@@ -242,7 +276,8 @@ static int bench_kv_main(int argc, char **argv)
       return 1;
     }
     if (pid == 0) {
-      int rc = kv_phase((char)(*p - 'a' + 'A'), (size_t)keys, wait_ms, keep, bc.bc_json);
+      int rc = kv_phase((char)(*p - 'a' + 'A'), (size_t)keys, wait_ms, keep, latency,
+                        bc.bc_json);
       if (keep)
         exit(rc);   /* the allocator's exit-time statistics, with the phase's keys live */
       _exit(rc);

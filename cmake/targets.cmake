@@ -118,6 +118,10 @@ if(bench_srcs)
   add_test(NAME bench_endurance_readers
            COMMAND prd-bench endurance --smoke --readers 1 --modes prudence,malloc)
   set_tests_properties(bench_endurance_readers PROPERTIES LABELS "bench;no-tsan" TIMEOUT 120)
+  # kv's per-SET timing (--latency, not in --smoke's set): both phases report it
+  add_test(NAME bench_kv_latency COMMAND prd-bench kv --smoke --latency --json)
+  set_tests_properties(bench_kv_latency PROPERTIES LABELS "bench;no-tsan" TIMEOUT 120
+    PASS_REGULAR_EXPRESSION "\"phase\":\"B\".*\"max_set_ms\":[0-9.]+,\"sets_over_1ms\":[0-9]+}")
 endif()
 
 file(GLOB tool_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/*.c)
