@@ -93,7 +93,9 @@
  *    parked in the depot of its class, goes to the heap arena (a packed cache's free slabs go at
  *    once, and so do all free slabs of such an idle cache of the heap arena: its quantum caches
  *    hold malloc's blocks of 5-8 pages) where the growing class or blocks take it, within two
- *    growth reaps rather than decay_ms / 2.
+ *    growth reaps rather than decay_ms / 2.  It goes GROW_REAP_SLICE objects a call, the
+ *    slab layer calling it again at each new slab while work is left (cache_grow_left), so
+ *    that no one allocation carries a whole phase's objects back to their slabs.
  *    The reap runs inside prd__vmem_heap_reuse(true/false): the heap arena keeps what it
  *    frees dirty for that class and purges it as later allocations go (vmem.c section 16).
  *    The internal caches (last on the list) then give back all their free slabs: the
@@ -154,6 +156,8 @@
                                   enough to see the pattern, then a count */
 #define PRD_OOM_WAITS     2    /* grace-period waits before the flags' policy: a second only
                                   if the first one gave buffers back */
+#define GROW_REAP_SLICE   4096   /* objects a growth reap gives back a call (section 4):
+                                    a fraction of a millisecond */
 #define DECAY_THREAD_BYTES ((size_t)4 << 20)   /* dirty heap bytes worth a thread of its own
                                   (section 4): one heap-arena import */
 
@@ -188,7 +192,7 @@ static void cache_foreach(void (*fn)(void *arg, prd_cache_t *cp), void *arg)
 
 static bool cache_oom(prd_cache_t *cp, int flags, unsigned *state);
 static void cache_decay(void *arg);
-static void cache_grow_reap(void);
+static bool cache_grow_reap(bool mark);
 static void *cache_locate(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp, char *owner);
 
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -638,40 +642,61 @@ void prd__cache_decay_nudge(void)
 }
 
 /* The slab layer's growth hook (section 4): user caches made another PRD_SLAB_GROW_BYTES of
- * slabs.  A depot that took and gave no full or tagged magazine since the last growth reap
- * holds what a finished phase freed: all of it goes to the slabs, whose free slabs a packed
- * cache gives to the heap arena at once (slab.c section 6), and another cache of the heap
- * arena (the arena's own quantum caches, whose slabs hold malloc's blocks of 5-8 pages)
- * gives all of them, for the growing cache to take.  A reap or cache destruction running now
- * (the try-lock), or a reclaim on this thread, skips it. */
-static void cache_grow_reap(void)
+ * slabs (`mark`), or one more slab while the last call left work.  At a mark, a depot that
+ * took and gave no full or tagged magazine since the last mark holds what a finished phase
+ * freed: all of it goes to the slabs, whose free slabs a packed cache gives to the heap arena
+ * at once (slab.c section 6), and another cache of the heap arena (the arena's own quantum
+ * caches, whose slabs hold malloc's blocks of 5-8 pages) gives all of them, for the growing
+ * cache to take.  That is work in proportion to the phase (millions of objects, tens of
+ * milliseconds inside one allocation), so it goes GROW_REAP_SLICE objects a call: the
+ * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so
+ * far.  A depot that moves a magazine again meanwhile is in use: left alone.  A reap or cache
+ * destruction running now (the try-lock), or a reclaim on this thread, skips it; true while
+ * work is left. */
+static bool cache_grow_reap(bool mark)
 {
   if (cache_in_reclaim)
-    return;
+    return !mark;   /* a continuation waits for the next slab; a mark for the next mark */
   /* the holding above the caches first, with no lock held, as the reap hook (section 5) */
   void (*hook)(void) = atomic_load_explicit(&cache_grow_hook, memory_order_acquire);
-  if (hook != NULL)
+  if (mark && hook != NULL)
     hook();
   if (pthread_mutex_trylock(&cache_reap_lock) != 0)
-    return;
+    return true;   /* another reap runs: look again at the next slab */
   cache_in_reclaim = true;
   prd_vmem_t *heap = prd_heap_arena();
   prd__vmem_heap_reuse(true);   /* what it frees, the growing caches take next (vmem.c 16) */
+  size_t budget = GROW_REAP_SLICE;
+  bool left = false;
   for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
     if (cp->cache_flags & PRD_CF_INTERNAL)
-      /* the internal caches come last: the magazines (and slab structures) the depots just
-       * gave back leave slabs free, which go to the heap arena too, rather than after
-       * decay_ms / 2 */
-      prd__slab_reap(cp, true);
-    else if (depot_idle(cp, &cp->cache_grow_depot)) {
-      prd__mag_depot_reap(cp, true);
-      if (cp->cache_source == heap)
-        prd__slab_reap(cp, true);
+      continue;
+    if (mark)
+      cp->cache_grow_left = depot_idle(cp, &cp->cache_grow_depot);
+    else if (cp->cache_grow_left && !depot_idle(cp, &cp->cache_grow_depot))
+      cp->cache_grow_left = false;   /* in use again: its magazines are its working set */
+    if (!cp->cache_grow_left)
+      continue;
+    if (budget == 0) {
+      left = true;
+      continue;
     }
+    /* (a reap takes magazines without counting moves: the snapshot stays right) */
+    cp->cache_grow_left = prd__mag_depot_reap_some(cp, &budget);
+    left |= cp->cache_grow_left;
+    if (cp->cache_source == heap)
+      prd__slab_reap(cp, true);
   }
+  if (!left)
+    /* the internal caches last: the magazines (and slab structures) the depots gave back
+     * leave slabs free, which go to the heap arena too, rather than after decay_ms / 2 */
+    for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next)
+      if (cp->cache_flags & PRD_CF_INTERNAL)
+        prd__slab_reap(cp, true);
   prd__vmem_heap_reuse(false);
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = false;
+  return left;
 }
 
 void prd__cache_reap_all(prd_cache_t *cp)

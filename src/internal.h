@@ -112,8 +112,9 @@ typedef bool prd__slab_oom_fn(prd_cache_t *cp, int flags, unsigned *state);
 void  prd__slab_set_oom_hook(prd__slab_oom_fn *fn);
 /* The growth hook (cache.c sets it; slab.c section 6): after every PRD_SLAB_GROW_BYTES of
  * slabs that user caches made and large blocks malloc.c took from the heap arena, called by
- * the one that made the last, with no lock held. */
-typedef void prd__slab_grow_fn(void);
+ * the one that made the last, with no lock held, `mark` set; while it returns true (work
+ * left), called again, without `mark`, by each one that makes another. */
+typedef bool prd__slab_grow_fn(bool mark);
 void  prd__slab_set_grow_hook(prd__slab_grow_fn *fn);
 /* Counts `bytes` of heap growth toward that hook (no lock held). */
 void  prd__slab_grown(size_t bytes);
@@ -170,6 +171,11 @@ void  prd__mag_cache_fini(prd_cache_t *cp);
 void  prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds);
 /* Destroys the depot's magazines outside its working set (all: every one). */
 void  prd__mag_depot_reap(prd_cache_t *cp, bool all);
+/* Destroys whole magazines of the depot for about *budget objects (at least one magazine)
+ * and takes them off *budget: full ones, then tagged ones, oldest first (their objects to the
+ * slabs when safe, else with their states to the latent slabs), then, once both are gone,
+ * the empty ones.  True while full or tagged magazines remain.  No lock held. */
+bool  prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget);
 /* Full and tagged magazines the depot took and gave since cp was made (a depot that moved
  * none between two looks has no working set: cache.c's decay and growth reaps). */
 uint64_t prd__mag_depot_moves(prd_cache_t *cp);

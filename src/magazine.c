@@ -928,6 +928,44 @@ void prd__mag_depot_reap(prd_cache_t *cp, bool all)
   depot_reap(cp, all, false);
 }
 
+bool prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget)
+{
+  if (cp->cache_magid == 0)
+    return false;
+  prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *full = NULL, *empty = NULL, *lat = NULL;
+  size_t taken = 0;
+  uint64_t nfull = 0;
+  pthread_mutex_lock(&dp->dp_lock);
+  /* whole magazines while the budget lasts, the first one whatever its size: full ones,
+   * then the tagged ones (oldest first), then the empty ones, which hold no object */
+  while (dp->dp_full.ml_list != NULL && (taken == 0 || taken < *budget)) {
+    taken += dp->dp_full.ml_list->mag_size;
+    maglist_take(&dp->dp_full, 1, &full, &dp->dp_rounds);
+    nfull++;
+  }
+  dp->dp_full.ml_reaplimit -= PRD_MIN(nfull, dp->dp_full.ml_reaplimit);
+  while (dp->dp_full.ml_list == NULL && dp->dp_lat_head != NULL &&
+         (taken == 0 || taken < *budget)) {
+    prd_mag_t *mp = dp->dp_lat_head;
+    taken += mp->mag_nlat;
+    depot_lat_unlink(dp, NULL, mp);
+    mp->mag_next = lat;
+    lat = mp;
+  }
+  if (dp->dp_full.ml_list == NULL && dp->dp_lat_head == NULL) {
+    maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, &empty, NULL);
+    dp->dp_empty.ml_reaplimit = 0;
+  }
+  bool more = dp->dp_full.ml_list != NULL || dp->dp_lat_head != NULL;
+  pthread_mutex_unlock(&dp->dp_lock);
+  mag_destroy_chain(cp, full, true);
+  mag_destroy_chain(cp, empty, false);
+  lat_chain_out(cp, lat);
+  *budget -= PRD_MIN(taken, *budget);
+  return more;
+}
+
 uint64_t prd__mag_depot_moves(prd_cache_t *cp)
 {
   if (cp->cache_magid == 0)

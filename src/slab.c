@@ -129,7 +129,9 @@
  *    free, so the slab layer also calls the growth hook (cache.c section 4) after every
  *    PRD_SLAB_GROW_BYTES (4 MiB, one heap import) of slabs user caches made and of large
  *    blocks malloc.c took from the heap arena (prd__slab_grown): cache.c then
- *    empties each depot that moved no magazine since its last call.  When the source cannot supply a
+ *    empties each depot that moved no magazine since its last call, a slice at a time: while
+ *    the hook says work is left (slab_grow_more), it is called again at every such slab or
+ *    block, not only at the next mark.  When the source cannot supply a
  *    slab for a user cache, the slab layer asks its one out-of-memory hook, which cache.c
  *    sets (cache.c section 4: the flags' policy, Prudence's wait, reclaim of every cache),
  *    whether to try again; the slab layer's own caches fail at once.  The slab layer always
@@ -251,6 +253,7 @@ static prd__slab_oom_fn *_Atomic slab_oom_hook;   /* cache.c's out-of-memory pol
 static prd__slab_grow_fn *_Atomic slab_grow_hook; /* cache.c's growth reap (section 6) */
 static _Atomic uint64_t slab_grown;                /* bytes of user slabs and large blocks
                                                       made since it ran */
+static _Atomic bool slab_grow_more;                /* the hook left work for the next slab */
 
 static void slab_disown(prd_cache_t *cp, prd_slab_t *sp);
 
@@ -674,18 +677,22 @@ void prd__slab_set_grow_hook(prd__slab_grow_fn *fn)
 }
 
 /* A user cache made a slab, or malloc.c took a large block from the heap arena (which makes
- * no slab), of `bytes` (no lock held): every PRD_SLAB_GROW_BYTES of them, the growth hook
- * (section 6).  The count is a relaxed hint: two threads crossing the mark together may
- * both call the hook, whose reap takes a try-lock, and a lost reset only calls it early. */
+ * no slab), of `bytes` (no lock held): every PRD_SLAB_GROW_BYTES of them the growth hook
+ * (section 6) with mark set, and at each one while it left work, without.  The count and the
+ * flag are relaxed hints: two threads crossing the mark together may both call the hook,
+ * whose reap takes a try-lock, a lost reset only calls it early, and a stale flag calls it
+ * once more or waits for the next mark. */
 void prd__slab_grown(size_t bytes)
 {
   uint64_t n = atomic_fetch_add_explicit(&slab_grown, bytes, memory_order_relaxed);
-  if (n + bytes < PRD_SLAB_GROW_BYTES)
+  bool mark = n + bytes >= PRD_SLAB_GROW_BYTES;
+  if (!mark && !atomic_load_explicit(&slab_grow_more, memory_order_relaxed))
     return;
-  atomic_store_explicit(&slab_grown, 0, memory_order_relaxed);
+  if (mark)
+    atomic_store_explicit(&slab_grown, 0, memory_order_relaxed);
   prd__slab_grow_fn *fn = atomic_load_explicit(&slab_grow_hook, memory_order_acquire);
   if (fn != NULL)
-    fn();
+    atomic_store_explicit(&slab_grow_more, fn(mark), memory_order_relaxed);
 }
 
 /* ---- thread-owned slabs (section 10) -------------------------------------------------------- */

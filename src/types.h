@@ -438,6 +438,7 @@ struct prd_cache {
    * its last pass; unchanged at the next, the depot was idle for a whole pass */
   uint64_t cache_decay_depot;
   uint64_t cache_grow_depot;     /* the same at cache.c's last growth reap */
+  bool cache_grow_left;          /* that reap has more of its depot to empty (cache_reap_lock) */
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */

@@ -368,6 +368,55 @@ static void test_growth_reap_busy_depot(void)
   opt_pop("rcu_gp_delay_us", old_delay);
 }
 
+/* The growth reap gives a phase's objects back a slice at a time (cache.c section 4): the
+ * allocation that crosses the mark takes the first slice, each new slab after it the next,
+ * until the depot is empty; a depot that moves a magazine again meanwhile keeps the rest. */
+static uint64_t depot_rounds_after_slabs(prd_cache_t *cp, int slabs)
+{
+  for (int i = 0; i < slabs; i++)
+    prd__slab_grown(4096);   /* a new slab: the next slice while work is left */
+  return stats_of(cp).depot_rounds;
+}
+
+static void test_growth_reap_slices(void)
+{
+  long old_decay = opt_push("decay_ms", "0");   /* no decay pass between the steps */
+  prd_cache_t *cp = prd_cache_create("gslice", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  enum { N = 40000 };
+  void **b = malloc(N * sizeof(void *));
+  CHECK(b != NULL);
+  for (int round = 0; round < 2 && b != NULL; round++) {
+    for (int i = 0; i < N; i++)
+      b[i] = prd_cache_alloc(cp, 0);
+    for (int i = 0; i < N; i++)
+      prd_cache_free(cp, b[i]);   /* a phase's objects, parked in the depot */
+    uint64_t parked = stats_of(cp).depot_rounds;
+    CHECK(parked > 3 * 4096);
+    prd__slab_grown((size_t)4 << 20);   /* a mark: the depot moved since the last one */
+    CHECK_EQ(stats_of(cp).depot_rounds, parked);
+    prd__slab_grown((size_t)4 << 20);   /* a mark: idle, its first slice goes */
+    uint64_t first = stats_of(cp).depot_rounds;
+    CHECK(first < parked);
+    CHECK(first > 0);   /* not the whole phase in one allocation */
+    if (round == 0) {
+      CHECK_EQ(depot_rounds_after_slabs(cp, 100), 0);   /* the next slabs carry the rest */
+    } else {
+      for (int i = 0; i < 2000; i++)   /* in use again: magazines move */
+        b[i] = prd_cache_alloc(cp, 0);
+      for (int i = 0; i < 2000; i++)
+        prd_cache_free(cp, b[i]);
+      uint64_t used = stats_of(cp).depot_rounds;
+      CHECK(used > 0);
+      CHECK_EQ(depot_rounds_after_slabs(cp, 100), used);   /* its working set: kept */
+    }
+    check_counts(cp, 0);
+  }
+  free(b);
+  prd_cache_destroy(cp);
+  opt_pop("decay_ms", old_decay);
+}
+
 static void test_refill_choice(void)
 {
   prd_cache_t *cp = prd_cache_create("fig5", 512, 0, NULL, NULL, NULL, NULL, NULL,
@@ -930,6 +979,7 @@ int main(void)
   RUN(test_latent_slab_overflow_premove);
   RUN(test_depot_latent);
   RUN(test_growth_reap_busy_depot);
+  RUN(test_growth_reap_slices);
   RUN(test_refill_choice);
   RUN(test_partial_refill);
   RUN(test_preflush);
