@@ -187,6 +187,8 @@
  *    ml_reaplimit = ml_min and ml_min = ml_total: the reaplimit magazines were not needed for
  *    a whole interval.  A reap destroys min(reaplimit, min) of them (all, under memory
  *    pressure), returning their rounds to the slab layer; the rest is the working set.
+ *    cache.c's growth reap empties an idle depot a slice at a time instead
+ *    (prd__mag_depot_reap_some: whole magazines for a budget of objects).
  *    The maintenance run also takes back the magazines of thread caches that did no
  *    operation during a whole interval (a cache busy then quiet gives its magazines back
  *    after two intervals).
