@@ -741,7 +741,7 @@ static void defer_callback(struct prd_rcu_head *h)
   /* as prd_cache_free does without debugging: the free mark (its readers are gone), then
    * the CPU layer */
   if (!(cp->cache_flags & PRD_CF_NOMARK))
-    prd__mark_set(buf);
+    prd__mark_set(buf, cp->cache_mark_off);
   prd__mag_free(cp, buf, false);
 }
 
@@ -884,7 +884,7 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
 #ifdef PRD_TSAN
       prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
 #endif
-      if (marked && prd_unlikely(prd__mark_test(buf))) {
+      if (marked && prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
         prd__mag_exit(cc);
         goto freed;
       }
@@ -912,7 +912,7 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
 slow:
   /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
    * deferred buffer's readers may still read it */
-  if (marked && prd_unlikely(prd__mark_test(buf))) {
+  if (marked && prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
 freed:
     prd__mag_double_free(cp, buf, "deferred free");
     return;
@@ -942,7 +942,7 @@ static PRD_NOINLINE void defer_front_slow(prd_cache_t *cp, void *buf)
   uint32_t f = cp->cache_flags;
   if (!(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH)) && !prd__pm_check(cp, buf, "deferred free"))
     return;
-  if (!(f & PRD_CF_NOMARK) && prd__mark_test(buf)) {
+  if (!(f & PRD_CF_NOMARK) && prd__mark_test(buf, cp->cache_mark_off)) {
     prd__mag_double_free(cp, buf, "deferred free");
     return;
   }

@@ -121,8 +121,8 @@
  *    of prd_cache_free_deferred (defer.c) reads the grace-period state inline
  *    (prd__rcu_get_state: no call, no stack frame).  docs/benchmarks.md ("Magazine layer")
  *    gives the instruction counts with the command that measures them.
- *    A free of a cache with the free mark (section 15) first tests and writes word 0 of the
- *    buffer (a load, a compare and a branch, a store), and an allocation hit clears it (a
+ *    A free of a cache with the free mark (section 15) first tests and writes the mark's word
+ *    of the buffer (a load, a compare and a branch, a store), and an allocation hit clears it (a
  *    store): a double free is found wherever the first copy is, so the push itself tests
  *    nothing.  malloc.c calls the plain tier-1 halves (prd__mag_alloc_plain /
  *    prd__mag_free_plain) itself, on a magazine id it
@@ -380,7 +380,8 @@
  *    double-free check, made exact).  A free buffer parked in this layer may sit in any
  *    thread's magazine, the depot or a slab; a search of them all on every free is out of
  *    the question, so the buffer says it itself.  A free (prd_cache_free, malloc.c's
- *    class_free: prd__mark_free in magazine.h) first tests word 0 of the buffer: when it
+ *    class_free: prd__mark_free in magazine.h) first tests the mark's word of the buffer
+ *    (below: word 0, or the first word of its second line): when it
  *    holds the mark, the buffer's address XOR prd__mark_secret (a per-process random word
  *    with bit 63 set, so never a user-space pointer, and not a value a program writes by
  *    accident), the buffer is free already: reported ("cache NAME: double free of buffer
@@ -393,19 +394,32 @@
  *    a free, one store on an allocation (docs/benchmarks.md, "The hit paths, counted").  It
  *    makes the free hit's compare of the buffer with the loaded magazine's top round
  *    (free(p); free(p)) redundant: only a free of a cache without the mark makes it.
+ *    Where the word is (cache_mark_off, set by mark_cache_init): in a buffer of 128 bytes or
+ *    more (PRD_MARK_FAR_MIN), the first word of its second line (PRD_MARK_FAR, 64); else
+ *    word 0.  The first line is the one readers read: a lookup compares the key and follows
+ *    the link at the head of an object.  A deferral tests the mark in a buffer that was just
+ *    unlinked, whose head line a reader on another core has often just read, so that line
+ *    may be in that core's cache rather than this one's, and the test's load waited for it.
+ *    The second line is written only by this layer's own clear when the buffer was handed
+ *    out, and by whatever the program writes there, so the test reads a line the deferring
+ *    thread holds (docs/benchmarks.md, "The free mark off the readers' line").  Two whole
+ *    lines, so that the small layout's freelist word, the chunk's last, is clear of it.  Not
+ *    in malloc's classes (PRD_CF_PACKED): their hit paths (malloc.c class_free, the plain
+ *    allocation hit) find the class, not the cache, and keep word 0, where a free of a
+ *    block its program just used finds the line it used.
  *    Which caches (mark_cache_init; the others are PRD_CF_NOMARK and take the front end's
- *    out-of-line path, cache.c, which only calls this layer): word 0 must be the cache's to
- *    write while the buffer is free, and its own checks must not do better.  Not: a cache
- *    with a constructor (word 0 may be constructed state; the word the slab layer reserves
- *    past the object is its freelist word), an 8-byte chunk (word 0 is the freelist word:
- *    a mark written into a buffer whose first copy is on its slab would cut the freelist;
- *    the slab layer's freelist check finds that double free when the second copy reaches
- *    the slab, slab.c section 4; free(p); free(p) is the top-round compare's), a cache
- *    without magazines (every free reaches the slab
- *    layer at the call, whose checks are exact there), PRD_CACHE_NOTOUCH (nothing may be
- *    written) and buffer debugging (its checks see every double free, and its free buffers
- *    hold patterns or are not mapped).  For a chunk above 8 bytes the small layout's
- *    freelist word is the chunk's last word, so the mark survives the slab's freelist.
+ *    out-of-line path, cache.c, which only calls this layer): the mark's word must be the
+ *    cache's to write while the buffer is free, and its own checks must not do better.  Not: a
+ *    cache with a constructor (word 0 may be constructed state; the word the slab layer
+ *    reserves past the object is its freelist word), an 8-byte chunk (word 0 is the freelist
+ *    word: a mark written into a buffer whose first copy is on its slab would cut the
+ *    freelist; the slab layer's freelist check finds that double free when the second copy
+ *    reaches the slab, slab.c section 4; free(p); free(p) is the top-round compare's), a cache
+ *    without magazines (every free reaches the slab layer at the call, whose checks are exact
+ *    there), PRD_CACHE_NOTOUCH (nothing may be written) and buffer debugging (its checks see
+ *    every double free, and its free buffers hold patterns or are not mapped).  For a chunk
+ *    above 8 bytes the small layout's freelist word is the chunk's last word, so the mark
+ *    survives the slab's freelist.
  *    Deferral (prd_cache_free_deferred, defer.c) only tests the mark: a deferred buffer's
  *    readers may still read it, nothing is written into it, so deferring a freed buffer is
  *    found, and a plain free of a buffer already deferred is not (it carries no mark until
@@ -1521,7 +1535,7 @@ PRD_NOINLINE void *prd__mag_annot_out(prd_cache_t *cp, void *buf)
 PRD_NOINLINE void *prd__mag_annot_out_mark(prd_cache_t *cp, void *buf)
 {
   prd__annot_object_out(cp, buf);
-  prd__mark_clear(buf);
+  prd__mark_clear(buf, cp->cache_mark_off);
   return buf;
 }
 
@@ -1646,7 +1660,7 @@ PRD_NOINLINE void *prd__mag_alloc_miss(prd_cache_t *cp, int flags)
 {
   void *buf = mag_alloc_miss(cp, flags);
   if (buf != NULL && !(cp->cache_flags & PRD_CF_NOMARK))
-    prd__mark_clear(buf);
+    prd__mark_clear(buf, cp->cache_mark_off);
   return buf;
 }
 
@@ -1846,15 +1860,15 @@ uint32_t prd__mark_merge(prd_cache_t *cp, void **objs, uint32_t n)
 {
   if ((cp->cache_flags & (PRD_CF_HARDENED | PRD_CF_NOMARK)) != PRD_CF_HARDENED)
     return n;
-  uint32_t k = 0;
+  uint32_t k = 0, off = cp->cache_mark_off;
   for (uint32_t i = 0; i < n; i++) {
     void *o = objs[i];
-    if (prd_unlikely(prd__mark_test(o))) {
+    if (prd_unlikely(prd__mark_test(o, off))) {
       prd__error("cache %s: deferred free of buffer %p: deferred twice, or freed after its "
                  "deferral (it is already free; not freed again)", cp->cache_name, o);
       continue;
     }
-    prd__mark_set(o);
+    prd__mark_set(o, off);
     objs[k++] = o;
   }
   return k;
@@ -1981,13 +1995,13 @@ static void mark_init_once(void)
   prd__mark_secret = (uintptr_t)(r | (1ull << 63));
 }
 
-/* Whether cp has the free mark (section 15), else PRD_CF_NOMARK.  The mark is word 0 of the
- * buffer, so none where word 0 is the user's constructed state (a constructor: the slab
- * layer's reserved word past the object is the small layout's freelist word, and the large
- * layout has none), where word 0 is the freelist word (an 8-byte chunk: a mark written into
- * a buffer whose first copy is on its slab would cut the slab's freelist) or not a whole
- * word of the object, without magazines (every free reaches the slab layer at the call,
- * whose checks are exact there), where nothing may be written (NOTOUCH), and where buffer
+/* Whether cp has the free mark (section 15), else PRD_CF_NOMARK, and where it is.  None
+ * where the mark's word is the user's constructed state (a constructor: the slab layer's
+ * reserved word past the object is the small layout's freelist word, and the large layout
+ * has none), where word 0 is the freelist word (an 8-byte chunk: a mark written into a
+ * buffer whose first copy is on its slab would cut the slab's freelist) or not a whole word
+ * of the object, without magazines (every free reaches the slab layer at the call, whose
+ * checks are exact there), where nothing may be written (NOTOUCH), and where buffer
  * debugging watches free buffers (its own checks find double frees).  After cache_magid is
  * known. */
 static void mark_cache_init(prd_cache_t *cp)
@@ -1999,6 +2013,10 @@ static void mark_cache_init(prd_cache_t *cp)
       (!(f & PRD_CF_HASH) && cp->cache_link_off == 0))
     f |= PRD_CF_NOMARK;
   cp->cache_flags = f;
+  /* off the first line (section 15): not malloc's classes (PRD_CF_PACKED), whose hit paths
+   * find the class, not the cache, and keep word 0 */
+  cp->cache_mark_off = !(f & (PRD_CF_NOMARK | PRD_CF_PACKED)) &&
+                       cp->cache_bufsize >= PRD_MARK_FAR_MIN ? PRD_MARK_FAR : 0;
 }
 
 static int mag_cache_init(prd_cache_t *cp);

@@ -349,14 +349,19 @@ static inline void prd__mag_rounds_set(prd_cpu_cache_t *cc, uint32_t r)
   atomic_store_explicit(&cc->cc_rounds, r, memory_order_relaxed);
 }
 
-/* The free mark (magazine.c section 15): word 0 of a free buffer of a cache that has it
+/* The free mark (magazine.c section 15): a word of a free buffer of a cache that has it
  * (not PRD_CF_NOMARK), holding the buffer's address XOR a per-process random secret (bit 63
  * set: never a pointer a program holds).  Written by the free step (prd__mark_free) before the
  * buffer enters any layer, cleared by every path that hands the buffer out, so "the mark is
- * there" is "freed and not handed out since", whichever layer holds the first copy.
+ * there" is "freed and not handed out since", whichever layer holds the first copy.  The word
+ * is at the cache's cache_mark_off: 0, or PRD_MARK_FAR for a buffer of PRD_MARK_FAR_MIN bytes
+ * or more, off the line readers read first (section 15).
  * prd__mark_secret is set once, before the first cache exists, and never changes. */
 #define prd__mark_secret (prd__mag_ro.mr_mark_secret)
 typedef uintptr_t __attribute__((may_alias)) prd__mark_word_t;
+#define PRD_MARK_FAR     64u    /* the first word of a buffer's second cache line */
+#define PRD_MARK_FAR_MIN 128u   /* two whole lines: the small layout's freelist word (the
+                                   chunk's last) stays clear of it */
 
 static inline uintptr_t prd__mark_of(const void *buf)
 {
@@ -369,28 +374,28 @@ static inline uintptr_t prd__mark_of(const void *buf)
 #ifdef PRD_ASAN
 __attribute__((no_sanitize_address))
 #endif
-static inline bool prd__mark_test(const void *buf)
+static inline bool prd__mark_test(const void *buf, uint32_t off)
 {
-  return *(const prd__mark_word_t *)buf == prd__mark_of(buf);
+  return *(const prd__mark_word_t *)((const char *)buf + off) == prd__mark_of(buf);
 }
 
-static inline void prd__mark_set(void *buf)
+static inline void prd__mark_set(void *buf, uint32_t off)
 {
-  *(prd__mark_word_t *)buf = prd__mark_of(buf);
+  *(prd__mark_word_t *)((char *)buf + off) = prd__mark_of(buf);
 }
 
-static inline void prd__mark_clear(void *buf)
+static inline void prd__mark_clear(void *buf, uint32_t off)
 {
-  *(prd__mark_word_t *)buf = 0;
+  *(prd__mark_word_t *)((char *)buf + off) = 0;
 }
 
 /* Tier 1 of allocation on the CPU cache of magazine id `id`: pop from the loaded magazine
  * into *bufp; false when the magazine layer must take the miss.  `plain` (a constant after
  * inlining): the caller knows prd__mag_plain is set, so neither the membarrier mode nor the
  * tools are tested (cp is then not used, and may be NULL).  `mark` (a constant too): the
- * hit clears the free mark (section 15). */
+ * hit clears the free mark (section 15), at offset moff. */
 static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool plain, bool mark,
-                                           void **bufp)
+                                           uint32_t moff, void **bufp)
 {
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
@@ -407,7 +412,7 @@ static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool pl
         if (!plain && prd_unlikely(prd__mag_annot))   /* the tools, then the mark */
           buf = mark ? prd__mag_annot_out_mark(cp, buf) : prd__mag_annot_out(cp, buf);
         else if (mark)
-          prd__mark_clear(buf);
+          prd__mark_clear(buf, moff);
         *bufp = buf;
         return true;
       }
@@ -420,10 +425,11 @@ static inline bool prd__mag_alloc_hit_mode(prd_cache_t *cp, uint32_t id, bool pl
 /* Tier 1 for a caller that has seen prd__mag_plain set (malloc.c's classes: their hit ids
  * are enabled only then, section 8 there); false: the caller takes its miss, marking itself
  * re-entrant first (src/malloc.c section 5).  The result is a flag, not a NULL test of the
- * round, so the caller's hit returns without a second test. */
+ * round, so the caller's hit returns without a second test.  Word 0 is cleared: a class's
+ * mark is there (section 15), and a class without one hands word 0 to the program anyway. */
 static inline bool prd__mag_alloc_plain(uint32_t id, void **bufp)
 {
-  return prd__mag_alloc_hit_mode(NULL, id, true, true, bufp);
+  return prd__mag_alloc_hit_mode(NULL, id, true, true, 0, bufp);
 }
 
 /* prd_cache_alloc's CPU layer: the plain hit half when prd__mag_plain is set (one test in
@@ -434,8 +440,9 @@ static inline void *prd__mag_alloc(prd_cache_t *cp, int flags, bool mark)
 {
   void *buf;
   uint32_t id = cp->cache_magid;
-  if (prd_likely(prd__mag_plain) ? prd__mag_alloc_hit_mode(NULL, id, true, mark, &buf)
-                                 : prd__mag_alloc_hit_mode(cp, id, false, mark, &buf))
+  uint32_t moff = mark ? cp->cache_mark_off : 0;
+  if (prd_likely(prd__mag_plain) ? prd__mag_alloc_hit_mode(NULL, id, true, mark, moff, &buf)
+                                 : prd__mag_alloc_hit_mode(cp, id, false, mark, moff, &buf))
     return buf;
   return prd__mag_alloc_miss(cp, flags);
 }
@@ -457,11 +464,12 @@ PRD_NOINLINE PRD_COLD void prd__mag_double_free(prd_cache_t *cp, void *buf, cons
  * from a magazine later sees it (its hand-off orders the store, section 15). */
 static inline bool prd__mark_free(prd_cache_t *cp, void *buf)
 {
-  if (prd_unlikely(prd__mark_test(buf))) {
+  uint32_t off = cp->cache_mark_off;
+  if (prd_unlikely(prd__mark_test(buf, off))) {
     prd__mag_double_free(cp, buf, "double free");
     return false;
   }
-  prd__mark_set(buf);
+  prd__mark_set(buf, off);
   return true;
 }
 

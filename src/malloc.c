@@ -567,7 +567,7 @@ static PRD_NOINLINE void class_enable(uint32_t c)
     return;
   /* before the id: a free that sees the id and not yet the mark only pushes an unmarked
    * buffer (a double free of it missed), never the other way round */
-  if (!(cp->cache_flags & PRD_CF_NOMARK))
+  if (!(cp->cache_flags & PRD_CF_NOMARK) && cp->cache_mark_off == 0)   /* word 0: a class's */
     atomic_fetch_or_explicit(&malloc_class[c].mc_shiftmark, MC_MARK, memory_order_relaxed);
   class_set_hitid(c, cp->cache_magid);
 }
@@ -669,14 +669,14 @@ static inline void class_free(const prd_mclass_t *mc, uint32_t sm, void *p)
    * is.  On a miss it is taken off again: prd_cache_free (or a re-entrant free's later
    * prd_free) runs the same step. */
   if (prd_likely(sm & MC_MARK)) {
-    if (prd_unlikely(prd__mark_test(p))) {
+    if (prd_unlikely(prd__mark_test(p, 0))) {   /* a class's mark is word 0 */
       malloc_double_free(mc, p);
       return;
     }
-    prd__mark_set(p);
+    prd__mark_set(p, 0);
     if (prd_likely(prd__mag_free_plain(id, p, false) > 0))
       return;
-    prd__mark_clear(p);
+    prd__mark_clear(p, 0);
   } else {
     /* no mark (the 8-byte class): the top round is compared, free(p); free(p) */
     int r = prd__mag_free_plain(id, p, true);
@@ -1526,7 +1526,7 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
     return NULL;
   }
   if ((e & PM_KIND_MASK) == PM_CLASS && !(class_cache_of(e)->cache_flags & PRD_CF_NOMARK) &&
-      prd__mark_test(ptr)) {
+      prd__mark_test(ptr, class_cache_of(e)->cache_mark_off)) {
     /* a freed class block (its free mark, magazine.c section 15): not copied, not freed */
     prd__error("cache %s: realloc of freed block %p (not touched)",
                class_cache_of(e)->cache_name, ptr);
@@ -1607,7 +1607,7 @@ void *prd_realloc(void *ptr, size_t size)
         uint32_t sm = mclass_sm(mc);
         if (size <= MC_MAX && mclass_start_ok_sm(mc, sm, e, a) &&
             malloc_class_index(size) == pm_class_of(e) && (sm & MC_MARK) &&
-            !prd__mark_test(ptr))
+            !prd__mark_test(ptr, 0))
           return ptr;
       } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {
         size_t old = big_bytes(e);

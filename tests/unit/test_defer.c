@@ -837,8 +837,9 @@ static void mark_merge_child(void *arg)
   uint32_t n = prd__mark_merge(cp, objs, 4);
   void *one[1] = { c };
   uint32_t m = prd__mark_merge(plain, one, 1);
-  exit(n == 2 && objs[0] == a && objs[1] == b && prd__mark_test(a) && prd__mark_test(b) &&
-               m == 1 && !prd__mark_test(c) && prd__error_count() == 2
+  exit(n == 2 && objs[0] == a && objs[1] == b && prd__mark_test(a, cp->cache_mark_off) &&
+               prd__mark_test(b, cp->cache_mark_off) && m == 1 &&
+               !prd__mark_test(c, plain->cache_mark_off) && prd__error_count() == 2
            ? 0
            : 1);
 }

@@ -3,7 +3,8 @@
  * first copy is: under other frees in this thread's magazine, in another thread's magazine,
  * in the depot, on its slab; a deferral of a freed buffer; realloc of a freed block.  Each
  * misuse runs in a child with abort_on_error=0: it must be reported with the cache's name,
- * the process must go on, and no buffer may be handed out twice afterwards.  Also the
+ * the process must go on, and no buffer may be handed out twice afterwards.  Each on a cache
+ * whose mark is word 0 and on one whose mark is off the first line.  Also the
  * caches without the mark: a constructed cache (word 0 is its state, which survives), and
  * an 8-byte chunk (word 0 is its freelist word), whose double free the slab layer finds.
  * The maintenance thread is off, so nothing moves buffers between layers behind the test.
@@ -99,12 +100,31 @@ static void *hold_in_thread(void *arg)
   return NULL;
 }
 
+/* Every case on a cache of *arg bytes: 64 (the mark in word 0) and 512 (the mark off the
+ * first line, magazine.c section 15). */
 static void cache_child(void *arg)
 {
-  (void)arg;
+  size_t size = *(size_t *)arg;
+  char name[32];
+  snprintf(name, sizeof(name), "fm%zu", size);
   prd_option_set("abort_on_error", "0");
-  prd_cache_t *cp = prd_cache_create("fm64", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd_cache_t *cp = prd_cache_create(name, size, 0, NULL, NULL, NULL, NULL, NULL, 0);
   CHECK(cp != NULL && cp->cache_magid != 0 && !(cp->cache_flags & PRD_CF_NOMARK));
+  CHECK_EQ(cp->cache_mark_off, size >= PRD_MARK_FAR_MIN ? PRD_MARK_FAR : 0u);
+
+  if (cp->cache_mark_off != 0) {
+    /* a free and the allocation that hands the buffer out again write nothing in its first
+     * line, where readers read (the hit is LIFO: the same buffer comes back) */
+    unsigned char *b = prd_cache_alloc(cp, PRD_SLEEP);
+    memset(b, 0x3c, size);
+    prd_cache_free(cp, b);
+    CHECK(prd_cache_alloc(cp, PRD_SLEEP) == b);
+    int same = 0;
+    for (unsigned i = 0; i < PRD_MARK_FAR; i++)
+      same += b[i] == 0x3c;
+    CHECK_EQ(same, (int)PRD_MARK_FAR);
+    prd_cache_free(cp, b);
+  }
 
   /* after other frees: p is under q in this thread's loaded magazine */
   void *p = prd_cache_alloc(cp, PRD_SLEEP), *q = prd_cache_alloc(cp, PRD_SLEEP);
@@ -176,12 +196,19 @@ static void cache_child(void *arg)
 static void test_cache(void)
 {
   static char out[16384];
-  int st = prd_test_child(cache_child, NULL, out, sizeof(out));
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  CHECK_STR_CONTAINS(out, "cache fm64: double free of buffer");
-  CHECK_STR_CONTAINS(out, "cache fm64: deferred free of buffer");
-  if (prd_t_failures != 0)
-    fprintf(stderr, "%s", out);
+  static const size_t sizes[] = { 64, 512 };
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
+    size_t size = sizes[i];
+    char want[64];
+    int st = prd_test_child(cache_child, &size, out, sizeof(out));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    snprintf(want, sizeof(want), "cache fm%zu: double free of buffer", size);
+    CHECK_STR_CONTAINS(out, want);
+    snprintf(want, sizeof(want), "cache fm%zu: deferred free of buffer", size);
+    CHECK_STR_CONTAINS(out, want);
+    if (prd_t_failures != 0)
+      fprintf(stderr, "%s", out);
+  }
 }
 
 static int ctor_word(void *buf, void *priv, int flags)
