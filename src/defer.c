@@ -732,6 +732,8 @@ static void defer_callback(struct prd_rcu_head *h)
   prd_defer_head_t *dh = (prd_defer_head_t *)h;
   prd_cache_t *cp = dh->dh_cache;
   void *buf = (char *)dh - cp->cache_rcu_off;
+  /* no longer queued (defer_call_rcu), before the buffer is free */
+  __atomic_store_n(&dh->dh_cache, NULL, __ATOMIC_RELAXED);
   atomic_fetch_add_explicit(&cp->cache_defer_cbs, 1, memory_order_relaxed);
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG)) {
     if (prd__debug_free_deferred(cp, buf) == 0)
@@ -755,6 +757,21 @@ static PRD_NOINLINE void defer_call_rcu(prd_cache_t *cp, void *buf)
     atomic_fetch_or_explicit(&cp->cache_defer_on, PRD_DEFER_CALLRCU, memory_order_relaxed);
   prd_defer_head_t *dh = (prd_defer_head_t *)((char *)buf + cp->cache_rcu_off);
   prd__annot_chunk_extra(cp, dh, sizeof(*dh));   /* past the object: ours while it is out */
+  /* deferred twice while the first waits: queued again, the head would cut the callback
+   * list behind it and lose the deferrals queued between (its callback clears dh_cache
+   * first).  The head is past the object, so only this file writes it while the buffer is
+   * out; a chunk never deferred holds whatever its memory held before, which would have to
+   * match both words to be taken for a queued head.  Ordering: prd_call_rcu's queue orders
+   * dh_cache = cp before the callback's loads; the callback's clear comes before the buffer
+   * is freed, and the buffer reaches its next owner only through the allocator's hand-offs,
+   * so a correct deferral reads NULL.  A wrong program's deferral that races the callback
+   * reads either value (relaxed atomics: a missed report, never a false one) */
+  if (prd_unlikely(__atomic_load_n(&dh->dh_cache, __ATOMIC_RELAXED) == cp &&
+                   dh->dh_head.func == defer_callback)) {
+    prd__error("cache %s: deferred free of buffer %p: deferred twice (it is deferred "
+               "already) (ignored)", cp->cache_name, buf);
+    return;
+  }
   dh->dh_cache = cp;
   prd_call_rcu(&dh->dh_head, defer_callback);
 }

@@ -57,12 +57,6 @@
 bool prd__defer_broken;   /* internal.h: the torture's broken mode */
 static void lat_hook(void);
 
-/* A buffer of a small-layout slab -> its index in the slab (for the latent bitmap). */
-static inline size_t lat_index(const prd_cache_t *cp, const prd_slab_t *sp, const void *buf)
-{
-  return (size_t)((const char *)buf - (sp->slab_base + sp->slab_color)) / cp->cache_chunksize;
-}
-
 /* Generation g of sp has ended its grace period: its buffers become free (lock held). */
 static void lat_merge_gen(prd_cache_t *cp, prd_slab_t *sp, int g)
 {
@@ -132,6 +126,10 @@ static bool lat_merge_safe(prd_cache_t *cp, prd_slab_t *sp)
 enum { LAT_BAD, LAT_ADDED, LAT_SAFE };
 static int lat_add(prd_cache_t *cp, prd_slab_t *sp, void *buf, prd_bufctl_t *bcp, prd_gp_t gp)
 {
+  /* deferred twice, the first copy still recorded: tested before the merge below, which
+   * would put that copy on the freelist and let this one be recorded beside it */
+  if (!(cp->cache_flags & PRD_CF_HASH) && prd__slab_small_is_deferred(cp, sp, buf))
+    return LAT_BAD;
   int g;
   if (sp->slab_lat_n[0] != 0 && sp->slab_lat_gp[0] == gp) {
     g = 0;
@@ -164,13 +162,8 @@ static int lat_add(prd_cache_t *cp, prd_slab_t *sp, void *buf, prd_bufctl_t *bcp
     bcp->bc_next = sp->slab_lat_list[g];
     sp->slab_lat_list[g] = bcp;
   } else {
-    size_t k = lat_index(cp, sp, buf);
-    uint64_t *map = prd__slab_lat_map(cp, sp, g);
-    uint64_t *other = prd__slab_lat_map(cp, sp, 1 - g);
-    uint64_t bit = 1ull << (k % 64);
-    if ((map[k / 64] | other[k / 64]) & bit)
-      return LAT_BAD;   /* deferred twice */
-    map[k / 64] |= bit;
+    size_t k = prd__slab_lat_index(cp, sp, buf);
+    prd__slab_lat_map(cp, sp, g)[k / 64] |= 1ull << (k % 64);
   }
   if (prd__slab_ndeferred(sp) == 0)   /* joins the FIFO of latent slabs at the tail */
     prd__slab_link_insert(cp->cache_latent.sl_prev, &sp->slab_lat_link);

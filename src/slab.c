@@ -74,7 +74,9 @@
  *    A buffer freed to the slab layer while it is on a freelist already is a double free:
  *    the large layout sees it in the bufctl's flags; the small layout looks at the buffer's
  *    freelist word first (NULL or a link of the same slab, else it cannot be free) and only
- *    then walks the slab's lists (prd__slab_small_is_free).  Reported, not linked twice.  The word
+ *    then walks the slab's lists (prd__slab_small_is_free).  Reported, not linked twice.  So
+ *    is a buffer that waits in the slab's latent generations (latent.c: the bufctl's
+ *    PRD_BC_DEFERRED, the small layout's bitmaps), whose merge will link it.  The word
  *    of a buffer handed out is set to PRD_SLAB_LINK_ALLOCATED (odd: no link is), so that a
  *    buffer whose last word the user never wrote, common in malloc's classes, is not taken
  *    for a free one by its stale link and does not cost a walk of its slab's lists.
@@ -989,6 +991,14 @@ bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
  * time.  A prefetch never faults, whatever the pointer. */
 #define SLAB_FREE_AHEAD 8
 
+/* A free of a buffer that waits in its slab's latent generations (latent.c): its merge frees
+ * it when its grace period has ended, so this free is dropped (lock not held). */
+static PRD_NOINLINE PRD_COLD void slab_free_deferred(prd_cache_t *cp, void *buf)
+{
+  prd__error("cache %s: free of buffer %p: it is deferred and not back in its slab yet (not "
+             "freed)", cp->cache_name, buf);
+}
+
 void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
 {
   bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
@@ -1008,7 +1018,10 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       if (prd_unlikely(bcp == NULL ||
                        (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) != PRD_BC_ALLOC)) {
         pthread_mutex_unlock(&cp->cache_lock);
-        prd__debug_bad_free(cp, buf, bcp);
+        if (bcp != NULL && (bcp->bc_flags & PRD_BC_DEFERRED))
+          slab_free_deferred(cp, buf);
+        else
+          prd__debug_bad_free(cp, buf, bcp);
         pthread_mutex_lock(&cp->cache_lock);
         continue;
       }
@@ -1027,6 +1040,14 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
         pthread_mutex_unlock(&cp->cache_lock);
         prd__error("cache %s: double free of buffer %p (it is already free in its slab; not "
                    "freed again)", cp->cache_name, buf);
+        pthread_mutex_lock(&cp->cache_lock);
+        continue;
+      }
+      /* deferred and waiting in its slab: its merge will free it (the large layout's
+       * PRD_BC_DEFERRED test above) */
+      if (prd_unlikely(prd__slab_small_is_deferred(cp, sp, buf))) {
+        pthread_mutex_unlock(&cp->cache_lock);
+        slab_free_deferred(cp, buf);
         pthread_mutex_lock(&cp->cache_lock);
         continue;
       }

@@ -192,6 +192,27 @@ static inline uint64_t *prd__slab_lat_map(const prd_cache_t *cp, prd_slab_t *sp,
          (size_t)g * cp->cache_lat_words;
 }
 
+/* Small layout: buf's index in sp, its bit in the latent bitmaps. */
+static inline size_t prd__slab_lat_index(const prd_cache_t *cp, const prd_slab_t *sp,
+                                         const void *buf)
+{
+  return (size_t)((const char *)buf - (sp->slab_base + sp->slab_color)) / cp->cache_chunksize;
+}
+
+/* Small layout: whether buf waits in a latent generation of sp, deferred and its grace
+ * period not known to have ended, so that freeing or deferring it again would make its merge
+ * link it a second time (slab.c section 4, latent.c section 2; lock held). */
+static inline bool prd__slab_small_is_deferred(const prd_cache_t *cp, prd_slab_t *sp,
+                                               const void *buf)
+{
+  if (prd__slab_ndeferred(sp) == 0)
+    return false;
+  size_t k = prd__slab_lat_index(cp, sp, buf);
+  uint64_t bit = 1ull << (k % 64);
+  return ((prd__slab_lat_map(cp, sp, 0)[k / 64] | prd__slab_lat_map(cp, sp, 1)[k / 64]) &
+          bit) != 0;
+}
+
 /* Small layout: whether the buffer of link word bcp is free in its slab already (on a
  * freelist, or never linked), so that giving it back again would be a double free (slab.c
  * section 4; lock held). */

@@ -80,6 +80,47 @@ static void test_oblivious(void)
                          PRD_CACHE_OBLIVIOUS | PRD_CACHE_NOTOUCH) == NULL && errno == EINVAL);
 }
 
+/* A buffer of the call_rcu path deferred again while its first deferral waits: reported and
+ * ignored.  Queued twice, its head once cut the callback list behind it, and the deferrals
+ * queued in between were lost (never freed, nothing reported).  In this process, not a
+ * child: the callbacks need the call_rcu thread, which a TSan fork child may not start. */
+static void test_oblivious_twice(void)
+{
+  long abort_old = opt_push("abort_on_error", "0");
+  prd_cache_t *cp = prd_cache_create("obl2", 512, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_OBLIVIOUS | PRD_CACHE_NODEBUG);
+  enum { N = 10 };
+  void *x[N], *y[N], *p = prd_cache_alloc(cp, 0);
+  for (int i = 0; i < N; i++) {
+    x[i] = prd_cache_alloc(cp, 0);
+    y[i] = prd_cache_alloc(cp, 0);
+  }
+  prd_rcu_barrier();
+  uint64_t cbs0 = atomic_load(&cp->cache_defer_cbs);
+  /* inside a read-side section, so that no callback runs (and reads or writes a buffer)
+   * before the second deferral: the first is certainly still queued */
+  prd_rcu_read_lock();
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, x[i]);
+  prd_cache_free_deferred(cp, p);
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, y[i]);
+  uint64_t e = prd__error_count();
+  prd_cache_free_deferred(cp, p);   /* twice, the first still queued */
+  CHECK_EQ(prd__error_count(), e + 1);
+  prd_rcu_read_unlock();
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&cp->cache_defer_cbs) - cbs0, 2 * N + 1);   /* none lost */
+  /* once its callback ran, a buffer may be deferred again */
+  void *q = prd_cache_alloc(cp, 0);
+  prd_cache_free_deferred(cp, q);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&cp->cache_defer_cbs) - cbs0, 2 * N + 2);
+  CHECK_EQ(prd__error_count(), e + 1);
+  prd_cache_destroy(cp);
+  opt_pop("abort_on_error", abort_old);
+}
+
 /* ---- the latent cache, merges and hits (mechanisms 1-3) -------------------------------------- */
 struct rec { void *r_p; prd_gp_t r_gp; };
 
@@ -734,10 +775,12 @@ static void destroy_child(void *arg)
 }
 
 /* A buffer deferred twice where the latent slabs see it (small layout 64 B, large 3000 B):
- * the second copy while the first waits (the slab's bitmap or the bufctl's flag) and after
- * the first was merged back to the freelist (free in its slab) is reported and ignored.  The
- * second case once recorded a free buffer as deferred: the slab's counts went wrong and the
- * next merge linked the buffer twice (a crash in the list code, or a buffer handed out twice). */
+ * the second copy while the first waits (the slab's bitmap or the bufctl's flag), after the
+ * first was merged back to the freelist (free in its slab), and after the first's grace
+ * period ended but before a merge is reported and ignored; so is a free of a buffer that
+ * waits in its slab.  Each of the last three once recorded or linked a buffer twice: the
+ * slab's counts went wrong and the next merge linked it again (a crash in the list code, or
+ * a buffer handed out twice). */
 static void double_defer_child(void *arg)
 {
   size_t size = *(const size_t *)arg;
@@ -767,10 +810,36 @@ static void double_defer_child(void *arg)
     for (size_t j = 0; j < i; j++)
       if (c[i] == c[j])
         exit(5);   /* handed out twice */
-  prd__slab_free_bulk(cp, c, got);
+  /* deferred again after the first copy's grace period ended and before anything merged it:
+   * the second deferral's new state merges the first copy inside the latent slab, and the
+   * second copy must still be seen (it was once recorded beside the merged one); and a free
+   * of a buffer that waits in its slab (once linked, then linked again by its merge) */
+  void *d = c[0], *f = c[1];
+  prd_gp_t s3 = prd_rcu_get_state();
+  (void)prd__slab_defer_bulk(cp, &d, 1, s3);
+  prd_rcu_wait_state(s3);
+  (void)prd__slab_defer_bulk(cp, &d, 1, prd_rcu_get_state());
+  long e3 = prd__error_count();
+  prd_gp_t s4 = prd_rcu_get_state();
+  (void)prd__slab_defer_bulk(cp, &f, 1, s4);
+  prd__slab_free_bulk(cp, &f, 1);
+  long e4 = prd__error_count();
+  prd__slab_free_bulk(cp, c + 2, got - 2);
+  prd_rcu_wait_state(s4);
+  (void)prd__slab_lat_merge_all(cp);
   if (prd__cache_check(cp) != 0)
     exit(6);
-  exit(e1 == 1 && e2 == 1 + N ? 0 : 7);
+  got = prd__slab_alloc_bulk(cp, c, 2 * N, 0);
+  for (size_t i = 0; i < got; i++)
+    for (size_t j = 0; j < i; j++)
+      if (c[i] == c[j])
+        exit(8);
+  prd__slab_free_bulk(cp, c, got);
+  if (prd__cache_check(cp) != 0)
+    exit(9);
+  if (!(e1 == 1 && e2 == 1 + N && e3 == e2 + 1 && e4 == e3 + 1))
+    fprintf(stderr, "# errors %ld %ld %ld %ld\n", e1, e2, e3, e4);
+  exit(e1 == 1 && e2 == 1 + N && e3 == e2 + 1 && e4 == e3 + 1 ? 0 : 7);
 }
 
 static void test_double_defer_slab(void)
@@ -973,6 +1042,7 @@ int main(void)
   RUN(test_hardened_double_defer);
   RUN(test_front_checks);
   RUN(test_oblivious);
+  RUN(test_oblivious_twice);
   RUN(test_pairs_no_early_reuse);
   RUN(test_mixed);
   RUN(test_bound_latent_slab);
