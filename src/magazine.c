@@ -410,16 +410,16 @@
  *    Which caches (mark_cache_init; the others are PRD_CF_NOMARK and take the front end's
  *    out-of-line path, cache.c, which only calls this layer): the mark's word must be the
  *    cache's to write while the buffer is free, and its own checks must not do better.  Not: a
- *    cache with a constructor (word 0 may be constructed state; the word the slab layer
- *    reserves past the object is its freelist word), an 8-byte chunk (word 0 is the freelist
- *    word: a mark written into a buffer whose first copy is on its slab would cut the
- *    freelist; the slab layer's freelist check finds that double free when the second copy
- *    reaches the slab, slab.c section 4; free(p); free(p) is the top-round compare's), a cache
- *    without magazines (every free reaches the slab layer at the call, whose checks are exact
- *    there), PRD_CACHE_NOTOUCH (nothing may be written) and buffer debugging (its checks see
- *    every double free, and its free buffers hold patterns or are not mapped).  For a chunk
- *    above 8 bytes the small layout's freelist word is the chunk's last word, so the mark
- *    survives the slab's freelist.
+ *    cache with a constructor (the mark's word may be constructed state; the word the slab
+ *    layer reserves past the object is its freelist word), an 8-byte chunk (word 0 is the
+ *    freelist word: a mark written into a buffer whose first copy is on its slab would cut
+ *    the freelist; the slab layer's freelist check finds that double free when the second
+ *    copy reaches the slab, slab.c section 4; free(p); free(p) is the top-round compare's), a
+ *    cache without magazines (every free reaches the slab layer at the call, whose checks are
+ *    exact there), PRD_CACHE_NOTOUCH (nothing may be written) and buffer debugging (its
+ *    checks see every double free, and its free buffers hold patterns or are not mapped).  For
+ *    a chunk above 8 bytes the small layout's freelist word is the chunk's last word, so the
+ *    mark survives the slab's freelist.
  *    Deferral (prd_cache_free_deferred, defer.c) only tests the mark: a deferred buffer's
  *    readers may still read it, nothing is written into it, so deferring a freed buffer is
  *    found, and a plain free of a buffer already deferred is not (it carries no mark until
