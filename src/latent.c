@@ -185,7 +185,7 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
   bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
   bool safe = prd__defer_safe(gp);
   if (safe) {
-    prd__slab_free_bulk(cp, bufs, n);
+    prd__slab_free_bulk_deferred(cp, bufs, n);
     return n;
   }
   pthread_mutex_lock(&cp->cache_lock);
@@ -194,16 +194,14 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
     prd_slab_t *sp;
     prd_bufctl_t *bcp = NULL;
     bool ok;
-    const char *why = "not a buffer allocated from this cache";
-    static const char twice[] = "deferred twice (it is deferred already)";
-    static const char freed[] = "it is free already (deferred twice, or freed before)";
+    const char *why = PRD_SLAB_WHY_FOREIGN;
     if (hash) {
       bcp = prd__slab_hash_find(cp, buf);
       ok = bcp != NULL && (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) == PRD_BC_ALLOC;
       if (bcp != NULL && (bcp->bc_flags & PRD_BC_DEFERRED))
-        why = twice;
+        why = PRD_SLAB_WHY_TWICE;
       else if (bcp != NULL && !ok)
-        why = freed;
+        why = PRD_SLAB_WHY_FREED;
       sp = ok ? bcp->bc_slab : NULL;
     } else {
       sp = prd__slab_small(cp, buf);
@@ -214,7 +212,7 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
       if (ok && prd__slab_small_is_free(cp, sp,
                                         (prd_bufctl_t *)((char *)buf + cp->cache_link_off))) {
         ok = false;
-        why = freed;
+        why = PRD_SLAB_WHY_FREED;
       }
     }
     if (ok) {
@@ -222,7 +220,7 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
       int r = lat_add(cp, sp, buf, bcp, gp);
       ok = r != LAT_BAD;
       if (!ok)
-        why = twice;
+        why = PRD_SLAB_WHY_TWICE;
       if (r == LAT_SAFE) {
         prd__slab_put(cp, sp, bcp != NULL ? bcp
                                      : (prd_bufctl_t *)((char *)buf + cp->cache_link_off));
@@ -238,8 +236,7 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
     }
     if (prd_unlikely(!ok)) {
       pthread_mutex_unlock(&cp->cache_lock);
-      prd__error("cache %s: deferred free of buffer %p: %s (ignored)", cp->cache_name, buf,
-                 why);
+      prd__slab_bad_deferral(cp, buf, why);
       pthread_mutex_lock(&cp->cache_lock);
     }
   }

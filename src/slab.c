@@ -991,6 +991,13 @@ bool prd__slab_small_is_free(const prd_cache_t *cp, const prd_slab_t *sp,
  * time.  A prefetch never faults, whatever the pointer. */
 #define SLAB_FREE_AHEAD 8
 
+/* A deferral the slab layer refuses (latent.c's and the free path's below), reported naming
+ * why (lock not held). */
+PRD_NOINLINE PRD_COLD void prd__slab_bad_deferral(prd_cache_t *cp, void *buf, const char *why)
+{
+  prd__error("cache %s: deferred free of buffer %p: %s (ignored)", cp->cache_name, buf, why);
+}
+
 /* A free of a buffer that waits in its slab's latent generations (latent.c): its merge frees
  * it when its grace period has ended, so this free is dropped (lock not held). */
 static PRD_NOINLINE PRD_COLD void slab_free_deferred(prd_cache_t *cp, void *buf)
@@ -999,7 +1006,9 @@ static PRD_NOINLINE PRD_COLD void slab_free_deferred(prd_cache_t *cp, void *buf)
              "freed)", cp->cache_name, buf);
 }
 
-void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
+/* The free of n buffers; `deferral`: they are deferred buffers whose grace period has ended
+ * already (latent.c), so a bad one is reported as a bad deferral. */
+static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool deferral)
 {
   bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
   prd_slab_link_t *chain = NULL;   /* packed caches' free slabs beyond the reserve */
@@ -1017,8 +1026,13 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       bcp = prd__slab_hash_find(cp, buf);
       if (prd_unlikely(bcp == NULL ||
                        (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) != PRD_BC_ALLOC)) {
+        bool waits = bcp != NULL && (bcp->bc_flags & PRD_BC_DEFERRED);   /* under the lock */
         pthread_mutex_unlock(&cp->cache_lock);
-        if (bcp != NULL && (bcp->bc_flags & PRD_BC_DEFERRED))
+        if (deferral)
+          prd__slab_bad_deferral(cp, buf, waits ? PRD_SLAB_WHY_TWICE
+                                        : bcp != NULL ? PRD_SLAB_WHY_FREED
+                                                      : PRD_SLAB_WHY_FOREIGN);
+        else if (waits)
           slab_free_deferred(cp, buf);
         else
           prd__debug_bad_free(cp, buf, bcp);
@@ -1038,8 +1052,11 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
       bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
       if (prd_unlikely(prd__slab_small_is_free(cp, sp, bcp))) {
         pthread_mutex_unlock(&cp->cache_lock);
-        prd__error("cache %s: double free of buffer %p (it is already free in its slab; not "
-                   "freed again)", cp->cache_name, buf);
+        if (deferral)
+          prd__slab_bad_deferral(cp, buf, PRD_SLAB_WHY_FREED);
+        else
+          prd__error("cache %s: double free of buffer %p (it is already free in its slab; "
+                     "not freed again)", cp->cache_name, buf);
         pthread_mutex_lock(&cp->cache_lock);
         continue;
       }
@@ -1047,7 +1064,10 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
        * PRD_BC_DEFERRED test above) */
       if (prd_unlikely(prd__slab_small_is_deferred(cp, sp, buf))) {
         pthread_mutex_unlock(&cp->cache_lock);
-        slab_free_deferred(cp, buf);
+        if (deferral)
+          prd__slab_bad_deferral(cp, buf, PRD_SLAB_WHY_TWICE);
+        else
+          slab_free_deferred(cp, buf);
         pthread_mutex_lock(&cp->cache_lock);
         continue;
       }
@@ -1069,6 +1089,16 @@ void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
   }
   pthread_mutex_unlock(&cp->cache_lock);
   slab_destroy_chain(cp, chain);
+}
+
+void prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n)
+{
+  slab_free_bulk(cp, bufs, n, false);
+}
+
+void prd__slab_free_bulk_deferred(prd_cache_t *cp, void *const *bufs, size_t n)
+{
+  slab_free_bulk(cp, bufs, n, true);
 }
 
 void prd__slab_free(prd_cache_t *cp, void *buf)

@@ -192,6 +192,16 @@ static inline uint64_t *prd__slab_lat_map(const prd_cache_t *cp, prd_slab_t *sp,
          (size_t)g * cp->cache_lat_words;
 }
 
+/* Deferred buffers whose grace period has ended already, given back at once (latent.c): as
+ * prd__slab_free_bulk, with a bad one reported as a bad deferral. */
+void prd__slab_free_bulk_deferred(prd_cache_t *cp, void *const *bufs, size_t n);
+/* A deferral the slab layer refuses: "cache NAME: deferred free of buffer P: WHY (ignored)",
+ * WHY one of these (lock not held). */
+PRD_NOINLINE PRD_COLD void prd__slab_bad_deferral(prd_cache_t *cp, void *buf, const char *why);
+#define PRD_SLAB_WHY_TWICE   "deferred twice (it is deferred already)"
+#define PRD_SLAB_WHY_FREED   "it is free already (deferred twice, or freed before)"
+#define PRD_SLAB_WHY_FOREIGN "not a buffer allocated from this cache"
+
 /* Small layout: buf's index in sp, its bit in the latent bitmaps. */
 static inline size_t prd__slab_lat_index(const prd_cache_t *cp, const prd_slab_t *sp,
                                          const void *buf)

@@ -778,7 +778,7 @@ static void destroy_child(void *arg)
  * the second copy while the first waits (the slab's bitmap or the bufctl's flag), after the
  * first was merged back to the freelist (free in its slab), and after the first's grace
  * period ended but before a merge is reported and ignored; so is a free of a buffer that
- * waits in its slab.  Each of the last three once recorded or linked a buffer twice: the
+ * waits in its slab, and a deferral of a freed buffer with a state that has ended.  Each of the last three once recorded or linked a buffer twice: the
  * slab's counts went wrong and the next merge linked it again (a crash in the list code, or
  * a buffer handed out twice). */
 static void double_defer_child(void *arg)
@@ -835,11 +835,16 @@ static void double_defer_child(void *arg)
       if (c[i] == c[j])
         exit(8);
   prd__slab_free_bulk(cp, c, got);
+  /* a freed buffer deferred with a state that has ended: given back at once, and reported
+   * as the deferral it is, not as a double free */
+  (void)prd__slab_defer_bulk(cp, c, 1, s1);
+  long e5 = prd__error_count();
   if (prd__cache_check(cp) != 0)
     exit(9);
-  if (!(e1 == 1 && e2 == 1 + N && e3 == e2 + 1 && e4 == e3 + 1))
-    fprintf(stderr, "# errors %ld %ld %ld %ld\n", e1, e2, e3, e4);
-  exit(e1 == 1 && e2 == 1 + N && e3 == e2 + 1 && e4 == e3 + 1 ? 0 : 7);
+  bool counts = e1 == 1 && e2 == 1 + N && e3 == e2 + 1 && e4 == e3 + 1 && e5 == e4 + 1;
+  if (!counts)
+    fprintf(stderr, "# errors %ld %ld %ld %ld %ld\n", e1, e2, e3, e4, e5);
+  exit(counts ? 0 : 7);
 }
 
 static void test_double_defer_slab(void)
@@ -853,6 +858,8 @@ static void test_double_defer_slab(void)
       fprintf(stderr, "# size %zu: status %d\n%s", sizes[i], st, buf);
     CHECK_STR_CONTAINS(buf, "deferred twice (it is deferred already)");
     CHECK_STR_CONTAINS(buf, "it is free already");
+    CHECK_STR_CONTAINS(buf, "it is deferred and not back in its slab yet");
+    CHECK(strstr(buf, "double free") == NULL);   /* every report names the deferral */
   }
 }
 
