@@ -727,13 +727,25 @@ static PRD_NOINLINE void preflush_ask(prd_cpu_cache_t *cc)
 }
 
 /* ---- the call_rcu path (PRD_CACHE_OBLIVIOUS, debugging caches) ------------------------------ */
+/* A queued head's dh_cache: cp's address XOR the head's XOR the free mark's secret
+ * (magazine.c section 15), and back. */
+static inline uintptr_t dh_cache_code(const prd_defer_head_t *dh, const prd_cache_t *cp)
+{
+  return (uintptr_t)cp ^ (uintptr_t)dh ^ prd__mark_secret;
+}
+
+static inline prd_cache_t *dh_cache_of(const prd_defer_head_t *dh, uintptr_t code)
+{
+  return (prd_cache_t *)(code ^ (uintptr_t)dh ^ prd__mark_secret);
+}
+
 static void defer_callback(struct prd_rcu_head *h)
 {
   prd_defer_head_t *dh = (prd_defer_head_t *)h;
-  prd_cache_t *cp = dh->dh_cache;
+  prd_cache_t *cp = dh_cache_of(dh, __atomic_load_n(&dh->dh_cache, __ATOMIC_RELAXED));
   void *buf = (char *)dh - cp->cache_rcu_off;
   /* no longer queued (defer_call_rcu), before the buffer is free */
-  __atomic_store_n(&dh->dh_cache, NULL, __ATOMIC_RELAXED);
+  __atomic_store_n(&dh->dh_cache, 0, __ATOMIC_RELAXED);
   atomic_fetch_add_explicit(&cp->cache_defer_cbs, 1, memory_order_relaxed);
   if (prd_unlikely(cp->cache_flags & PRD_CF_DEBUG)) {
     if (prd__debug_free_deferred(cp, buf) == 0)
@@ -760,19 +772,22 @@ static PRD_NOINLINE void defer_call_rcu(prd_cache_t *cp, void *buf)
   /* deferred twice while the first waits: queued again, the head would cut the callback
    * list behind it and lose the deferrals queued between (its callback clears dh_cache
    * first).  The head is past the object, so only this file writes it while the buffer is
-   * out; a chunk never deferred holds whatever its memory held before, which would have to
-   * match both words to be taken for a queued head.  Ordering: prd_call_rcu's queue orders
-   * dh_cache = cp before the callback's loads; the callback's clear comes before the buffer
-   * is freed, and the buffer reaches its next owner only through the allocator's hand-offs,
-   * so a correct deferral reads NULL.  A wrong program's deferral that races the callback
-   * reads either value (relaxed atomics: a missed report, never a false one) */
-  if (prd_unlikely(__atomic_load_n(&dh->dh_cache, __ATOMIC_RELAXED) == cp &&
+   * out; a chunk never deferred holds whatever its memory held before, and dh_cache's code
+   * (the per-process secret in it) is not a value that memory holds by accident, a pointer
+   * to the cache left by an earlier cache's object included.  Ordering: prd_call_rcu's
+   * queue orders the code's store before the callback's loads; the callback's clear comes
+   * before the buffer is freed, and the buffer reaches its next owner only through the
+   * allocator's hand-offs, so a correct deferral reads 0.  A wrong program's deferral that
+   * races the callback reads either value (relaxed atomics: a missed report, never a false
+   * one) */
+  uintptr_t code = dh_cache_code(dh, cp);
+  if (prd_unlikely(__atomic_load_n(&dh->dh_cache, __ATOMIC_RELAXED) == code &&
                    dh->dh_head.func == defer_callback)) {
     prd__error("cache %s: deferred free of buffer %p: deferred twice (it is deferred "
                "already) (ignored)", cp->cache_name, buf);
     return;
   }
-  dh->dh_cache = cp;
+  __atomic_store_n(&dh->dh_cache, code, __ATOMIC_RELAXED);
   prd_call_rcu(&dh->dh_head, defer_callback);
 }
 

@@ -456,7 +456,9 @@ typedef struct prd__cache_snap {
 /* The head the call_rcu path (PRD_CACHE_OBLIVIOUS, debug caches) writes after a buffer. */
 typedef struct prd_defer_head {
   struct prd_rcu_head dh_head;
-  prd_cache_t *dh_cache;
+  /* while queued: the cache's address XOR the head's XOR the free mark's secret, so that no
+   * value a program leaves in the chunk reads as a queued head (defer.c); 0 otherwise */
+  uintptr_t dh_cache;
 } prd_defer_head_t;
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 
+#include "annotate.h"
 #include "internal.h"
 #include "magazine.h"
 #include "prd_test.h"
@@ -116,6 +117,18 @@ static void test_oblivious_twice(void)
   prd_cache_free_deferred(cp, q);
   prd_rcu_barrier();
   CHECK_EQ(atomic_load(&cp->cache_defer_cbs) - cbs0, 2 * N + 2);
+  CHECK_EQ(prd__error_count(), e + 1);
+  /* a head whose words hold what earlier memory may hold (the callback's address from an
+   * earlier deferral, a pointer to this very cache: an earlier object's back-pointer) is
+   * not taken for a queued one */
+  void *r = prd_cache_alloc(cp, 0);   /* deferred before: its head names the callback */
+  prd_defer_head_t *dh = (prd_defer_head_t *)((char *)r + cp->cache_rcu_off);
+  prd__annot_chunk_extra(cp, dh, sizeof(*dh));   /* past the object: poisoned under ASan */
+  CHECK(dh->dh_head.func != NULL);
+  dh->dh_cache = (uintptr_t)cp;
+  prd_cache_free_deferred(cp, r);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&cp->cache_defer_cbs) - cbs0, 2 * N + 3);
   CHECK_EQ(prd__error_count(), e + 1);
   prd_cache_destroy(cp);
   opt_pop("abort_on_error", abort_old);
