@@ -177,7 +177,7 @@
  *    pre-movement): a full slab with one is partial, and a slab whose allocated buffers are
  *    all deferred goes to the free list's tail, where a reap passes it by until they are
  *    merged.  The call_rcu path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its
- *    chunk.  These records and the lists' primitives are inline in slab.h, shared with
+ *    chunk, and the small layout's freelist word follows the head.  These records and the lists' primitives are inline in slab.h, shared with
  *    latent.c, which decides which generation a buffer joins, when one is merged and, while a
  *    cache has deferred buffers, which slab an allocation takes: slab_pick and the reap call
  *    it through the two hooks it sets before the first deferral (prd__slab_set_latent_hooks).
@@ -1172,12 +1172,14 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
     chunk = PRD_P2ROUNDUP(size, sizeof(void *)) + sizeof(void *);   /* the reserved word */
   else
     chunk = PRD_MAX(size, sizeof(void *));
-  /* the call_rcu path's head after everything else (section 9): a deferred buffer is not
-   * free, so it may share the freelist word's place */
+  /* the call_rcu path's head after everything else (section 9), and the small layout's
+   * freelist word after the head: a misused buffer (freed while its deferral is queued, or
+   * deferred while free) would otherwise have its head and its link in one word, and the
+   * callback would follow a link, or the slab a head */
   size_t head = (f & PRD_CF_DEFERHEAD) ? sizeof(prd_defer_head_t) : 0;
   if (head != 0) {
     cp->cache_rcu_off = PRD_P2ROUNDUP(chunk, sizeof(void *));
-    chunk = cp->cache_rcu_off + head;
+    chunk = cp->cache_rcu_off + head + sizeof(void *);
   }
   chunk = PRD_P2ROUNDUP(chunk, align);
   size_t unit = notouch ? q : PRD_MAX(page, q);
