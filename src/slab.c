@@ -177,10 +177,11 @@
  *    pre-movement): a full slab with one is partial, and a slab whose allocated buffers are
  *    all deferred goes to the free list's tail, where a reap passes it by until they are
  *    merged.  The call_rcu path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its
- *    chunk, and the small layout's freelist word follows the head.  These records and the lists' primitives are inline in slab.h, shared with
- *    latent.c, which decides which generation a buffer joins, when one is merged and, while a
- *    cache has deferred buffers, which slab an allocation takes: slab_pick and the reap call
- *    it through the two hooks it sets before the first deferral (prd__slab_set_latent_hooks).
+ *    chunk, and the small layout's freelist word follows the head.  These records and the
+ *    lists' primitives are inline in slab.h, shared with latent.c, which decides which
+ *    generation a buffer joins, when one is merged and, while a cache has deferred buffers,
+ *    which slab an allocation takes: slab_pick and the reap call it through the two hooks it
+ *    sets before the first deferral (prd__slab_set_latent_hooks).
  *
  * 10. Thread-owned slabs (mimalloc's thread-local pages, jemalloc's per-thread runs, SLUB's
  *    per-CPU slab).  A layer above that keeps per-thread state passes an owner, an opaque
