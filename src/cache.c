@@ -293,7 +293,7 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
     return;
   }
   /* a bad pointer and a double free stop here; then the CPU layer, the slab layer */
-  if (prd__pm_check(cp, buf, "free") && prd__mark_free(cp, buf))
+  if (prd__pm_check(cp, buf, "free") && prd__mark_free(cp, buf, "double free"))
     prd__mag_free(cp, buf, false);
 }
 

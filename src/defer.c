@@ -755,14 +755,8 @@ static void defer_callback(struct prd_rcu_head *h)
   /* as prd_cache_free does without debugging: the free mark (its readers are gone; found
    * there, the buffer was freed while its deferral waited, and is not freed again), then
    * the CPU layer */
-  if (!(cp->cache_flags & PRD_CF_NOMARK)) {
-    if (prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
-      prd__mag_double_free(cp, buf, "deferred free");
-      return;
-    }
-    prd__mark_set(buf, cp->cache_mark_off);
-  }
-  prd__mag_free(cp, buf, false);
+  if ((cp->cache_flags & PRD_CF_NOMARK) || prd__mark_free(cp, buf, "deferred free"))
+    prd__mag_free(cp, buf, false);
 }
 
 /* Out of line: the hit path of prd_cache_free_deferred then needs no stack frame. */

@@ -458,15 +458,15 @@ uint32_t prd__mark_merge(prd_cache_t *cp, void **objs, uint32_t n);
 PRD_NOINLINE PRD_COLD void prd__mag_double_free(prd_cache_t *cp, void *buf, const char *what);
 
 /* The free step of the mark (section 15), for a cache that has it: false when buf holds the
- * mark (a double free, reported, the caller drops the call); else the mark is written and
- * the caller pushes buf on.  One load, compare and branch, one store: in the line the user
- * last wrote, before buf enters any list, so a reaper or another thread that takes buf
- * from a magazine later sees it (its hand-off orders the store, section 15). */
-static inline bool prd__mark_free(prd_cache_t *cp, void *buf)
+ * mark (free already: reported as `what`, the caller drops the call); else the mark is
+ * written and the caller pushes buf on.  One load, compare and branch, one store, before buf
+ * enters any list, so a reaper or another thread that takes buf from a magazine later sees
+ * it (its hand-off orders the store, section 15).  `what` is a constant after inlining. */
+static inline bool prd__mark_free(prd_cache_t *cp, void *buf, const char *what)
 {
   uint32_t off = cp->cache_mark_off;
   if (prd_unlikely(prd__mark_test(buf, off))) {
-    prd__mag_double_free(cp, buf, "double free");
+    prd__mag_double_free(cp, buf, what);
     return false;
   }
   prd__mark_set(buf, off);
