@@ -678,15 +678,6 @@ static void mag_destroy_chain(prd_cache_t *cp, prd_mag_t *chain, bool full)
   }
 }
 
-prd_mag_t *prd__mag_new(prd_cache_t *cp)
-{
-  prd_depot_t *dp = &cp->cache_depot;
-  pthread_mutex_lock(&dp->dp_lock);
-  const prd_magtype_t *mt = dp->dp_magtype;
-  pthread_mutex_unlock(&dp->dp_lock);
-  return mag_new(mt);
-}
-
 void prd__mag_free_empty(prd_mag_t *mp)
 {
   prd__slab_free(mag_type_cache(mag_type_of(mp->mag_size)), mp);
@@ -781,6 +772,20 @@ static void depot_put_full(prd_depot_t *dp, prd_mag_t *mp)
 {
   maglist_put(&dp->dp_full, mp);
   dp->dp_rounds += mp->mag_size;
+}
+
+/* The depot's empty magazine first (tc_lock -> dp_lock, section 12), else a new one: threads
+ * that start, take a magazine and exit one after the other reuse the ones their
+ * predecessors' exits left on the empty list, which would otherwise grow by one per thread.
+ * The empty list holds magazines of the current size only (depot_put_empty, depot_grow). */
+prd_mag_t *prd__mag_new(prd_cache_t *cp)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  depot_lock(cp);
+  prd_mag_t *mp = maglist_get(&dp->dp_empty);
+  const prd_magtype_t *mt = dp->dp_magtype;
+  pthread_mutex_unlock(&dp->dp_lock);
+  return mp != NULL ? mp : mag_new(mt);
 }
 
 /* Takes n magazines off a list onto *chain. */
@@ -1748,16 +1753,7 @@ static void *mag_refill(prd_cache_t *cp, prd_tcache_t *tc, void *hint, uint32_t 
   }
   uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
   if (cc->cc_loaded == NULL) {
-    /* the depot's empty magazine first (tc_lock -> dp_lock, section 12), else a new one
-     * (PRD_NOSLEEP, callable under tc_lock): threads that start, refill and exit one after
-     * the other take the magazines their predecessors' exits left on the empty list, which
-     * would otherwise grow by one per thread until the next reap */
-    prd_depot_t *dp = &cp->cache_depot;
-    depot_lock(cp);
-    prd_mag_t *mp = maglist_get(&dp->dp_empty);
-    pthread_mutex_unlock(&dp->dp_lock);
-    if (mp == NULL)
-      mp = prd__mag_new(cp);
+    prd_mag_t *mp = prd__mag_new(cp);   /* the depot's empty one first (PRD_NOSLEEP) */
     if (mp != NULL) {
       cc->cc_loaded = mp;
       cc->cc_magsize = mp->mag_size;

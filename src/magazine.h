@@ -78,8 +78,9 @@ PRD_NOINLINE void  prd__mag_free_miss(prd_cache_t *cp, void *buf);
 /* The calling thread's CPU caches with an entry for id (created or grown), or NULL (thread
  * exiting, no memory): no lock held. */
 prd_tcache_t *prd__mag_tc_get(uint32_t id);
-/* A new empty magazine of cp's current size (PRD_NOSLEEP), NULL when none could be had; and
- * the way back for an empty one.  Callable under tc_lock. */
+/* An empty magazine of cp's current size, the depot's if it has one, else a new one
+ * (PRD_NOSLEEP); NULL when none could be had.  And the way back for an empty one.  Callable
+ * under tc_lock. */
 prd_mag_t *prd__mag_new(prd_cache_t *cp);
 void prd__mag_free_empty(prd_mag_t *mp);
 /* Up to `want` buffers of cp from the slab layer for tc, the calling thread's record, from

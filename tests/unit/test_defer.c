@@ -695,6 +695,37 @@ static void test_thread_exit(void)
   prd_cache_destroy(cp);   /* waits for the latent slabs' grace period */
 }
 
+/* Threads that start, defer and exit one after the other: each exit leaves its empty
+ * magazine on the depot's list, and the next thread's first refill and first deferral take
+ * magazines from that list before making new ones, so the list stays short however many
+ * threads come and go (it grew by one magazine per thread, never reaped while it grew). */
+static void *defer_one_thread(void *arg)
+{
+  prd_cache_t *cp = arg;
+  prd_cache_free_deferred(cp, prd_cache_alloc(cp, 0));
+  return NULL;
+}
+
+static void test_thread_churn_magazines(void)
+{
+  prd_cache_t *cp = prd_cache_create("tchurn", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  enum { THREADS = 400 };
+  for (int i = 0; i < THREADS; i++) {
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, defer_one_thread, cp), 0);
+    pthread_join(t, NULL);
+  }
+  prd_cache_stats_t st = stats_of(cp);
+  printf("  %d threads: depot empty magazines %llu (puts %llu, gets %llu)\n", THREADS,
+         (unsigned long long)st.depot_empty_mags, (unsigned long long)st.depot_empty_puts,
+         (unsigned long long)st.depot_empty_gets);
+  CHECK_EQ(st.deferred_frees, THREADS);
+  CHECK(st.depot_empty_puts >= THREADS - 1);   /* every exit left one */
+  CHECK(st.depot_empty_mags <= 4);              /* and the next thread took it */
+  prd_cache_destroy(cp);
+}
+
 /* ---- bounded memory under a flood (mechanism 10, §3.4) ------------------------------------- */
 static void test_flood_bounded(void)
 {
@@ -1119,6 +1150,7 @@ int main(void)
   RUN(test_preflush);
   RUN(test_oom_waits);
   RUN(test_thread_exit);
+  RUN(test_thread_churn_magazines);
   RUN(test_flood_bounded);
   RUN(test_hit_path_stays);
   RUN(test_flush_reap_keep_states);
