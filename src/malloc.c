@@ -137,12 +137,17 @@
  *        version did: on a free of another thread's block that load was a cache miss, half of
  *        prd_free's samples in the larson workload;
  *      - the first granule of a large or huge block holds (pages << 16) | kind, kind one of
- *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c);
- *        the boot area's granules hold PM_BOOT (section 5).
+ *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c),
+ *        and PM_DEFERRED (bit 4) while a prd_free_deferred of the block waits for its grace
+ *        period; the boot area's granules hold PM_BOOT (section 5).
  *    Memory ordering (beyond pagemap.c section 4's): a big block's entry is stored with
  *    release after the block is ready and read with acquire; clearing it is an atomic
  *    exchange, so two racing frees of one block cannot both free it: the loser sees 0 and
- *    reports a double free.
+ *    reports a double free.  A deferral sets PM_DEFERRED with a compare-and-swap before it
+ *    queues the callback: a free, realloc or second deferral that reads the flag is reported
+ *    and touches nothing (the block is the callback's), one racing with the deferral loses
+ *    one of the two atomic updates, and the callback frees the entry with the flag, the only
+ *    path that accepts it (big_free_deferred).
  *
  * 4. Bad input (docs/api.md).  A pointer with no entry, or not at the start of a buffer of
  *    its class (checked against the slab's geometry), is reported with prd__error naming the
@@ -315,6 +320,7 @@ enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4, PM_CLASS = PRD_PM_
 #define PM_CLASS_SHIFT PRD_PM_TAG_SHIFT   /* a class's slab entry: the class index + 1 in its
                                            * tag byte (0 in any other entry) */
 #define PM_BIG_SHIFT   16         /* a big block's entry: its pages from bit 16 up */
+#define PM_DEFERRED    0x10u      /* a big block's entry: a deferral of it waits (section 3) */
 
 /* A class buffer's entry: a slab entry whose tag byte names a class (another cache's slab
  * entry has kind PM_CLASS and tag 0). */
@@ -1242,6 +1248,9 @@ static inline uintptr_t malloc_owner(const char *fn, const void *p)
              prd_unlikely(((uintptr_t)p & (malloc_page - 1)) != 0)) {
     malloc_bad(fn, p, "inside the first page of a large block, not at its start");
     return 0;
+  } else if (prd_unlikely(e & PM_DEFERRED)) {
+    malloc_bad(fn, p, "deferred by prd_free_deferred, its grace period not ended yet");
+    return 0;
   }
   return e;
 }
@@ -1609,7 +1618,8 @@ void *prd_realloc(void *ptr, size_t size)
             malloc_class_index(size) == pm_class_of(e) && (sm & MC_MARK) &&
             !prd__mark_test(ptr, 0))
           return ptr;
-      } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0) {
+      } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0 &&
+                 !(e & PM_DEFERRED)) {   /* a deferred one is reported by realloc_slow */
         size_t old = big_bytes(e);
         if (size > MC_MAX && size <= old && size > old / 2 && !malloc_guard)
           return ptr;
@@ -1691,14 +1701,32 @@ struct malloc_defer_node {
   void *mdn_block;
 };
 
+/* The end of a big block's deferral: its entry, flagged by the deferral (section 3), is
+ * freed here and nowhere else.  The flag keeps every other call off the block meanwhile, so
+ * the entry is still the deferral's; the exchange in big_free_in says so once more. */
+static void big_free_deferred(void *p)
+{
+  int saved = errno;
+  uintptr_t e = prd__pm_get(p);
+  if (prd_unlikely((e & PM_DEFERRED) == 0))
+    malloc_bad("prd_free_deferred", p, "its entry lost the deferral's flag (corrupt)");
+  else
+    big_free("prd_free_deferred", p, e);
+  prd__fork_section_enter();   /* as free_named: the decay or huge-block job wants a thread */
+  if ((e & PM_KIND_MASK) == PM_HUGE && malloc_depth == 0)
+    prd__maint_poke();
+  else if (malloc_depth == 0)
+    prd__cache_decay_nudge();
+  prd__fork_section_leave();
+  errno = saved;
+}
+
 static void malloc_defer_cb(struct prd_rcu_head *h)
 {
   struct malloc_defer_node *n = (struct malloc_defer_node *)h;
   void *p = n->mdn_block;
   prd_free(n);
-  /* a report here (the block was freed, or deferred twice, meanwhile: found when the grace
-   * period ends) names the deferral, not a free the program never called */
-  free_named("prd_free_deferred", p);
+  big_free_deferred(p);
 }
 
 static void free_deferred_in(void *ptr);
@@ -1736,6 +1764,18 @@ static void free_deferred_in(void *ptr)
       return;
     }
     n->mdn_block = ptr;
+    /* the flag first (section 3): from here the block is the callback's */
+    uintptr_t a = (uintptr_t)ptr;
+    uintptr_t want = e;
+    if (!atomic_compare_exchange_strong_explicit(prd__pm_slot(a, prd__pm_base(a)), &want,
+                                                 e | PM_DEFERRED, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+      prd_free(n);
+      malloc_bad("prd_free_deferred", ptr, want & PM_DEFERRED
+                                               ? "deferred twice (it is deferred already)"
+                                               : "freed or resized while being deferred");
+      return;
+    }
     prd__fork_section_enter();   /* call_rcu.c's queue and worker locks (section 6) */
     prd_call_rcu(&n->mdn_head, malloc_defer_cb);
     prd__fork_section_leave();

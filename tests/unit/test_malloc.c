@@ -442,6 +442,57 @@ static void test_free_deferred_foreign(void)
   CHECK_STR_CONTAINS(out, "not allocated by prudence");
 }
 
+/* A big block (heap arena, and huge) that waits for its deferral's grace period belongs to
+ * the deferral: a free, a realloc (the in-place shrink too) and a second deferral of it are
+ * reported and touch nothing, and the grace period's end frees it once.  Without the page
+ * map's flag the free went through at once, and the callback later freed whatever block had
+ * taken the address meanwhile. */
+static void deferred_big_misuse(void *arg)
+{
+  (void)arg;
+  prd_option_set("abort_on_error", "0");
+  static const size_t sizes[] = { 50000, 8u << 20 };
+  for (int i = 0; i < 2; i++) {
+    char *q = prd_malloc(sizes[i]);
+    memset(q, 7, 4096);
+    prd_rcu_read_lock();
+    prd_free_deferred(q);
+    prd_free(q);
+    if (prd_realloc(q, sizes[i] - 4096) != NULL || prd_realloc(q, 2 * sizes[i]) != NULL)
+      _exit(3);
+    prd_free_deferred(q);
+    if (q[0] != 7 || q[4095] != 7)   /* still the reader's */
+      _exit(4);
+    prd_rcu_read_unlock();
+    prd_synchronize_rcu();
+    prd_rcu_barrier();
+    if (prd__malloc_pm_entry(q) != 0)   /* freed by the callback */
+      _exit(5);
+  }
+  _exit(0);
+}
+
+static void test_free_deferred_big_misuse(void)
+{
+#ifdef PRD_TSAN
+  return;   /* the child starts the call_rcu worker: TSan forbids threads after a fork */
+#endif
+  static char out[8192];
+  int st = prd_test_child(deferred_big_misuse, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "free(");
+  CHECK_STR_CONTAINS(out, "realloc(");
+  CHECK_STR_CONTAINS(out, "prd_free_deferred(");
+  CHECK_STR_CONTAINS(out, "deferred by prd_free_deferred, its grace period not ended yet");
+  /* free, two reallocs and the second deferral, for each of the two blocks: 8 reports, and
+   * none from the callbacks */
+  int n = 0;
+  for (const char *c = out; (c = strstr(c, "its grace period not ended yet")) != NULL; c++)
+    n++;
+  CHECK_EQ(n, 8);
+  CHECK(strstr(out, "not allocated by prudence") == NULL);
+}
+
 /* ---- bad input: reported, not touched (children: Debug aborts after the report) -------- */
 static void bad_foreign(void *arg)
 {
@@ -789,6 +840,7 @@ int main(void)
   RUN(test_pagemap);
   RUN(test_free_deferred);
   RUN(test_free_deferred_foreign);
+  RUN(test_free_deferred_big_misuse);
   RUN(test_bad_pointers);
   RUN(test_start_check);
   RUN(test_bad_pointer_aborts);
