@@ -486,6 +486,9 @@ void prd_cache_destroy(prd_cache_t *cp)
 static void cache_reap(prd_cache_t *cp, bool all)
 {
   prd__mag_depot_reap(cp, all);   /* the depot's magazines outside its working set first */
+  /* deferred buffers in the latent slabs whose grace period has ended are free: merged now,
+   * so that their slabs can go with this reap (else they wait for the next allocation) */
+  (void)prd__slab_lat_merge_all(cp);
   prd__slab_reap(cp, all);
 }
 

@@ -726,6 +726,31 @@ static void test_thread_churn_magazines(void)
   prd_cache_destroy(cp);
 }
 
+/* A reap makes free what the latent slabs hold past its grace period, so that their slabs
+ * can go (before, they waited for the cache's next allocation to merge them). */
+static void test_reap_merges_latent_slabs(void)
+{
+  prd_cache_t *cp = prd_cache_create("lreap", 128, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
+  enum { N = 300 };
+  static void *objs[N];
+  for (int i = 0; i < N; i++)
+    objs[i] = prd_cache_alloc(cp, 0);
+  prd_rcu_read_lock();   /* no grace period ends meanwhile: none is merged early */
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, objs[i]);   /* no magazines: to the latent slabs */
+  prd_cache_stats_t st = stats_of(cp);
+  CHECK_EQ(st.latent_slab_objs, N);
+  prd_rcu_read_unlock();
+  prd_synchronize_rcu();
+  prd_cache_reap(cp);
+  st = stats_of(cp);
+  CHECK_EQ(st.latent_slab_objs, 0);
+  CHECK_EQ(st.bufs_inuse, 0);
+  CHECK_EQ(st.slabs_full + st.slabs_partial, 0);
+  prd_cache_destroy(cp);
+}
+
 /* ---- bounded memory under a flood (mechanism 10, §3.4) ------------------------------------- */
 static void test_flood_bounded(void)
 {
@@ -1151,6 +1176,7 @@ int main(void)
   RUN(test_oom_waits);
   RUN(test_thread_exit);
   RUN(test_thread_churn_magazines);
+  RUN(test_reap_merges_latent_slabs);
   RUN(test_flood_bounded);
   RUN(test_hit_path_stays);
   RUN(test_flush_reap_keep_states);
