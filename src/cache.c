@@ -77,9 +77,9 @@
  *    read before it only as a hint and written under it (relaxed: a stale read at worst runs
  *    a pass early or late by one wake-up, never two passes at once).  A pass that leaves
  *    more than DECAY_THREAD_BYTES of dirty free heap pages for the next one asks for the
- *    maintenance thread (prd__maint_wake), so a single-threaded program whose slow paths
- *    ran one pass inline (once a maint_interval) gets the rest back while it idles, and one
- *    that frees less stays single-threaded.  Two other events ask for it while no thread runs, since a
+ *    maintenance thread (prd__maint_wake), so a program whose slow paths ran one pass inline
+ *    (once a maint_interval) gets the rest back while it idles, where the thread would not
+ *    make a single-threaded process multi-threaded (maint.c section 2, option maint_alone).  Two other events ask for it while no thread runs, since a
  *    program that frees and then idles runs no slow path that would get to a pass: a thread
  *    that parked more than 8 MiB net in depots (magazine.c section 9), and a large block
  *    freed to the heap arena while it holds more than DECAY_THREAD_BYTES dirty
@@ -212,7 +212,7 @@ static void cache_init_once(void)
   prd__slab_set_grow_hook(cache_grow_reap);
   prd__debug_set_locate(cache_locate);
   atomic_store_explicit(&cache_decay_last_ns, prd__now_ns(), memory_order_relaxed);
-  (void)prd__maint_register(cache_decay, NULL, NULL);   /* section 4 */
+  (void)prd__maint_register(cache_decay, NULL, NULL, false);   /* section 4 */
 }
 
 static void cache_init(void)

@@ -243,7 +243,7 @@ static const struct prd__mag_hooks defer_hooks;
  * magazine layer's hooks (section 7), before any latent generation exists. */
 static void defer_init_once(void)
 {
-  (void)prd__maint_register(preflush_job, NULL, NULL);
+  (void)prd__maint_register(preflush_job, NULL, NULL, false);
   prd__mag_set_hooks(&defer_hooks);
 }
 

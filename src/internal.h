@@ -376,6 +376,11 @@ bool  prd__lthread_self(void);
 void  prd__lthread_app_arrive(void);
 void  prd__lthread_app_leave(void);
 int   prd__lthread_apps(void);
+/* Whether a library thread other than `lt` runs now (its thread id recorded): the process is
+ * not single-threaded then, whatever the count of application threads says. */
+bool  prd__lthread_others(const struct prd__lthread *lt);
+/* Tests: the scan for live application threads behaves as without /proc (thread.c §3). */
+extern bool prd__lthread_no_proc;
 /* The pthread key with exit destructor dtor kept in *slot (its value plus one; 0: none yet),
  * made at the first call; false when it cannot be made now, and the next call tries again
  * (thread.c section 6). */
@@ -405,9 +410,12 @@ void  prd__lthread_idle_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clock
 /* ---- maint.c: the maintenance thread and its jobs (knows nothing of caches) ----------- */
 /* A job: run with no lock held at each wake-up of the thread (about a second) and at once on
  * prd__maint_wake.  `needs` (or NULL) says when the job wants the thread even while one
- * application thread runs.  0, or -1 when the few slots are taken. */
+ * application thread runs; `asked`: that want is the program's explicit request (periodic
+ * statistics), which may start the thread in a single-threaded process; any other waits
+ * for a second thread of the process (maint.c section 2).  0, or -1 when the few slots are
+ * taken. */
 typedef void prd__maint_fn(void *arg);
-int   prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void));
+int   prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void), bool asked);
 /* The interval job (the magazine layer's), run once every maint_interval before the jobs:
  * `trylock` when it runs inline from a slow path and must not wait for its locks; it
  * returns false when it did not run (a try-lock failed: the interval is not restarted). */

@@ -23,14 +23,21 @@
  *    whenever prd__maint_wake sets maint_kick (under maint_lock) and signals it.  It starts
  *    (thread.c: signals blocked, a failure retried at the next poke) only when the work needs
  *    one (maint_needed): once a second application thread uses the allocator (thread.c's
- *    count), when a job asked for an idle-time worker (prd__maint_wake), or when a job's
- *    predicate says so.  Until then, and with maint_thread=0, the slow paths of the layer that
- *    owns the tick run the work inline (prd__maint_poke) once an interval has passed, with the
+ *    count); when a job asked for an idle-time worker (prd__maint_wake) or a job's predicate
+ *    says so, but only while the process is multi-threaded already (another library thread
+ *    runs: the grace-period driver, the call_rcu worker) or option maint_alone allows it;
+ *    and when a predicate that is the program's own request says so (periodic statistics).
+ *    Until then, and with maint_thread=0, the slow paths of the layer that owns
+ *    the tick run the work inline (prd__maint_poke) once an interval has passed, with the
  *    tick's try-lock form: never waiting on a slow path.  A single-threaded program so stays
- *    single-threaded: glibc skips its stdio and fork locking only while a process has one
- *    thread, and a fork() from a signal handler can deadlock in glibc's own fork lock in a
- *    multi-threaded one.  In a forked child of a TSan build the inline mode is used (TSan
- *    forbids new threads there).
+ *    single-threaded, as it does with glibc, jemalloc or mimalloc, none of which starts a
+ *    thread of its own: glibc skips its stdio and fork locking only while a process has one
+ *    thread, a fork() from a signal handler can deadlock in glibc's own fork lock in a
+ *    multi-threaded one, unshare(CLONE_NEWUSER) refuses a multi-threaded caller, and Python
+ *    warns at each fork of one.  The price: memory such a program frees and then leaves
+ *    idle goes back at its next slow path after decay_ms, not while it sleeps (maint_alone=1
+ *    buys that with the thread).  In a forked child of a TSan build the inline mode is used
+ *    (TSan forbids new threads there).
  *
  * 3. Exit rule: the thread never keeps a process alive.  At each wake-up, and at once when
  *    thread.c pokes it (the last counted application thread left), it looks whether any
@@ -73,6 +80,7 @@ static struct {
   prd__maint_fn *mw_fn;
   void *mw_arg;
   bool (*mw_needs)(void);   /* the job wants the thread now (NULL: never on its own) */
+  bool mw_asked;            /* that want is the program's request (section 2) */
 } maint_work[MAINT_SLOTS];
 static _Atomic int maint_nwork;          /* slots filled: stored (release) after the slot */
 /* the interval job (section 1): read with no lock (acquire, pairing with the release store
@@ -101,7 +109,7 @@ static void maint_init_once(void)
 }
 
 /* ---- registration (section 1) -------------------------------------------------------------- */
-int prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void))
+int prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void), bool asked)
 {
   pthread_mutex_lock(&maint_lock);
   int rc = -1;
@@ -110,6 +118,7 @@ int prd__maint_register(prd__maint_fn *fn, void *arg, bool (*needs)(void))
     maint_work[n].mw_fn = fn;
     maint_work[n].mw_arg = arg;
     maint_work[n].mw_needs = needs;
+    maint_work[n].mw_asked = asked;
     atomic_store_explicit(&maint_nwork, n + 1, memory_order_release);   /* pairs: maint_count */
     rc = 0;
   }
@@ -206,16 +215,29 @@ static void maint_lt_wake(void)
   pthread_mutex_unlock(&maint_lock);
 }
 
+/* Whether the process would be single-threaded without this thread (section 2): one
+ * application thread at most, no other library thread running, and maint_alone off. */
+static bool maint_alone_now(void)
+{
+  return prd__lthread_apps() <= 1 && !prd__opt(maint_alone) && !prd__lthread_others(&maint_lt);
+}
+
 /* Whether the work needs a thread of its own now (section 2): a second application thread
- * uses the allocator (idle threads' caches to take back, a thread to run beside), a job asked
- * for an idle-time worker, or a job's predicate says it is due at its own interval. */
+ * uses the allocator (idle threads' caches to take back, a thread to run beside); a job
+ * asked for an idle-time worker, or a job's predicate says it is due at its own interval,
+ * unless the thread would make a single-threaded process multi-threaded; a predicate that is
+ * the program's own request (periodic statistics) says so. */
 static bool maint_needed(void)
 {
-  if (prd__lthread_apps() >= 2 || atomic_load_explicit(&maint_wanted, memory_order_relaxed))
+  if (prd__lthread_apps() >= 2)
+    return true;
+  bool alone = maint_alone_now();
+  if (!alone && atomic_load_explicit(&maint_wanted, memory_order_relaxed))
     return true;
   int nw = maint_count();
   for (int i = 0; i < nw; i++)
-    if (maint_work[i].mw_needs != NULL && maint_work[i].mw_needs())
+    if (maint_work[i].mw_needs != NULL && (!alone || maint_work[i].mw_asked) &&
+        maint_work[i].mw_needs())
       return true;
   return false;
 }

@@ -477,7 +477,7 @@ static bool malloc_start(void)
   malloc_guard = (prd__opt(debug) & PRD_CACHE_REDZONE) != 0 || prd__opt(hardened) != 0;
   static bool hc_job_registered;   /* under malloc_init_lock */
   if (!hc_job_registered) {
-    hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs) == 0;
+    hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs, false) == 0;
     prd__cache_set_reap_hook(prd__malloc_huge_trim);   /* prd_reap, malloc_trim: at once */
     prd__cache_set_grow_hook(hc_grow_release);         /* a growing heap: the idle ones */
   }

@@ -53,6 +53,9 @@
     "0: caches created afterwards have no CPU layer, arenas no quantum caches")                \
   X(BOOL, maint_thread, 1,                                                                      \
     "run the maintenance thread (started when needed); 0: its work runs on slow paths")        \
+  X(BOOL, maint_alone, 0,                                                                       \
+    "1: a process with one application thread may get the maintenance thread for idle-time "  \
+    "work (decay, kept huge blocks, pre-flush); 0: it stays single-threaded")                  \
   X(MS, maint_interval, 15000,                                                                  \
     "ms between maintenance runs: depot working set, magazine resizing, reaping (seed 004)")   \
   X(LONG, depot_contention, 3,                                                                  \

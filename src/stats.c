@@ -731,7 +731,7 @@ static void stats_init_once(void)
       memcpy(stats_path, p, strlen(p) + 1);
   }
   atexit(stats_atexit);
-  (void)prd__maint_register(stats_job, NULL, prd__stats_periodic_on);
+  (void)prd__maint_register(stats_job, NULL, prd__stats_periodic_on, true);
 }
 
 void prd__stats_init(void)

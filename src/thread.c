@@ -53,8 +53,9 @@
  *    (the idle check, at most one look per LT_IDLE_MS however often the thread idles) instead of
  *    sleeping for good.  A wrong "none" (a thread created by the leaver's later destructors) only
  *    costs a restart: every library thread is started on demand.  Scanning reads /proc with
- *    open/getdents64/read only (no allocation: this may be malloc).  Without /proc the scan says
- *    "alive": the threads stay.
+ *    open/getdents64/read only (no allocation: this may be malloc).  Without /proc (a chroot,
+ *    a sandbox that hides it) the count alone decides: none counted, none alive.  A thread
+ *    that never used the library may then still run: its next use starts what it needs.
  *
  * 4. Locks.  None of its own: lt_table fills by compare-exchange.  The pokes take each library
  *    thread's own lock (maint_lock, drv_lock, wrk_lock) from an exit destructor, with no lock
@@ -212,6 +213,16 @@ int prd__lthread_apps(void)
   return atomic_load_explicit(&lt_apps, memory_order_relaxed);
 }
 
+bool prd__lthread_others(const struct prd__lthread *self)
+{
+  for (int i = 0; i < LT_MAX; i++) {
+    struct prd__lthread *lt = atomic_load_explicit(&lt_table[i], memory_order_acquire);
+    if (lt != NULL && lt != self && atomic_load_explicit(&lt->lt_tid, memory_order_relaxed) != 0)
+      return true;
+  }
+  return false;
+}
+
 bool prd__lthread_poked(struct prd__lthread *lt)
 {
   return atomic_load_explicit(&lt->lt_poked, memory_order_relaxed);
@@ -294,19 +305,23 @@ static char lt_task_state(const char *tid)
   return rp != NULL && rp[1] == ' ' && rp[2] != '\0' ? rp[2] : 'R';
 }
 
-/* True when /proc/self/task lists a live application thread (§3), or cannot be read. */
+bool prd__lthread_no_proc;   /* internal.h: tests, the scan as without /proc */
+
+/* True when /proc/self/task lists a live application thread (§3); when it cannot be read,
+ * whether a counted application thread lives. */
 static bool lt_app_alive_scan(void)
 {
-  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = prd__lthread_no_proc ? -1
+                                : open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    return true;
+    return atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0;
   pid_t leaver = atomic_load_explicit(&lt_leaver, memory_order_relaxed);
   bool alive = false;
   union { char b[4096]; uint64_t align; } buf;
   for (;;) {
     long len = syscall(SYS_getdents64, fd, buf.b, sizeof(buf.b));
     if (len < 0)
-      alive = true;
+      alive = atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0;
     if (len <= 0 || alive)
       break;
     for (long off = 0; off < len && !alive;) {

@@ -10,10 +10,13 @@
  *   reap          prd_reap decommits the free heap pages at once (working sets kept)
  *   decay_thread  with decay_ms=500, the maintenance thread gives it back while the
  *                 program sleeps
- *   decay_alone   the same with one thread: the program frees and sleeps, and no slow path
- *                 runs the work inline; the memory it parked in depots asks for the thread
- *                 (magazine.c section 9); and with large blocks (pages of the heap arena,
- *                 no magazines): their frees ask for it (cache.c section 4)
+ *   decay_alone   the same with one thread and maint_alone=1: the program frees and sleeps,
+ *                 and no slow path runs the work inline; the memory it parked in depots asks
+ *                 for the thread (magazine.c section 9); and with large blocks (pages of the
+ *                 heap arena, no magazines): their frees ask for it (cache.c section 4)
+ *   single        by default a single-threaded program stays single-threaded through all
+ *                 that (maint.c section 2): no thread while it sleeps, and its next slow path
+ *                 after the delay gives the memory back
  *   decay_off     decay_ms=0: nothing is given back without a reap
  *   reuse         a phase of 640-byte blocks, freed, then a phase of 3-KiB blocks: with decay
  *                 the second phase reuses the first one's pages (no new RSS)
@@ -26,7 +29,9 @@
  * never given back.
  */
 // prd-test-labels: unit no-asan no-tsan
+#include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -154,10 +159,14 @@ static int case_reap(void)
              : 1;
 }
 
+static _Atomic bool second_stop;
+
 static void *second_thread(void *arg)
 {
   (void)arg;
   prd_free(prd_malloc(100));   /* a second application thread: the maintenance thread starts */
+  while (!atomic_load(&second_stop))   /* and lives on, as a server's idle worker */
+    usleep(10000);
   return NULL;
 }
 
@@ -173,6 +182,7 @@ static int case_decay_thread(void)
   size_t peak = rss_bytes();
   size_t kept = free_all();
   size_t after = wait_rss(base + kept + SLACK, 20, false);
+  atomic_store(&second_stop, true);
   pthread_join(t, NULL);
   printf("# decay_thread: base %zu MiB, peak %zu MiB, live %zu MiB, after the delay %zu MiB\n",
          base / MIB, peak / MIB, kept / MIB, after / MIB);
@@ -183,7 +193,7 @@ static int case_decay_thread(void)
 static int case_decay_alone(void)
 {
   static const size_t classes[] = { 64, 640, 2048, 8192, 0 };   /* all through the magazines */
-  if (prd_option_set("decay_ms", "500") != 0)
+  if (prd_option_set("decay_ms", "500") != 0 || prd_option_set("maint_alone", "1") != 0)
     return 2;
   size_t base = base_rss();
   alloc_all(classes, TOTAL);
@@ -199,7 +209,7 @@ static int case_decay_alone(void)
 static int case_decay_alone_big(void)
 {
   static const size_t big[] = { 48 << 10, 96 << 10, 0 };
-  if (prd_option_set("decay_ms", "500") != 0)
+  if (prd_option_set("decay_ms", "500") != 0 || prd_option_set("maint_alone", "1") != 0)
     return 2;
   size_t base = base_rss();
   alloc_all(big, TOTAL);
@@ -210,6 +220,44 @@ static int case_decay_alone_big(void)
          "MiB\n", base / MIB, peak / MIB, kept / MIB, after / MIB);
   fflush(stdout);
   return peak >= base + TOTAL / 2 && after <= base + kept + SLACK ? 0 : 1;
+}
+
+/* The process's threads, from /proc/self/task. */
+static int task_count(void)
+{
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  if (d == NULL)
+    return -1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static int case_single(void)
+{
+  if (prd_option_set("decay_ms", "500") != 0 || prd_option_set("maint_interval", "100") != 0)
+    return 2;
+  size_t base = base_rss();
+  alloc_all(mixed, TOTAL);
+  size_t peak = rss_bytes();
+  size_t kept = free_all();
+  usleep(1500000);   /* three decay periods asleep: a thread would have given it back */
+  int threads = task_count();
+  size_t asleep = rss_bytes();
+  /* the next slow paths (a big block's free asks for the decay) run it inline */
+  size_t after = asleep;
+  for (int i = 0; i < 40 && after > base + kept + SLACK; i++) {
+    prd_free(prd_malloc(100000));
+    usleep(50000);
+    after = rss_bytes();
+  }
+  printf("# single: base %zu MiB, peak %zu MiB, live %zu MiB, threads %d, asleep %zu MiB, "
+         "after slow paths %zu MiB\n", base / MIB, peak / MIB, kept / MIB, threads,
+         asleep / MIB, after / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && threads == 1 && after <= base + kept + SLACK ? 0 : 1;
 }
 
 static int case_decay_off(void)
@@ -264,6 +312,7 @@ static void test_decay_alone_big(void)
 {
   CHECK_EQ(prd_test_bounded(case_decay_alone_big, "decay_alone_big", 60), 0);
 }
+static void test_single(void) { CHECK_EQ(prd_test_bounded(case_single, "single", 60), 0); }
 static void test_decay_off(void) { CHECK_EQ(prd_test_bounded(case_decay_off, "decay_off", 60), 0); }
 static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
 
@@ -274,6 +323,7 @@ int main(void)
   RUN(test_decay_thread);
   RUN(test_decay_alone);
   RUN(test_decay_alone_big);
+  RUN(test_single);
   RUN(test_decay_off);
   RUN(test_reuse);
   return prd_test_done();

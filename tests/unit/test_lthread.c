@@ -334,11 +334,16 @@ static int tasks(void)
   return n;
 }
 
+static int named_threads(const char *name);
 static void exit_body(void)
 {
   start_all();
-  if (tasks() < 4)   /* main and the three library threads: else this proves nothing */
+  if (tasks() < 4) {   /* main and the three library threads: else this proves nothing */
+    fprintf(stderr, "  %d threads, %d counted, maint %d driver %d worker %d\n", tasks(),
+            prd__lthread_apps(), named_threads("prd-maint"), named_threads("prd-rcu-gp"),
+            named_threads("prd-rcu-cb"));
     _exit(2);
+  }
   pthread_exit(NULL);   /* the process must end, with status 0 */
 }
 
@@ -346,6 +351,27 @@ static void test_pthread_exit_ends_process(void)
 {
   in_child(exit_body);
   printf("  child with every library thread ended %d ms after its start\n", child_ms);
+}
+
+/* Guards: without /proc (a chroot, a sandbox) the scan said "alive", so the library threads
+ * stayed after main's pthread_exit and the process never ended (and, every thread of it
+ * blocking every signal, not even on SIGTERM).  The count decides there now. */
+static void exit_no_proc_body(void)
+{
+  prd__lthread_no_proc = true;
+  /* main counted first: without /proc the count alone decides, and the count falling to
+   * zero while main, not yet counted, joins start_all's threads would end the library
+   * threads early (a wrong "none": a restart at the next need, thread.c section 3) */
+  struct prd_rcu_head h;
+  prd_call_rcu(&h, cb);
+  prd_rcu_barrier();
+  exit_body();
+}
+
+static void test_pthread_exit_no_proc(void)
+{
+  in_child(exit_no_proc_body);
+  printf("  child without /proc ended %d ms after its start\n", child_ms);
 }
 
 /* A thread that never used the library is an application thread too: the library threads
@@ -428,6 +454,7 @@ int main(void)
   RUN(test_start_reenters);
   RUN(test_signals_blocked);
   RUN(test_pthread_exit_ends_process);
+  RUN(test_pthread_exit_no_proc);
   RUN(test_uncounted_thread);
   RUN(test_main_named_like_library);
   return prd_test_done();
