@@ -552,6 +552,12 @@ void prd__cache_reclaim(void)
   reclaim_all();
 }
 
+void prd__cache_drain(prd_cache_t *cp)
+{
+  prd__mag_reap_cache_threads(cp);
+  cache_reap(cp, true);
+}
+
 void prd_cache_reap(prd_cache_t *cp)
 {
   if (cp == NULL) {

@@ -181,6 +181,8 @@ bool  prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget);
 uint64_t prd__mag_depot_moves(prd_cache_t *cp);
 /* Takes back the magazines of every other thread not inside an operation (the handshake). */
 void  prd__mag_reap_threads(void);
+/* The same for cp's magazines alone, this thread's too (cache.c's drain). */
+void  prd__mag_reap_cache_threads(prd_cache_t *cp);
 /* This thread's and every other thread's magazines and all depots back to the slab layer. */
 void  prd__mag_purge_all(void);
 /* Fills the CPU layer's fields of st. */
@@ -333,6 +335,10 @@ void  prd__cache_reap_all(prd_cache_t *cp);
 /* malloc_trim: every cache's magazines and free slabs back to the heap arena regardless of
  * working sets, then every free heap page decommitted; returns the bytes given back. */
 size_t prd__cache_trim(void);
+/* Everything cp holds free back to its source at once: every thread's magazines of cp (those
+ * not inside an operation), its depot, its latent slabs' ended generations, every free slab.
+ * For vmem's quantum caches when their arena runs short (vmem.c section 14).  No lock held. */
+void  prd__cache_drain(prd_cache_t *cp);
 /* Memory pressure (cache.c section 4's policy, as the slab layer's out-of-memory hook):
  * every cache's reclaim callback, then every free slab back to its source.  No lock held. */
 void  prd__cache_reclaim(void);

@@ -1358,11 +1358,12 @@ static bool cc_is_busy(prd_cpu_cache_t *cc)
 #endif
 }
 
-enum steal_mode { STEAL_ALL, STEAL_IDLE, STEAL_ONE_CACHE };
+enum steal_mode { STEAL_ALL, STEAL_IDLE, STEAL_ONE_CACHE, STEAL_ONE_CACHE_TRY };
 
 /* Takes magazines from other threads' CPU caches (mag_reap_lock held): every cache not busy
  * (STEAL_ALL), those idle for a whole interval (STEAL_IDLE), or those of `only`, waiting for
- * an owner that is inside an operation (STEAL_ONE_CACHE: the cache is being destroyed). */
+ * an owner that is inside an operation (STEAL_ONE_CACHE: the cache is being destroyed) or
+ * not (STEAL_ONE_CACHE_TRY: a drain, prd__mag_reap_cache_threads). */
 static void mag_steal(enum steal_mode mode, prd_cache_t *only)
 {
   pthread_mutex_lock(&mag_registry_lock);
@@ -1374,8 +1375,8 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
     uint32_t n = PRD_MIN(tc->tc_ncc, nids);
     for (uint32_t id = 1; id < n; id++) {
       prd_cpu_cache_t *cc = &tc->tc_cc[id];
-      prd_cache_t *cp = mode == STEAL_ONE_CACHE ? (id == only->cache_magid ? only : NULL)
-                                                : mag_cache_of(id);
+      prd_cache_t *cp = only != NULL ? (id == only->cache_magid ? only : NULL)
+                                     : mag_cache_of(id);
       if (cp == NULL)
         continue;
       while (!own && cc_is_busy(cc)) {
@@ -1418,6 +1419,16 @@ void prd__mag_reap_threads(void)
     return;
   pthread_mutex_lock(&mag_reap_lock);
   mag_steal(STEAL_ALL, NULL);
+  pthread_mutex_unlock(&mag_reap_lock);
+  mag_unlocked();
+}
+
+void prd__mag_reap_cache_threads(prd_cache_t *cp)
+{
+  if (cp->cache_magid == 0)
+    return;
+  pthread_mutex_lock(&mag_reap_lock);
+  mag_steal(STEAL_ONE_CACHE_TRY, cp);
   pthread_mutex_unlock(&mag_reap_lock);
   mag_unlocked();
 }

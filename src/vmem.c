@@ -147,6 +147,14 @@
  *    circulation, as in kmem and libumem; PRUDENCE_DEBUG=verify (which the quantum caches
  *    take like every cache) checks every such free against the cache's records and reports
  *    it, naming the cache.  Section 11's reports cover the sizes the caches do not serve.
+ *    Integers freed through the caches stay in their magazines and slabs, so an arena with no
+ *    source, whose request finds no room and cannot import, drains every quantum cache once
+ *    per call (vmem_qcache_drain, prd__cache_drain: every thread's magazines of them not in
+ *    an operation at that instant, the depots, the free slabs, which come back here) and
+ *    tries again before it fails or sleeps (Solaris vmem_xalloc reaps its quantum caches the
+ *    same way); without it an ID allocator whose ids were all freed one at a time failed a
+ *    larger request, or slept for ever.  An importing arena imports instead (its source is
+ *    the shortage's place to act: the heap arena's failure goes to the slab layer's reclaim).
  *    If the caches cannot be made (no memory), the arena serves every size itself and the
  *    pairing check of section 11 applies, and the first allocation of a cached size after
  *    VMEM_QCACHE_RETRY_NS tries again: a failure is retried, not remembered (an arena that
@@ -877,6 +885,7 @@ static void vmem_wait(prd_vmem_t *vmp, uint64_t until_ms)
 
 static size_t dirty_limit(const prd_vmem_t *vmp);
 static void vmem_purge(prd_vmem_t *vmp, bool after_free);
+static bool vmem_qcache_drain(prd_vmem_t *vmp);
 
 static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, bool xalloc,
                            bool may_import)
@@ -884,6 +893,7 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
   int policy = vmflags & PRD_VM_POLICY_MASK;
   uint64_t deadline = 0;
   prd_vseg_t *fresh = NULL;   /* the span this call just imported */
+  bool drained = false;       /* the quantum caches were drained for this call (section 14) */
   pthread_mutex_lock(&vmp->vm_lock);
   for (;;) {
     prd_vseg_t *just = fresh;   /* valid only right after the import (no unlock since) */
@@ -943,6 +953,16 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
       }
       if (vmp->vm_afunc != NULL && may_import && (fresh = vmem_import(vmp, r, vmflags)) != NULL)
         continue;
+      /* no source to import from: what the quantum caches hold free may be the room, given
+       * back once per call, with vm_lock dropped (section 14) */
+      if (vmp->vm_afunc == NULL && !drained) {
+        drained = true;
+        pthread_mutex_unlock(&vmp->vm_lock);
+        bool any = vmem_qcache_drain(vmp);
+        pthread_mutex_lock(&vmp->vm_lock);
+        if (any)
+          continue;
+      }
     }
     if (vmflags & PRD_VM_NOSLEEP)
       break;
@@ -1383,6 +1403,24 @@ static bool vmem_qcache_ready(prd_vmem_t *vmp)
   }
   pthread_mutex_unlock(&vmem_qcache_lock);
   return st == 1;
+}
+
+/* An allocation that found no room in an arena without a source (section 14): every quantum
+ * cache gives back all it holds free (prd__cache_drain: the magazines of every thread, this
+ * one's too, then the depot and the free slabs, which come back here), as Solaris vmem
+ * reaps its quantum caches before it fails or sleeps.  False when there was none to drain;
+ * not from inside a drain (a slab's return never allocates, but a caller may nest). */
+static __thread bool vmem_draining;
+
+static bool vmem_qcache_drain(prd_vmem_t *vmp)
+{
+  if (vmem_draining || atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) != 1)
+    return false;
+  vmem_draining = true;
+  for (int k = 0; k < vmp->vm_nqcache; k++)
+    prd__cache_drain(vmp->vm_qcache[k]);
+  vmem_draining = false;
+  return true;
 }
 
 static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t quantum,

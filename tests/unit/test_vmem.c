@@ -1,6 +1,7 @@
 /* Unit tests of the vmem arenas (src/vmem.c): every function, policy and constraint, importing,
  * the heap arena, sleeping, statistics, and every kind of bad input. */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -626,6 +627,57 @@ static void test_destroy_non_empty(void)
   prd_vmem_destroy(parent);
 }
 
+/* An arena with no source and quantum caches (an ID allocator): integers freed one at a time
+ * sit in the caches' magazines, here and in another thread's, and in their slabs; a request
+ * larger than qcache_max that needs them drains the caches before it fails (it failed with
+ * ENOMEM, or slept forever, while every integer was free). */
+static _Atomic int ids_phase;
+
+static void *ids_thread(void *arg)
+{
+  prd_vmem_t *ids = arg;
+  void *x[300];
+  for (int i = 0; i < 300; i++)
+    x[i] = prd_vmem_alloc(ids, 1, PRD_VM_NOSLEEP);
+  for (int i = 0; i < 300; i++)
+    prd_vmem_free(ids, x[i], 1);   /* into this thread's magazines */
+  atomic_store(&ids_phase, 1);
+  while (atomic_load(&ids_phase) != 2)   /* alive, its magazines parked */
+    usleep(1000);
+  return NULL;
+}
+
+static void test_qcache_drained_before_failing(void)
+{
+  prd_option_set("magazines", "1");   /* the quantum caches with their CPU layer */
+  prd_vmem_t *ids = prd_vmem_create("ids", (void *)1, 1000, 1, NULL, NULL, NULL, 8,
+                                    PRD_VM_SLEEP);
+  pthread_t t;
+  atomic_store(&ids_phase, 0);
+  CHECK_EQ(pthread_create(&t, NULL, ids_thread, ids), 0);
+  while (atomic_load(&ids_phase) != 1)
+    usleep(1000);
+  static void *x[700];
+  for (int i = 0; i < 700; i++) {
+    x[i] = prd_vmem_alloc(ids, 1, PRD_VM_NOSLEEP);
+    CHECK(x[i] != NULL);
+  }
+  for (int i = 0; i < 700; i++)
+    prd_vmem_free(ids, x[i], 1);
+  CHECK(prd_vmem_size(ids, PRD_VMEM_FREE) < 1000);   /* parked in the caches */
+  void *all = prd_vmem_alloc(ids, 1000, PRD_VM_NOSLEEP);
+  CHECK_EQ((uintptr_t)all, 1);
+  prd_vmem_free(ids, all, 1000);
+  void *half = prd_vmem_alloc(ids, 500, PRD_VM_SLEEP);   /* and no sleep for ever */
+  CHECK(half != NULL);
+  prd_vmem_free(ids, half, 500);
+  atomic_store(&ids_phase, 2);
+  pthread_join(t, NULL);
+  CHECK_EQ(prd__vmem_check(ids), 0);
+  prd_vmem_destroy(ids);
+  prd_option_set("magazines", "0");
+}
+
 int main(void)
 {
   prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
@@ -647,5 +699,6 @@ int main(void)
   RUN(test_bad_free_reports);
   RUN(test_dirty_first);
   RUN(test_destroy_non_empty);
+  RUN(test_qcache_drained_before_failing);
   return prd_test_done();
 }
