@@ -56,7 +56,7 @@ struct prd_vseg {
                                   caches not being made then (vmem.c section 14) */
   uint8_t vs_purged;           /* free, heap arena: decommitted by the bound after a free, since
                                   the last decay pass (vmem.c section 16) */
-  uint8_t vs_pad[1];
+  uint8_t vs_qslab;            /* alloc: a slab of one of the arena's quantum caches (section 14) */
 };
 
 #define PRD_VMEM_NAMELEN   32   /* arena names are copied, truncated to 31 characters */

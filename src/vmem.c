@@ -155,6 +155,10 @@
  *    same way); without it an ID allocator whose ids were all freed one at a time failed a
  *    larger request, or slept for ever.  An importing arena imports instead (its source is
  *    the shortage's place to act: the heap arena's failure goes to the slab layer's reclaim).
+ *    A cache's slab is an xalloc'ed segment of the arena (vs_qslab: made while prd_vmem_alloc
+ *    called the cache, vmem_qc_caller); a prd_vmem_free of a cached buffer with the slab's
+ *    size by mistake finds that segment at the buffer's address, and is reported as a wrong
+ *    size instead of freeing the slab under the cache's live buffers.
  *    If the caches cannot be made (no memory), the arena serves every size itself and the
  *    pairing check of section 11 applies, and the first allocation of a cached size after
  *    VMEM_QCACHE_RETRY_NS tries again: a failure is retried, not remembered (an arena that
@@ -555,6 +559,10 @@ static void span_remove_free(prd_vmem_t *vmp, prd_vseg_t *sp, struct vrelease *r
 
 /* ---- allocating and freeing segments -------------------------------------------------- */
 
+/* The arena whose quantum cache this thread is allocating from (prd_vmem_alloc, section 14):
+ * an xalloc on that arena meanwhile is the cache's new slab, marked vs_qslab. */
+static _Thread_local prd_vmem_t *vmem_qc_caller;
+
 /* Carves [addr, addr+size) out of the free segment vsp (needs 2 tags); returns its tag. */
 static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, uintptr_t size,
                              bool xalloc)
@@ -601,6 +609,7 @@ static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, u
   vsp->vs_purged = 0;
   vsp->vs_xalloc = xalloc;
   vsp->vs_qdirect = 0;
+  vsp->vs_qslab = xalloc && vmem_qc_caller == vmp;   /* section 14 */
   vmp->vm_stats.segs_alloc++;
   vmp->vm_stats.bytes_alloc += size;
   vmp->vm_stats.bytes_free -= size;
@@ -628,6 +637,7 @@ static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
   uintptr_t size = vseg_size(vsp);
   vsp->vs_type = PRD_VS_FREE;
   vsp->vs_xalloc = 0;
+  vsp->vs_qslab = 0;
   vmp->vm_stats.segs_alloc--;
   vmp->vm_stats.segs_free++;
   vmp->vm_stats.bytes_alloc -= size;
@@ -1002,9 +1012,14 @@ void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
     return NULL;
   }
   bool cached = size <= vmp->vm_qcache_max;
-  if (cached && vmem_qcache_ready(vmp))
-    return prd_cache_alloc(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1],
-                           vmflags & (PRD_NOSLEEP | PRD_NOFAIL));   /* section 14 */
+  if (cached && vmem_qcache_ready(vmp)) {
+    prd_vmem_t *outer = vmem_qc_caller;   /* an import from an arena with caches of its own */
+    vmem_qc_caller = vmp;
+    void *p = prd_cache_alloc(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1],
+                              vmflags & (PRD_NOSLEEP | PRD_NOFAIL));   /* section 14 */
+    vmem_qc_caller = outer;
+    return p;
+  }
   struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX, cached };
   return vmem_do_alloc(vmp, &r, vmflags, false, true);
 }
@@ -1102,6 +1117,13 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
   } else if (vseg_size(vsp) != size) {
     prd__report("vmem '%s': %s(%p, %zu): wrong size: the segment at %p has size %zu",
                 vmp->vm_name, fn, addr, size, addr, (size_t)vseg_size(vsp));
+    bad = true;
+  } else if (vsp->vs_qslab && !xfree) {
+    /* what prd_vmem_alloc handed out at addr is a quantum cache's buffer, whose slab has
+     * this size by chance: freeing the slab would hand its live buffers out again */
+    prd__report("vmem '%s': %s(%p, %zu): wrong size: the segment at %p is a slab of one of "
+                "the arena's quantum caches, not an allocation of %zu (not freed)",
+                vmp->vm_name, fn, addr, size, addr, size);
     bad = true;
   } else {
     if ((bool)vsp->vs_xalloc != xfree && size <= vmp->vm_qcache_max) {

@@ -627,6 +627,33 @@ static void test_destroy_non_empty(void)
   prd_vmem_destroy(parent);
 }
 
+/* A wrong-size free of a quantum-cached segment whose size happens to be that of the cache's
+ * slab (an xalloc'ed segment of the arena starting at the same address) is reported and frees
+ * nothing; it freed the slab, whose live buffers were then handed out again. */
+static void test_qcache_slab_not_freed_by_wrong_size(void)
+{
+  prd_option_set("magazines", "1");   /* as by default: the caches' slabs as a program has them */
+  prd_vmem_t *v = prd_vmem_create("qv", (void *)0x10, 0x10000, 0x10, NULL, NULL, NULL, 0x80, 0);
+  char *a = prd_vmem_alloc(v, 0x20, 0);
+  char *b = prd_vmem_alloc(v, 0x20, 0);   /* stays allocated */
+  uint64_t bad0 = stats_of(v).bad_frees;
+  int tries = 0;
+  for (size_t sz = 0x90; sz <= 0x2000; sz += 0x10, tries++)   /* above qcache_max */
+    prd_vmem_free(v, a, sz);   /* each reported, whatever the slab's size */
+  CHECK_EQ(stats_of(v).bad_frees, bad0 + (uint64_t)tries);
+  int overlaps = 0;
+  for (int i = 0; i < 40; i++) {
+    size_t sz = i % 2 ? 0x10 : 0x40;
+    char *p = prd_vmem_alloc(v, sz, 0);
+    overlaps += p < b + 0x20 && b < p + sz;
+    overlaps += p < a + 0x20 && a < p + sz;
+  }
+  CHECK_EQ(overlaps, 0);
+  CHECK_EQ(prd__vmem_check(v), 0);
+  prd_vmem_destroy(v);   /* the live segments are reported */
+  prd_option_set("magazines", "0");
+}
+
 /* An arena with no source and quantum caches (an ID allocator): integers freed one at a time
  * sit in the caches' magazines, here and in another thread's, and in their slabs; a request
  * larger than qcache_max that needs them drains the caches before it fails (it failed with
@@ -700,5 +727,6 @@ int main(void)
   RUN(test_dirty_first);
   RUN(test_destroy_non_empty);
   RUN(test_qcache_drained_before_failing);
+  RUN(test_qcache_slab_not_freed_by_wrong_size);
   return prd_test_done();
 }
