@@ -213,6 +213,8 @@ int prd__lthread_apps(void)
   return atomic_load_explicit(&lt_apps, memory_order_relaxed);
 }
 
+/* A hint (lt_tid relaxed, as everywhere it is compared): a thread that is starting or ending
+ * meanwhile moves maint.c's decision by one look, which its next poke makes again. */
 bool prd__lthread_others(const struct prd__lthread *self)
 {
   for (int i = 0; i < LT_MAX; i++) {

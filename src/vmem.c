@@ -964,8 +964,9 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
       if (vmp->vm_afunc != NULL && may_import && (fresh = vmem_import(vmp, r, vmflags)) != NULL)
         continue;
       /* no source to import from: what the quantum caches hold free may be the room, given
-       * back once per call, with vm_lock dropped (section 14) */
-      if (vmp->vm_afunc == NULL && !drained) {
+       * back once per call, with vm_lock dropped (section 14); not for a slab of one of them
+       * (this thread is inside that cache's refill, whose magazines a drain would empty) */
+      if (vmp->vm_afunc == NULL && !drained && vmem_qc_caller != vmp) {
         drained = true;
         pthread_mutex_unlock(&vmp->vm_lock);
         bool any = vmem_qcache_drain(vmp);
