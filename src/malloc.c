@@ -139,7 +139,8 @@
  *      - the first granule of a large or huge block holds (pages << 16) | kind, kind one of
  *        PM_LARGE (prd_vmem_alloc), PM_LARGEX (prd_vmem_xalloc: aligned), PM_HUGE (os.c),
  *        and PM_DEFERRED (bit 4) while a prd_free_deferred of the block waits for its grace
- *        period; the boot area's granules hold PM_BOOT (section 5).
+ *        period, PM_BUSY (bit 5) while a realloc changes a huge block's mapping; the boot
+ *        area's granules hold PM_BOOT (section 5).
  *    Memory ordering (beyond pagemap.c section 4's): a big block's entry is stored with
  *    release after the block is ready and read with acquire; clearing it is an atomic
  *    exchange, so two racing frees of one block cannot both free it: the loser sees 0 and
@@ -147,7 +148,9 @@
  *    queues the callback: a free, realloc or second deferral that reads the flag is reported
  *    and touches nothing (the block is the callback's), one racing with the deferral loses
  *    one of the two atomic updates, and the callback frees the entry with the flag, the only
- *    path that accepts it (big_free_deferred).
+ *    path that accepts it (big_free_deferred).  A realloc that changes a huge block's mapping
+ *    sets PM_BUSY the same way first, and stores the new entry (release) once the mapping is
+ *    what the entry says: no racing call frees or keeps pages of a size the mapping has not.
  *
  * 4. Bad input (docs/api.md).  A pointer with no entry, or not at the start of a buffer of
  *    its class (checked against the slab's geometry), is reported with prd__error naming the
@@ -321,6 +324,7 @@ enum { PM_LARGE = 1, PM_LARGEX = 2, PM_HUGE = 3, PM_BOOT = 4, PM_CLASS = PRD_PM_
                                            * tag byte (0 in any other entry) */
 #define PM_BIG_SHIFT   16         /* a big block's entry: its pages from bit 16 up */
 #define PM_DEFERRED    0x10u      /* a big block's entry: a deferral of it waits (section 3) */
+#define PM_BUSY        0x20u      /* a huge block's entry: a realloc resizes it (section 3) */
 
 /* A class buffer's entry: a slab entry whose tag byte names a class (another cache's slab
  * entry has kind PM_CLASS and tag 0). */
@@ -1248,8 +1252,9 @@ static inline uintptr_t malloc_owner(const char *fn, const void *p)
              prd_unlikely(((uintptr_t)p & (malloc_page - 1)) != 0)) {
     malloc_bad(fn, p, "inside the first page of a large block, not at its start");
     return 0;
-  } else if (prd_unlikely(e & PM_DEFERRED)) {
-    malloc_bad(fn, p, "deferred by prd_free_deferred, its grace period not ended yet");
+  } else if (prd_unlikely(e & (PM_DEFERRED | PM_BUSY))) {
+    malloc_bad(fn, p, e & PM_BUSY ? "being reallocated by another call"
+                                  : "deferred by prd_free_deferred, its grace period not ended yet");
     return 0;
   }
   return e;
@@ -1441,7 +1446,12 @@ static PRD_NOINLINE size_t usable_slow(void *ptr)
   if (ptr == NULL)
     return 0;
   int saved = errno;   /* a report's write may set it (a closed stderr): errno is the caller's */
-  uintptr_t e = malloc_owner("malloc_usable_size", ptr);
+  uintptr_t e = prd__pm_get(ptr);
+  if (e != 0 && (e & PM_KIND_MASK) != PM_CLASS && (e & PM_KIND_MASK) != PM_BOOT &&
+      (e & PM_DEFERRED) && ((uintptr_t)ptr & (malloc_page - 1)) == 0)
+    return entry_usable(ptr, e);   /* a deferred big block is readable until its grace
+                                    * period ends, as a deferred class block is */
+  e = malloc_owner("malloc_usable_size", ptr);
   size_t n = e == 0 ? 0 : entry_usable(ptr, e);
   errno = saved;
   return n;
@@ -1468,35 +1478,32 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
   uintptr_t a = (uintptr_t)ptr;
   prd_pm_entry_t *slot = prd__pm_slot(a, prd__pm_base(a));
   uintptr_t ne = ((uintptr_t)(bytes / malloc_page) << PM_BIG_SHIFT) | PM_HUGE;
-  if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
-    /* the compare-and-swap makes a racing free of the block (a user error) see a changed
-     * entry rather than free pages of the wrong size: it reports a double free */
-    uintptr_t want = e;
-    if (!atomic_compare_exchange_strong_explicit(slot, &want, ne, memory_order_acq_rel,
-                                                 memory_order_acquire))
-      malloc_bad("realloc", ptr, "freed while being reallocated");
-    return ptr;
-  }
-  void *to = prd__os_map(bytes);
-  if (to == NULL)
-    return NULL;
-  prd_pm_entry_t *nslot = prd__pm_slot_make((uintptr_t)to);
-  if (nslot == NULL) {
-    prd__os_unmap(to, bytes);
-    errno = ENOMEM;
-    return NULL;
-  }
-  /* the old entry goes first: a racing free of ptr loses (section 3) */
-  if (atomic_exchange_explicit(slot, 0, memory_order_acq_rel) != e) {
-    malloc_bad("realloc", ptr, "freed while being reallocated");
-    prd__os_unmap(to, bytes);
+  /* the block is this call's while its mapping changes (section 3): a racing free, realloc
+   * or deferral of it (user errors) finds PM_BUSY and reports, or loses its own atomic
+   * update, instead of freeing or keeping pages of the size the mapping no longer has */
+  uintptr_t want = e;
+  if (!atomic_compare_exchange_strong_explicit(slot, &want, e | PM_BUSY, memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    malloc_bad("realloc", ptr, "freed, deferred or reallocated while being reallocated");
     *bad = true;
     return NULL;
   }
-  if (prd__os_move(ptr, old, to, bytes) != 0) {   /* it gave the placeholder back */
+  if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
+    atomic_store_explicit(slot, ne, memory_order_release);
+    return ptr;
+  }
+  void *to = prd__os_map(bytes);
+  prd_pm_entry_t *nslot = to != NULL ? prd__pm_slot_make((uintptr_t)to) : NULL;
+  if (nslot == NULL || prd__os_move(ptr, old, to, bytes) != 0) {   /* the move gives the
+                                                                       * placeholder back */
+    if (to != NULL && nslot == NULL) {
+      prd__os_unmap(to, bytes);
+      errno = ENOMEM;
+    }
     atomic_store_explicit(slot, e, memory_order_release);   /* still at ptr, unchanged */
     return NULL;
   }
+  atomic_store_explicit(slot, 0, memory_order_release);
   atomic_store_explicit(nslot, ne, memory_order_release);
   return to;
 }
@@ -1619,7 +1626,7 @@ void *prd_realloc(void *ptr, size_t size)
             !prd__mark_test(ptr, 0))
           return ptr;
       } else if (kind != 0 && kind != PM_BOOT && (a & (malloc_page - 1)) == 0 &&
-                 !(e & PM_DEFERRED)) {   /* a deferred one is reported by realloc_slow */
+                 !(e & (PM_DEFERRED | PM_BUSY))) {   /* else realloc_slow reports it */
         size_t old = big_bytes(e);
         if (size > MC_MAX && size <= old && size > old / 2 && !malloc_guard)
           return ptr;

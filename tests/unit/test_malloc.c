@@ -463,6 +463,8 @@ static void deferred_big_misuse(void *arg)
     prd_free_deferred(q);
     if (q[0] != 7 || q[4095] != 7)   /* still the reader's */
       _exit(4);
+    if (prd_malloc_usable_size(q) < sizes[i])   /* readable, as a deferred class block */
+      _exit(6);
     prd_rcu_read_unlock();
     prd_synchronize_rcu();
     prd_rcu_barrier();

@@ -17,8 +17,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -486,6 +489,72 @@ static void test_grow_gives_back(void)
   prd_test_child_ok(grow_child);
 }
 
+/* ---- a realloc racing with a deferral of the same huge block ---------------------------- */
+/* A program bug, but one the allocator must survive: the in-place shrink resized the mapping
+ * before it updated the entry, so a deferral that flagged the entry between the two left it
+ * at the old size, and its callback kept a block whose tail was no longer mapped (the next
+ * allocation of that size faulted).  Now whichever update comes second is reported and the
+ * entry always says what is mapped. */
+static void *race_blk;
+static _Atomic int race_go, race_ready;
+
+static void *race_realloc(void *arg)
+{
+  (void)arg;
+  atomic_fetch_add(&race_ready, 1);
+  while (!atomic_load(&race_go))
+    ;
+  return prd_realloc(race_blk, 5u << 20);   /* a shrink in place */
+}
+
+static void *race_defer(void *arg)
+{
+  (void)arg;
+  atomic_fetch_add(&race_ready, 1);
+  while (!atomic_load(&race_go))
+    ;
+  prd_free_deferred(race_blk);
+  return NULL;
+}
+
+static void test_realloc_races_deferral(void)
+{
+  long old_abort = prd_option_get("abort_on_error");
+  prd_option_set("abort_on_error", "0");
+  enum { ITERS = 150 };
+  const size_t from = 16u << 20;
+  int faults = 0;
+  for (int i = 0; i < ITERS; i++) {
+    race_blk = prd_malloc(from);
+    atomic_store(&race_go, 0);
+    atomic_store(&race_ready, 0);
+    pthread_t a, b;
+    void *moved = NULL;
+    pthread_create(&a, NULL, race_realloc, NULL);
+    pthread_create(&b, NULL, race_defer, NULL);
+    while (atomic_load(&race_ready) < 2)
+      ;
+    atomic_store(&race_go, 1);
+    pthread_join(a, &moved);
+    pthread_join(b, NULL);
+    prd_rcu_barrier();   /* the deferral's callback has freed what the entry says */
+    if (moved != NULL && moved != race_blk)
+      prd_free(moved);
+    /* every page of the next blocks of that size is mapped: touch each one's last page */
+    char *v[2];
+    for (int k = 0; k < 2; k++) {
+      v[k] = prd_malloc(from);
+      unsigned char in;
+      if (v[k] != NULL && mincore(v[k] + from - 4096, 4096, &in) != 0)
+        faults++;   /* ENOMEM: the block's last page is not mapped */
+    }
+    for (int k = 0; k < 2; k++)
+      prd_free(v[k]);
+  }
+  prd_option_set("abort_on_error", old_abort ? "1" : "0");
+  CHECK_EQ(faults, 0);
+}
+
 int main(void)
 {
   RUN(test_reuse);
@@ -497,5 +566,6 @@ int main(void)
   RUN(test_move_fails);
   RUN(test_kept_gives_way);
   RUN(test_grow_gives_back);
+  RUN(test_realloc_races_deferral);
   return prd_test_done();
 }
