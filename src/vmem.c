@@ -129,7 +129,9 @@
  *    purge), VMEM_DIRTY_SCALE_MAX 64 and VMEM_DIRTY_SCALED_PCT 100 (section 16: a churn of
  *    big blocks needs its whole free space, which fragmentation makes about its live size;
  *    the decay passes still take back what it leaves), VMEM_QCACHE_RETRY_NS 10 ms (section 14: memory short enough that a cache cannot
- *    be made rarely lasts longer, and a failed try costs a few failed mappings).
+ *    be made rarely lasts longer, and a failed try costs a few failed mappings),
+ *    VMEM_QC_DRAIN_MS 100 (section 14: a sleeper's drains take other threads' magazines, so
+ *    ten a second at most; a free into a magazine wakes no one).
  *
  * 14. Quantum caches (paper section 4.4; seed 004 "quantum caching").  An arena created with
  *    qcache_max > 0 (clamped to PRD_VMEM_NQCACHE quanta) gets, at its first prd_vmem_alloc of
@@ -152,8 +154,9 @@
  *    per call (vmem_qcache_drain, prd__cache_drain: every thread's magazines of them not in
  *    an operation at that instant, the depots, the free slabs, which come back here) and
  *    tries again before it fails or sleeps (Solaris vmem_xalloc reaps its quantum caches the
- *    same way); without it an ID allocator whose ids were all freed one at a time failed a
- *    larger request, or slept for ever.  An importing arena imports instead (its source is
+ *    same way), and a sleeper drains them again every VMEM_QC_DRAIN_MS, since a free into a
+ *    magazine wakes no one; without it an ID allocator whose ids were all freed one at a
+ *    time failed a larger request, or slept for ever.  An importing arena imports instead (its source is
  *    the shortage's place to act: the heap arena's failure goes to the slab layer's reclaim).
  *    A cache's slab is an xalloc'ed segment of the arena (vs_qslab: made while prd_vmem_alloc
  *    called the cache, vmem_qc_caller); a prd_vmem_free of a cached buffer with the slab's
@@ -289,6 +292,7 @@
 #define HEAP_CHUNK          ((size_t)4 << 20)
 #define VMEM_DECAY_BATCH    ((size_t)32 << 20)
 #define VMEM_QCACHE_RETRY_NS ((uint64_t)10000000)   /* section 14 */
+#define VMEM_QC_DRAIN_MS    100     /* section 14 */
 #define VMEM_DIRTY_SCALE_MAX 64     /* section 16 */
 #define VMEM_DIRTY_SCALED_PCT 100   /* section 16 */
 #define HEAP_QCACHE_PAGES   8   /* heap quantum caches: 1..8 pages (8: kmem's heap, and slabs of
@@ -978,10 +982,15 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
     if (vmflags & PRD_VM_NOSLEEP)
       break;
     if (vmp->vm_afunc == NULL && !no_tags) {
-      /* only a free (or an add) can make room: wait for it, unless nothing ever could */
+      /* only a free (or an add) can make room: wait for it, unless nothing ever could.  A
+       * free of a cached size goes into a quantum cache's magazine and wakes no one: with
+       * the caches, the wait is a slice, after which they are drained again (section 14) */
       if (!vmem_could_fit(vmp, r))
         break;
-      vmem_wait(vmp, 0);
+      bool qc = atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1 &&
+                vmem_qc_caller != vmp;
+      vmem_wait(vmp, qc ? vmem_now_ms() + VMEM_QC_DRAIN_MS : 0);
+      drained = false;
       continue;
     }
     uint64_t now = vmem_now_ms();

@@ -680,6 +680,11 @@ static void *ids_thread(void *arg)
   return NULL;
 }
 
+static void *ids_sleeper(void *arg)
+{
+  return prd_vmem_alloc(arg, 500, PRD_VM_SLEEP);
+}
+
 static void test_qcache_drained_before_failing(void)
 {
   prd_option_set("magazines", "1");   /* the quantum caches with their CPU layer */
@@ -706,6 +711,20 @@ static void test_qcache_drained_before_failing(void)
   prd_vmem_free(ids, half, 500);
   atomic_store(&ids_phase, 2);
   pthread_join(t, NULL);
+  /* a sleeper while every id is taken: the frees that follow go into magazines and wake
+   * no one, so its wait drains the caches again after each slice */
+  static void *y[1000];
+  for (int i = 0; i < 1000; i++)
+    CHECK((y[i] = prd_vmem_alloc(ids, 1, PRD_VM_NOSLEEP)) != NULL);
+  pthread_t s;
+  CHECK_EQ(pthread_create(&s, NULL, ids_sleeper, ids), 0);
+  usleep(50000);   /* it sleeps */
+  for (int i = 0; i < 1000; i++)
+    prd_vmem_free(ids, y[i], 1);
+  void *got = NULL;
+  pthread_join(s, &got);
+  CHECK(got != NULL);
+  prd_vmem_free(ids, got, 500);
   CHECK_EQ(prd__vmem_check(ids), 0);
   prd_vmem_destroy(ids);
   prd_option_set("magazines", "0");
