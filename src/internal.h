@@ -399,8 +399,9 @@ void  prd__lthread_fork_child(void);
  * its running flag and returns).  prd__lthread_poked: a look is due (a wait loop's test). */
 bool  prd__lthread_idle_exit(struct prd__lthread *lt);
 bool  prd__lthread_poked(struct prd__lthread *lt);
-/* How long an idle library thread may sleep before it looks again: -1 for good (counted
- * application threads live, and the last to leave wakes it), else milliseconds. */
+/* How long an idle library thread may sleep before it looks again, in milliseconds: long
+ * while counted application threads live (the last to leave wakes it; the look is for a
+ * count that stays above the truth, thread.c section 3), short while none is counted. */
 long  prd__lthread_idle_ms(const struct prd__lthread *lt);
 /* *ts = now + ms on `clock`, the absolute deadline of a library thread's timed wait. */
 void  prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms);
@@ -408,8 +409,7 @@ void  prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms);
  * the wall clock being set). */
 void  prd__lthread_cond_init(pthread_cond_t *cond);
 /* An idle library thread's wait on cond (mutex held, its prd__lthread_idle_exit just said
- * stay): for good while counted application threads live (the last to leave pokes it), else
- * for the idle-check period; cond runs on `clock`. */
+ * stay), for prd__lthread_idle_ms; cond runs on `clock`. */
 void  prd__lthread_idle_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
                              const struct prd__lthread *lt);
 

@@ -52,7 +52,13 @@
  *    not counted, so while the count is zero an idle library thread looks again every LT_IDLE_MS
  *    (the idle check, at most one look per LT_IDLE_MS however often the thread idles) instead of
  *    sleeping for good.  A wrong "none" (a thread created by the leaver's later destructors) only
- *    costs a restart: every library thread is started on demand.  Scanning reads /proc with
+ *    costs a restart: every library thread is started on demand.  The count can also stay
+ *    above the truth: a thread that first uses the library in its own exit, after its key
+ *    destructors ran (glibc frees a thread's resources with free() then, so a thread that
+ *    never used the allocator becomes counted as it goes, and never leaves), so while threads
+ *    are counted a library thread still looks every LT_COUNTED_MS, and the scan decides (an
+ *    outside tester's process whose main ended with pthread_exit stayed for ever, its
+ *    workers' threads having ended that way).  Scanning reads /proc with
  *    open/getdents64/read only (no allocation: this may be malloc).  Without /proc (a chroot,
  *    a sandbox that hides it) the count alone decides: none counted, none alive.  A thread
  *    that never used the library may then still run: its next use starts what it needs.
@@ -98,6 +104,7 @@
 
 #define LT_MAX 4                        /* maintenance, driver, worker, and room for one more */
 #define LT_IDLE_MS 1000                 /* the idle check's period (magazine.c's wake-up) */
+#define LT_COUNTED_MS 5000              /* the same while threads are counted (section 3) */
 #define LT_QUICK 8                      /* looks after a poke, 1 ms apart doubling: 255 ms */
 #define LT_PREFIX "prd-"                /* every library thread's name starts so */
 
@@ -234,7 +241,7 @@ long prd__lthread_idle_ms(const struct prd__lthread *lt)
 {
   if (lt->lt_quick > 0)
     return 1l << (LT_QUICK - 1 - lt->lt_quick);
-  return atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ? -1 : LT_IDLE_MS;
+  return atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ? LT_COUNTED_MS : LT_IDLE_MS;
 }
 
 void prd__lthread_deadline(struct timespec *ts, clockid_t clock, long ms)
@@ -370,8 +377,9 @@ bool prd__lthread_idle_exit(struct prd__lthread *lt)
   } else if (lt->lt_quick == 0) {
     /* no poke: the idle check, at most once per LT_IDLE_MS however often the thread idles
      * (a driver serving uncounted threads goes idle after every grace period) */
-    if (atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ||
-        now - lt->lt_looked_ns < (uint64_t)LT_IDLE_MS * 1000000u)
+    long period = atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ? LT_COUNTED_MS
+                                                                            : LT_IDLE_MS;
+    if (now - lt->lt_looked_ns < (uint64_t)period * 1000000u)
       return false;
   }
   lt->lt_looked_ns = now;

@@ -110,10 +110,10 @@ print(f(ctypes.c_void_p(l.malloc(17))))')
     # tests/preload/threads.c: the allocator's threads take no signal, do not exist in a
     # single-threaded program, and keep no process alive; each run is bounded, so a process
     # kept alive fails here instead of blocking ctest
-    for mode in one-thread exit exit-threads fork-exit fork-exit-threads signalfd; do
-      timeout 10 "$bin/preload_threads" $mode
+    for mode in one-thread exit exit-threads exit-grandchildren fork-exit fork-exit-threads signalfd; do
+      timeout -k 5 10 "$bin/preload_threads" $mode
       echo "glibc $mode: ok"
-      if ! timeout 10 env PRD_EXPECT_PRELOAD=1 LD_PRELOAD="$lib" "$bin/preload_threads" $mode; then
+      if ! timeout -k 5 10 env PRD_EXPECT_PRELOAD=1 LD_PRELOAD="$lib" "$bin/preload_threads" $mode; then
         echo "preloaded $mode: failed (exit status $?)" >&2
         exit 1
       fi

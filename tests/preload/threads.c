@@ -11,6 +11,11 @@
  *                 that outlives the application's keeps it alive forever.
  *   exit-threads  the same after two threads allocated (the maintenance thread runs then):
  *                 it must notice that no application thread is left and end.
+ *   exit-grandchildren  the same when the threads that allocated each started a detached
+ *                 thread that never allocates: glibc frees such a thread's resources with
+ *                 free() after its key destructors ran, so it is counted as it ends and
+ *                 never leaves the count; the library threads must still see, in /proc,
+ *                 that no application thread is left (they stayed for ever).
  *   fork-exit     a multi-threaded parent forks; the child allocates and ends with
  *                 pthread_exit: it must exit 0 (it stayed a two-thread zombie); the parent
  *                 waits for it at most CHILD_WAIT_MS and prints how long it took to end.
@@ -87,6 +92,23 @@ static void two_threads(void)
       abort();
   for (int i = 0; i < 2; i++)
     pthread_join(t[i], NULL);
+}
+
+static void *quiet_main(void *arg)
+{
+  (void)arg;
+  usleep(300000);   /* never allocates */
+  return NULL;
+}
+
+static void *parent_main(void *arg)
+{
+  churn((unsigned)(uintptr_t)arg);
+  pthread_t t;
+  if (pthread_create(&t, NULL, quiet_main, NULL) != 0)
+    abort();
+  pthread_detach(t);
+  return NULL;
 }
 
 static double now_ms(void)
@@ -193,13 +215,24 @@ int main(int argc, char **argv)
     two_threads();
     pthread_exit(NULL);
   }
+  if (strcmp(mode, "exit-grandchildren") == 0) {
+    churn(1);
+    for (int i = 0; i < 3; i++) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, parent_main, (void *)(uintptr_t)(i + 3)) != 0)
+        abort();
+      pthread_detach(t);
+    }
+    pthread_exit(NULL);
+  }
   if (strcmp(mode, "fork-exit") == 0)
     return mode_fork_exit(false);
   if (strcmp(mode, "fork-exit-threads") == 0)
     return mode_fork_exit(true);
   if (strcmp(mode, "signalfd") == 0)
     return mode_signalfd();
-  fprintf(stderr, "usage: %s one-thread|exit|exit-threads|fork-exit|fork-exit-threads|signalfd\n",
+  fprintf(stderr, "usage: %s one-thread|exit|exit-threads|exit-grandchildren|fork-exit|"
+                  "fork-exit-threads|signalfd\n",
           argv[0]);
   return 2;
 }
