@@ -554,7 +554,7 @@ void prd__cache_reclaim(void)
 
 void prd__cache_drain(prd_cache_t *cp)
 {
-  prd__mag_reap_cache_threads(cp);
+  prd__mag_reap_threads(cp);
   cache_reap(cp, true);
 }
 
@@ -591,7 +591,7 @@ static size_t reap_and_decommit(bool all)
   prd_vmem_stats_t before, after;
   prd_vmem_t *heap = prd_heap_arena();
   bool counted = heap != NULL && prd_vmem_stats(heap, &before) == 0;
-  prd__mag_reap_threads();   /* magazines parked in other threads' caches (magazine.c) */
+  prd__mag_reap_threads(NULL);   /* magazines parked in other threads' caches (magazine.c) */
   cache_in_reclaim = true;
   pthread_mutex_lock(&cache_reap_lock);
   reap_all_locked(all);

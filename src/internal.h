@@ -179,10 +179,9 @@ bool  prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget);
 /* Full and tagged magazines the depot took and gave since cp was made (a depot that moved
  * none between two looks has no working set: cache.c's decay and growth reaps). */
 uint64_t prd__mag_depot_moves(prd_cache_t *cp);
-/* Takes back the magazines of every other thread not inside an operation (the handshake). */
-void  prd__mag_reap_threads(void);
-/* The same for cp's magazines alone, this thread's too (cache.c's drain). */
-void  prd__mag_reap_cache_threads(prd_cache_t *cp);
+/* Takes back the magazines of every other thread not inside an operation (the handshake);
+ * with `only`, that cache's alone, this thread's too (cache.c's drain). */
+void  prd__mag_reap_threads(prd_cache_t *only);
 /* This thread's and every other thread's magazines and all depots back to the slab layer. */
 void  prd__mag_purge_all(void);
 /* Fills the CPU layer's fields of st. */

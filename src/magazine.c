@@ -1363,7 +1363,7 @@ enum steal_mode { STEAL_ALL, STEAL_IDLE, STEAL_ONE_CACHE, STEAL_ONE_CACHE_TRY };
 /* Takes magazines from other threads' CPU caches (mag_reap_lock held): every cache not busy
  * (STEAL_ALL), those idle for a whole interval (STEAL_IDLE), or those of `only`, waiting for
  * an owner that is inside an operation (STEAL_ONE_CACHE: the cache is being destroyed) or
- * not (STEAL_ONE_CACHE_TRY: a drain, prd__mag_reap_cache_threads). */
+ * not (STEAL_ONE_CACHE_TRY: a drain, prd__mag_reap_threads of one cache). */
 static void mag_steal(enum steal_mode mode, prd_cache_t *only)
 {
   pthread_mutex_lock(&mag_registry_lock);
@@ -1413,22 +1413,12 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
   pthread_mutex_unlock(&mag_registry_lock);
 }
 
-void prd__mag_reap_threads(void)
+void prd__mag_reap_threads(prd_cache_t *only)
 {
-  if (mag_id_count() <= 1)
+  if (only != NULL ? only->cache_magid == 0 : mag_id_count() <= 1)
     return;
   pthread_mutex_lock(&mag_reap_lock);
-  mag_steal(STEAL_ALL, NULL);
-  pthread_mutex_unlock(&mag_reap_lock);
-  mag_unlocked();
-}
-
-void prd__mag_reap_cache_threads(prd_cache_t *cp)
-{
-  if (cp->cache_magid == 0)
-    return;
-  pthread_mutex_lock(&mag_reap_lock);
-  mag_steal(STEAL_ONE_CACHE_TRY, cp);
+  mag_steal(only != NULL ? STEAL_ONE_CACHE_TRY : STEAL_ALL, only);
   pthread_mutex_unlock(&mag_reap_lock);
   mag_unlocked();
 }
@@ -2168,7 +2158,7 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
 void prd__mag_purge_all(void)
 {
   prd_thread_flush();
-  prd__mag_reap_threads();
+  prd__mag_reap_threads(NULL);
   pthread_mutex_lock(&mag_reap_lock);
   uint32_t n = mag_id_count();
   for (uint32_t id = 1; id < n; id++) {

@@ -1231,8 +1231,9 @@ static PRD_NOINLINE PRD_COLD void malloc_bad_cache(const char *fn, const void *p
              name != NULL ? name : "(destroyed)");
 }
 
-/* What p is, for free/realloc/usable_size: its entry, or 0 after a report. */
-static inline uintptr_t malloc_owner(const char *fn, const void *p)
+/* What p is, for free/realloc/usable_size: its entry, or 0 after a report.  `ok`: the flags
+ * of a big block's entry the caller takes as they are (a constant after inlining). */
+static inline uintptr_t malloc_owner_ok(const char *fn, const void *p, uintptr_t ok)
 {
   uintptr_t e = prd__pm_get(p);
   if (prd_unlikely(e == 0)) {
@@ -1252,12 +1253,17 @@ static inline uintptr_t malloc_owner(const char *fn, const void *p)
              prd_unlikely(((uintptr_t)p & (malloc_page - 1)) != 0)) {
     malloc_bad(fn, p, "inside the first page of a large block, not at its start");
     return 0;
-  } else if (prd_unlikely(e & (PM_DEFERRED | PM_BUSY))) {
+  } else if (prd_unlikely(e & (PM_DEFERRED | PM_BUSY) & ~ok)) {
     malloc_bad(fn, p, e & PM_BUSY ? "being reallocated by another call"
                                   : "deferred by prd_free_deferred, its grace period not ended yet");
     return 0;
   }
   return e;
+}
+
+static inline uintptr_t malloc_owner(const char *fn, const void *p)
+{
+  return malloc_owner_ok(fn, p, 0);
 }
 
 static void big_free_in(const char *fn, void *p, uintptr_t e);
@@ -1446,12 +1452,9 @@ static PRD_NOINLINE size_t usable_slow(void *ptr)
   if (ptr == NULL)
     return 0;
   int saved = errno;   /* a report's write may set it (a closed stderr): errno is the caller's */
-  uintptr_t e = prd__pm_get(ptr);
-  if (e != 0 && (e & PM_KIND_MASK) != PM_CLASS && (e & PM_KIND_MASK) != PM_BOOT &&
-      (e & PM_DEFERRED) && ((uintptr_t)ptr & (malloc_page - 1)) == 0)
-    return entry_usable(ptr, e);   /* a deferred big block is readable until its grace
-                                    * period ends, as a deferred class block is */
-  e = malloc_owner("malloc_usable_size", ptr);
+  /* a deferred big block is readable until its grace period ends, as a deferred class
+   * block is: its size, no report */
+  uintptr_t e = malloc_owner_ok("malloc_usable_size", ptr, PM_DEFERRED);
   size_t n = e == 0 ? 0 : entry_usable(ptr, e);
   errno = saved;
   return n;
