@@ -53,9 +53,12 @@
  *    layout in slabs of several pages), which no public flag can ask for.
  *
  * 4. Reclaim (002 §3.4; the working sets of seed 004 and libumem).  A reap of a cache
- *    returns the depot's magazines outside its working set to the slabs first, then the slab
- *    layer's free slabs outside its working set to the source (prd__slab_reap).  prd_reap
- *    reaps every cache after taking back the magazines parked in other threads' caches.
+ *    returns the depot's magazines outside its working set to the slabs first, then makes
+ *    free the latent slabs' deferred buffers whose grace period has ended, then returns the
+ *    slab layer's free slabs outside its working set to the source (prd__slab_reap).
+ *    prd_reap reaps every cache after taking back the magazines parked in other threads'
+ *    caches; prd__cache_drain (vmem.c's quantum caches, when their arena runs short) does
+ *    the same for one cache with no working set kept.
  *    Out of memory (the slab layer's hook, section 5) an allocation applies its flags:
  *    deferred objects wait for their grace period first (seed 001 Algorithm 1 lines 31-32,
  *    defer.c), at most twice; then PRD_NOSLEEP fails; PRD_SLEEP calls every cache's reclaim
