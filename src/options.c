@@ -8,8 +8,9 @@
  *    on the options stats* at exit and at their interval; this file names stats.c's link anchor
  *    (PRD__STATS_LINK, data, not a call), so that a static link of the options takes the
  *    printer that makes PRUDENCE_STATS=1 work in every program.
- * 2. Bad input: an unknown name or a value that does not parse is reported once on stderr,
- *    naming the source, and ignored; nothing else changes.  Never a crash, never an abort.
+ * 2. Bad input: an unknown name or a value that does not parse (for debug: a bit that is not
+ *    one of PRD_CACHE_DEBUG_ALL's) is reported once on stderr, naming the source, and
+ *    ignored; nothing else changes.  Never a crash, never an abort.
  * 3. No allocation: the environment is parsed in place (this runs inside malloc later on).
  * 4. Storage: one _Atomic long per option, read with relaxed loads (prd__opt): an option is a
  *    setting, not a synchronization variable, and a reader seeing an old value briefly is fine.
@@ -143,6 +144,10 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
   /* milliseconds are turned into nanoseconds (and doubled, quadrupled) in 64 bits by their
    * users: a larger value would wrap to a short period */
   if (kind == PRD__OPT_MS && v > OPT_MS_MAX)
+    return -1;
+  /* debug holds PRD_CACHE_* debug bits only: another bit is a cache flag (NOTOUCH,
+   * NOMAGAZINE, ...) or none, which would change every new cache's behaviour unasked */
+  if (d->od_value == &prd__options.debug && (v & ~(long)PRD_CACHE_DEBUG_ALL) != 0)
     return -1;
   *out = v * mult;
   return 0;

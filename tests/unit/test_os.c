@@ -112,7 +112,14 @@ static void test_options(void)
   CHECK_EQ(prd_option_set("fault_mmap", "-3"), -1);
   CHECK_EQ(prd_option_set("fault_mmap", "0"), 0);
   CHECK_EQ(prd_option_get("nope"), -1);
-  CHECK_EQ(prd__error_count(), e0 + 3);   /* each bad input reported once */
+  /* debug takes debug bits only: NOMAGAZINE (4) or an unnamed bit is refused */
+  CHECK_EQ(prd_option_set("debug", "0x44"), -1);
+  CHECK_EQ(prd_option_set("debug", "0x10000"), -1);
+  CHECK_EQ(prd_option_get("debug"), 0);
+  CHECK_EQ(prd_option_set("debug", "0x10"), 0);
+  CHECK_EQ(prd_option_get("debug"), 0x10);
+  CHECK_EQ(prd_option_set("debug", "0"), 0);
+  CHECK_EQ(prd__error_count(), e0 + 5);   /* each bad input reported once */
   CHECK_EQ(prd_option_set("abort_on_error", "0"), 0);
 }
 
