@@ -192,9 +192,9 @@
  *    parent had.  call_rcu.c's fork functions (its §7) do the same for its queues and worker.
  *    A fork that takes no lock (fork.c section 4: from a signal handler, or single-threaded)
  *    calls none of them.  A source's synchronize runs with gp_lock dropped (GP_EXT, §8), as it
- *    may wait for the forking thread itself (an online QSBR thread); prepare waits for one in
- *    progress to end, for at most FORK_EXT_WAIT_NS with a QSBR source (rs_block_begin set),
- *    then forks anyway, and the child, which lacks the thread that ran it, takes the sequence
+ *    may wait for the forking thread itself (an online QSBR thread, a memb reader that waits
+ *    for a lock the forking thread holds), prepare waits for one in progress to end, for at
+ *    most FORK_EXT_WAIT_NS, then forks anyway, and the child, which lacks the thread that ran it, takes the sequence
  *    back to before that grace period (its states then wait for the child's own grace
  *    periods).  Such a child inherits liburcu's grace-period lock held, and must not wait for
  *    a grace period of that source: the price of a fork that cannot wait for a grace period
@@ -1591,10 +1591,11 @@ void prd__rcu_fork_release(void)
   fork_release(true);
 }
 
-/* How long fork's prepare lets a QSBR source's synchronize in progress (GP_EXT) end before
- * it forks anyway: long enough for a grace period of liburcu's (microseconds to a millisecond
- * or two), short against the wait for one that waits for the forking thread itself (an online
- * QSBR thread), which can never end while it forks. */
+/* How long fork's prepare lets a source's synchronize in progress (GP_EXT) end before it
+ * forks anyway: long enough for a grace period of liburcu's without a stalled reader
+ * (microseconds to a millisecond or two), short against one that waits for the forking
+ * thread itself (an online QSBR thread; a reader that waits for a lock the forking thread
+ * holds), which can never end while it forks. */
 #define FORK_EXT_WAIT_NS 20000000u
 
 void prd__rcu_fork_prepare_gp(void)
@@ -1602,14 +1603,12 @@ void prd__rcu_fork_prepare_gp(void)
   pthread_mutex_lock(&gp_lock);
   if (gp_stage == GP_EXT) {
     /* a child that inherits the synchronize in progress finds liburcu's own grace-period
-     * lock held by a thread it does not have: let it end first.  A source whose grace
-     * periods wait only for read-side sections (memb: no rs_block_begin) cannot be waiting
-     * for this thread, which is in none (forking inside one is not allowed, as with
-     * liburcu): wait for it to end, as a fork always did.  A QSBR source's may be waiting for
-     * this thread, online: bounded */
-    const struct prd_rcu_source *src = atomic_load_explicit(&rcu_src, memory_order_acquire);
-    bool qsbr = src != NULL && src->rs_block_begin != NULL;
-    (void)gp_ext_wait(qsbr ? prd__now_ns() + FORK_EXT_WAIT_NS : UINT64_MAX);
+     * lock held by a thread it does not have: let it end first, for a bounded time.  Any
+     * source's may be waiting for this thread: a QSBR one for this thread online, a memb one
+     * for a reader whose section waits for a lock this thread holds (allowed: sections may
+     * take locks that updaters hold) or for a reader that just runs long; liburcu alone never
+     * makes a fork wait for readers */
+    (void)gp_ext_wait(prd__now_ns() + FORK_EXT_WAIT_NS);
   }
   pthread_mutex_lock(&reg_lock);
 }

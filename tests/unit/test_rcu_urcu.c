@@ -329,6 +329,68 @@ static void test_qsbr_fork_online(void)
   CHECK_STR_CONTAINS(buf, "qsbr forks=3 children_ok=3 open_before=1 ended=1");
 }
 
+/* A fork while the library's grace period runs liburcu's memb synchronize, held open by a
+ * reader whose section waits for a mutex the forking thread holds (sections may take locks
+ * that updaters hold).  The defect this guards: fork's prepare waited for that synchronize to
+ * end without a bound (a memb grace period was thought unable to wait for the forking
+ * thread): a deadlock, where liburcu alone forks at once.  The wait is bounded now, as for
+ * QSBR; the child takes the sequence back (rcu.c §7).  alarm(): the old code hung in fork. */
+static pthread_mutex_t memb_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int memb_in;
+
+static void *memb_locking_reader(void *arg)
+{
+  (void)arg;
+  prd_rcu_register_thread();
+  urcu_memb_read_lock();
+  atomic_store(&memb_in, 1);
+  pthread_mutex_lock(&memb_mu);
+  pthread_mutex_unlock(&memb_mu);
+  urcu_memb_read_unlock();
+  prd_rcu_unregister_thread();
+  return NULL;
+}
+
+static void child_memb_fork_reader_waits(void *arg)
+{
+  (void)arg;
+  alarm(30);
+  prd_rcu_set_source(&prd_rcu_urcu_memb);
+  pthread_mutex_lock(&memb_mu);
+  pthread_t r;
+  pthread_create(&r, NULL, memb_locking_reader, NULL);
+  while (!atomic_load(&memb_in))
+    sched_yield();
+  prd_gp_t s = prd_rcu_get_state();
+  prd_rcu_request_gp(s); /* the driver enters liburcu's synchronize, held by the reader */
+  struct timespec ms = { 0, 1000000 };
+  for (int i = 0; i < 50; i++)
+    nanosleep(&ms, NULL);
+  uint64_t t0 = prd__now_ns();
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(prd_rcu_poll_state(s) ? 2 : 0); /* not the child's grace period */
+  uint64_t fork_ms = (prd__now_ns() - t0) / 1000000;
+  int st = 0, child_ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+                         WEXITSTATUS(st) == 0;
+  bool open_before = !prd_rcu_poll_state(s);
+  pthread_mutex_unlock(&memb_mu);
+  pthread_join(r, NULL);
+  prd_rcu_wait_state(s);
+  printf("memb fork_ms=%llu child_ok=%d open_before=%d ended=%d\n",
+         (unsigned long long)fork_ms, child_ok, open_before, prd_rcu_poll_state(s));
+  printf("fork %s\n", fork_ms < 5000 ? "prompt" : "slow");
+}
+
+static void test_memb_fork_reader_waits(void)
+{
+  char buf[4096];
+  run_guarded_child(child_memb_fork_reader_waits, buf, sizeof(buf));
+  fputs(buf, stdout);
+  CHECK_STR_CONTAINS(buf, "child_ok=1 open_before=1 ended=1");
+  CHECK_STR_CONTAINS(buf, "fork prompt");
+}
+
 /* The driver while another thread runs a liburcu source's synchronize with gp_lock dropped
  * (rcu.c §8, GP_EXT).  The defect this guards: asked for an expedited grace period then, the
  * driver found the grace period in another thread's hands and went round its scan loop,
@@ -403,6 +465,7 @@ int main(void)
   RUN(test_builtin_reader_with_urcu);
   RUN(test_qsbr_alloc_not_quiescent);
   RUN(test_qsbr_fork_online);
+  RUN(test_memb_fork_reader_waits);
   RUN(test_qsbr_driver_waits);
   return prd_test_done();
 }
