@@ -78,11 +78,15 @@
  *    period; being invoked (FL_INVOKING), some of it has run and the child could not tell
  *    which, so prepare waits for the invocation to end (cb_flight_cond, with cbq_lock and
  *    wrk_lock dropped, then takes both again in their order).  That wait is for callbacks
- *    only, never for readers: the pass has its grace period by then.  A callback must not
- *    take a lock that fork's prepare holds before this file's (rcu.c's, the C library's
- *    stream list), as in liburcu, where a fork waits for its call_rcu threads the same way.
- *    A fork from a callback does not wait for itself: the child's copy of the invoking
- *    thread finishes the batch.
+ *    only, never for readers: the pass has its grace period by then.  It is bounded
+ *    (FORK_CB_WAIT_NS): a callback may wait for a lock the forking thread holds, or for
+ *    anything else of the program, and liburcu's fork does not wait for its call_rcu
+ *    threads unless the program asks (call_rcu_before_fork).  Past the bound the fork goes
+ *    on and the child drops the batch: it cannot tell which of its callbacks ran, and
+ *    running one twice (a double free) is worse than running none; in the child, what
+ *    those callbacks would have freed stays allocated (the parent runs them).  A fork from
+ *    a callback does not wait for itself: the child's copy of the invoking thread finishes
+ *    the batch.
  *
  * 8. Lock order: wrk_lock -> cbq_lock (the worker's last look before it sleeps, a barrier's
  *    and an exiting thread's look for pending callbacks).  No lock of this file is held while
@@ -96,6 +100,7 @@
  *    prd_rcu_barrier exists to wait: it blocks, with a QSBR caller offline meanwhile (rcu.c §9
  *    names the calls that do).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -146,6 +151,7 @@ static void cb_thread_exit(void *arg);
 static void cb_init_once(void)
 {
   prd__init();
+  prd__lthread_cond_init(&cb_flight_cond);   /* fork's bounded wait (§7): monotonic */
 }
 
 static void cb_init(void)
@@ -565,18 +571,27 @@ static void cb_thread_exit(void *arg)
 
 /* ---- §7 fork --------------------------------------------------------------------------- */
 PRD__FORK_LINK();
+/* How long fork's prepare lets a batch being invoked end (§7): callbacks that free objects
+ * take microseconds; one that waits for the program (a lock the forking thread holds) may
+ * never end while it forks. */
+#define FORK_CB_WAIT_NS 20000000u
+
 void prd__call_rcu_fork_prepare(void)
 {
+  uint64_t deadline = prd__now_ns() + FORK_CB_WAIT_NS;
   for (;;) {
     pthread_mutex_lock(&wrk_lock);
     pthread_mutex_lock(&cbq_lock);
     /* not while a batch is being invoked (§7), unless this thread invokes it (a fork from a
-     * callback: the child's copy of this thread goes on with the batch) */
-    if (cb_flight_state != FL_INVOKING || cb_self.ct_is_worker)
+     * callback: the child's copy of this thread goes on with the batch), or the bound ran
+     * out (the child drops the batch) */
+    if (cb_flight_state != FL_INVOKING || cb_self.ct_is_worker || prd__now_ns() >= deadline)
       return;
     pthread_mutex_unlock(&wrk_lock);
-    while (cb_flight_state == FL_INVOKING)
-      prd__cond_wait(&cb_flight_cond, &cbq_lock);
+    struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+    while (cb_flight_state == FL_INVOKING &&
+           prd__cond_timedwait(&cb_flight_cond, &cbq_lock, &ts) != ETIMEDOUT)
+      ;
     pthread_mutex_unlock(&cbq_lock);
   }
 }
@@ -593,12 +608,17 @@ void prd__call_rcu_fork_child(void)
   pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;
   struct cb_thread *self = &cb_self;
   cbq_lock = wrk_lock = init;
-  wrk_cond = wrk_done_cond = cb_flight_cond = cinit;
+  wrk_cond = wrk_done_cond = cinit;
+  prd__lthread_cond_init(&cb_flight_cond);
   /* a batch the parent's worker spliced and was waiting for: none of it ran, so it runs
-   * here, after the child's own grace period (§7).  One being invoked is this thread's own
-   * (prepare waited for any other), which the child's copy of this thread goes on with */
+   * here, after the child's own grace period (§7).  One being invoked is this thread's own,
+   * which the child's copy of this thread goes on with, or another thread's that prepare's
+   * bounded wait did not see end: some of it ran, the child cannot tell which, and drops it */
   if (cb_flight_state == FL_WAITING) {
     cb_append(&cb_orphan_first, &cb_orphan_last, cb_flight_first, cb_flight_last);
+    cb_flight_first = cb_flight_last = NULL;
+    cb_flight_state = FL_NONE;
+  } else if (cb_flight_state == FL_INVOKING && !self->ct_is_worker) {
     cb_flight_first = cb_flight_last = NULL;
     cb_flight_state = FL_NONE;
   }

@@ -580,6 +580,53 @@ static void test_call_rcu_fork_in_flight(void)
   CHECK_EQ(atomic_load(&inflight_ran), 1);
 }
 
+/* ---- fork while a callback waits for a lock the forking thread holds -------------------- */
+/* A callback of a batch being invoked takes a mutex that the forking thread holds.  The
+ * defect this guards: fork's prepare waited for the batch to end, and the batch waited for
+ * the fork: a deadlock, where liburcu's fork does not wait for its call_rcu threads.  The
+ * wait is bounded now; the child drops the batch (it cannot tell which callbacks ran) and its
+ * barrier returns; the parent runs every callback once. */
+static pthread_mutex_t locked_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int locked_in, locked_ran;
+static struct prd_rcu_head locked_heads[2];
+static void cb_locked(struct prd_rcu_head *h)
+{
+  if (h == &locked_heads[0]) {
+    atomic_store(&locked_in, 1);
+    pthread_mutex_lock(&locked_mu);
+    pthread_mutex_unlock(&locked_mu);
+  }
+  atomic_fetch_add(&locked_ran, 1);
+}
+
+static void test_call_rcu_fork_callback_blocked(void)
+{
+  pthread_mutex_lock(&locked_mu);
+  prd_call_rcu(&locked_heads[0], cb_locked);
+  prd_call_rcu(&locked_heads[1], cb_locked);
+  while (!atomic_load(&locked_in))
+    usleep(1000);
+  alarm(30);   /* the old prepare hung here */
+  uint64_t t0 = prd__now_ns();
+  pid_t pid = fork();
+  if (pid == 0) {
+#if !defined(PRD_TSAN) && !defined(PRD_ASAN)
+    prd_rcu_barrier();   /* the dropped batch is not waited for (the child needs a worker) */
+#endif
+    _exit(atomic_load(&locked_ran) == 0 ? 0 : 3);
+  }
+  uint64_t fork_ms = (prd__now_ns() - t0) / 1000000;
+  CHECK(pid > 0);
+  int st = 0;
+  CHECK_EQ(waitpid(pid, &st, 0), pid);
+  alarm(0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK(fork_ms < 5000);
+  pthread_mutex_unlock(&locked_mu);
+  prd_rcu_barrier();
+  CHECK_EQ(atomic_load(&locked_ran), 2);
+}
+
 int main(void)
 {
   RUN(test_read_lock_nesting);
@@ -599,6 +646,7 @@ int main(void)
   RUN(test_bad_calls);
   RUN(test_sources);
   RUN(test_call_rcu_fork_in_flight);
+  RUN(test_call_rcu_fork_callback_blocked);
   RUN(test_fork);
   return prd_test_done();
 }
