@@ -14,15 +14,35 @@
  *    prudence::urcu); without it the option ends the process (src/rcu.c §6).  One file per
  *    flavour keeps each flavour's headers (and their name-mapping macros) to themselves.
  */
+#define _LGPL_SOURCE   /* URCU_TLS(urcu_memb_reader): the registration test below */
 #include <urcu/urcu-memb.h>
 
 #include "prudence_urcu.h"
 
+/* Registration as liburcu sees it.  A thread may be registered through liburcu's own call as
+ * well as through prd_rcu_register_thread, and unregistered through either; liburcu's
+ * register and unregister each assert the opposite state and end the process.  So the
+ * source's calls act only when the state must change: a second registration, an
+ * unregistration of a thread liburcu never registered or already unregistered (the exit
+ * destructor after the program's own urcu_memb_unregister_thread) do nothing.  The flag
+ * is liburcu's own, set and cleared by the thread itself, so reading it needs no order. */
+static void memb_register(void)
+{
+  if (!URCU_TLS(urcu_memb_reader).registered)
+    urcu_memb_register_thread();
+}
+
+static void memb_unregister(void)
+{
+  if (URCU_TLS(urcu_memb_reader).registered)
+    urcu_memb_unregister_thread();
+}
+
 const struct prd_rcu_source prd_rcu_urcu_memb = {
   .rs_name = "urcu-memb",
   .rs_synchronize = urcu_memb_synchronize_rcu,
-  .rs_register_thread = urcu_memb_register_thread,
-  .rs_unregister_thread = urcu_memb_unregister_thread,
+  .rs_register_thread = memb_register,
+  .rs_unregister_thread = memb_unregister,
   .rs_quiescent_state = NULL,
   .rs_thread_offline = NULL,
   .rs_thread_online = NULL,

@@ -12,9 +12,29 @@
  * 3. An online QSBR thread is not necessarily inside a read-side section (QSBR read locks are
  *    empty), so this source cannot detect a synchronize inside one: rs_read_ongoing is NULL.
  */
+#define _LGPL_SOURCE   /* URCU_TLS(urcu_qsbr_reader): the registration test below */
 #include <urcu/urcu-qsbr.h>
 
 #include "prudence_urcu.h"
+
+/* Registration as liburcu sees it.  A thread may be registered through liburcu's own call as
+ * well as through prd_rcu_register_thread, and unregistered through either; liburcu's
+ * register and unregister each assert the opposite state and end the process.  So the
+ * source's calls act only when the state must change: a second registration, an
+ * unregistration of a thread liburcu never registered or already unregistered (the exit
+ * destructor after the program's own urcu_qsbr_unregister_thread) do nothing.  The flag
+ * is liburcu's own, set and cleared by the thread itself, so reading it needs no order. */
+static void qsbr_register(void)
+{
+  if (!URCU_TLS(urcu_qsbr_reader).registered)
+    urcu_qsbr_register_thread();
+}
+
+static void qsbr_unregister(void)
+{
+  if (URCU_TLS(urcu_qsbr_reader).registered)
+    urcu_qsbr_unregister_thread();
+}
 
 static int qsbr_block_begin(void)
 {
@@ -33,8 +53,8 @@ static void qsbr_block_end(int was_online)
 const struct prd_rcu_source prd_rcu_urcu_qsbr = {
   .rs_name = "urcu-qsbr",
   .rs_synchronize = urcu_qsbr_synchronize_rcu,
-  .rs_register_thread = urcu_qsbr_register_thread,
-  .rs_unregister_thread = urcu_qsbr_unregister_thread,
+  .rs_register_thread = qsbr_register,
+  .rs_unregister_thread = qsbr_unregister,
   .rs_quiescent_state = urcu_qsbr_quiescent_state,
   .rs_thread_offline = urcu_qsbr_thread_offline,
   .rs_thread_online = urcu_qsbr_thread_online,

@@ -329,6 +329,63 @@ static void test_qsbr_fork_online(void)
   CHECK_STR_CONTAINS(buf, "qsbr forks=3 children_ok=3 open_before=1 ended=1");
 }
 
+/* Registration through liburcu and through prudence, mixed.  The defect this guards: the
+ * source's register and unregister were liburcu's own, which assert the opposite state and
+ * end the process, so a thread that liburcu's own call registered and then called
+ * prd_rcu_register_thread, one that prd registered and liburcu's own call unregistered (the
+ * exit destructor unregistered it again), and prd_rcu_unregister_thread of a thread never
+ * registered all died of SIGABRT.  Each of these must now leave the thread as liburcu's last
+ * call says, for either flavour. */
+static bool mixed_qsbr;
+
+static void *mixed_reg_thread(void *arg)
+{
+  int kind = (int)(intptr_t)arg;
+  if (kind == 0) { /* liburcu's registration, then prudence's */
+    if (mixed_qsbr)
+      urcu_qsbr_register_thread();
+    else
+      urcu_memb_register_thread();
+    prd_rcu_register_thread();
+  } else if (kind == 1) { /* prudence's registration, liburcu's unregistration, exit */
+    prd_rcu_register_thread();
+  } else { /* prudence's unregistration of a thread never registered */
+    prd_rcu_unregister_thread();
+    return NULL;
+  }
+  void *p = prd_malloc(64);
+  prd_free_deferred(p);
+  if (mixed_qsbr)
+    urcu_qsbr_unregister_thread();
+  else
+    urcu_memb_unregister_thread();
+  return NULL;
+}
+
+static void child_mixed_registration(void *arg)
+{
+  mixed_qsbr = arg != NULL;
+  alarm(30);
+  prd_rcu_set_source(mixed_qsbr ? &prd_rcu_urcu_qsbr : &prd_rcu_urcu_memb);
+  for (int kind = 0; kind < 3; kind++) {
+    pthread_t t;
+    pthread_create(&t, NULL, mixed_reg_thread, (void *)(intptr_t)kind);
+    pthread_join(t, NULL);
+    prd_synchronize_rcu(); /* liburcu's registry holds no dead thread */
+  }
+  printf("mixed registration %s ok\n", mixed_qsbr ? "qsbr" : "memb");
+}
+
+static void test_mixed_registration(void)
+{
+  char buf[4096];
+  for (int q = 0; q < 2; q++) {
+    int st = prd_test_child(child_mixed_registration, q ? (void *)1 : NULL, buf, sizeof(buf));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_STR_CONTAINS(buf, q ? "mixed registration qsbr ok" : "mixed registration memb ok");
+  }
+}
+
 /* A fork while the library's grace period runs liburcu's memb synchronize, held open by a
  * reader whose section waits for a mutex the forking thread holds (sections may take locks
  * that updaters hold).  The defect this guards: fork's prepare waited for that synchronize to
@@ -466,6 +523,7 @@ int main(void)
   RUN(test_qsbr_alloc_not_quiescent);
   RUN(test_qsbr_fork_online);
   RUN(test_memb_fork_reader_waits);
+  RUN(test_mixed_registration);
   RUN(test_qsbr_driver_waits);
   return prd_test_done();
 }
