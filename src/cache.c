@@ -646,6 +646,15 @@ static void cache_decay(void *arg)
     prd__maint_wake();
 }
 
+bool prd__cache_buf_allocated(prd_cache_t *cp, const void *buf)
+{
+  if (cp->cache_flags & PRD_CF_DEBUG)
+    return prd__debug_allocated(cp, buf);
+  if (!(cp->cache_flags & PRD_CF_NOMARK))
+    return !prd__mark_test(buf, cp->cache_mark_off);
+  return true;
+}
+
 void prd__cache_decay_nudge(void)
 {
   if (prd__opt(decay_ms) != 0 && !prd__maint_running() &&

@@ -385,6 +385,15 @@ int prd__debug_defer(prd_cache_t *cp, void *buf)
 
 static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect);
 
+bool prd__debug_allocated(prd_cache_t *cp, const void *buf)
+{
+  pthread_mutex_lock(&cp->cache_lock);
+  prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
+  bool live = bcp != NULL && bcp->bc_dstate == PRD_BC_ALLOC;
+  pthread_mutex_unlock(&cp->cache_lock);
+  return live;
+}
+
 int prd__debug_free(prd_cache_t *cp, void *buf)
 {
   return debug_free(cp, buf, PRD_BC_ALLOC);

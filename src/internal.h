@@ -240,6 +240,8 @@ int   prd__debug_defer(prd_cache_t *cp, void *buf);
 int   prd__debug_free_deferred(prd_cache_t *cp, void *buf);
 /* Reports a bad free of buf (bcp: its bufctl when found) and calls prd__report_done. */
 void  prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp);
+/* True when buf (a buffer start of cp) is allocated to the user by cp's records. */
+bool  prd__debug_allocated(prd_cache_t *cp, const void *buf);
 /* The stray-pointer hook (cache.c sets it): for a bad free of addr, not the start of any
  * buffer of cp: the buffer of cp whose chunk holds addr (*bcpp its bufctl, large layout), or
  * NULL with owner[PRD_CACHE_NAME_MAX] the name of another cache that holds it ("" if none). */
@@ -351,6 +353,11 @@ void  prd__cache_set_grow_hook(void (*fn)(void));
  * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
  * more dirty free pages than a thread is worth (cache.c section 4). */
 void  prd__cache_decay_nudge(void);
+/* Whether buf, a buffer start of cp, is the user's as far as cp can tell without a search: a
+ * cache with buffer debugging asks its records, one with the free mark tests it (free:
+ * false), one with neither says true.  For callers that would read the buffer (malloc.c's
+ * realloc copies it). */
+bool  prd__cache_buf_allocated(prd_cache_t *cp, const void *buf);
 /* Fork (fork.c's order): the reap and list locks, later every cache lock; release all. */
 void  prd__cache_fork_prepare(void);
 void  prd__cache_fork_prepare_caches(void);

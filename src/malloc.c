@@ -1544,9 +1544,9 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
     errno = EINVAL;
     return NULL;
   }
-  if ((e & PM_KIND_MASK) == PM_CLASS && !(class_cache_of(e)->cache_flags & PRD_CF_NOMARK) &&
-      prd__mark_test(ptr, class_cache_of(e)->cache_mark_off)) {
-    /* a freed class block (its free mark, magazine.c section 15): not copied, not freed */
+  if ((e & PM_KIND_MASK) == PM_CLASS && !prd__cache_buf_allocated(class_cache_of(e), ptr)) {
+    /* a freed class block (its free mark, magazine.c section 15, or a debugging cache's
+     * records, whose freed buffers may be unmapped or hold patterns): not copied, not freed */
     prd__error("cache %s: realloc of freed block %p (not touched)",
                class_cache_of(e)->cache_name, ptr);
     errno = EINVAL;
