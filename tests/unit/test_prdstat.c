@@ -107,6 +107,18 @@ static void test_table_of_a_real_run(void)
   CHECK(strstr(out, "Traceback") == NULL);
   CHECK(run("%s %s/missing.json", prdstat, dir) != 0);
   CHECK_STR_CONTAINS(out, "missing.json");
+  /* a line that is not JSON names the file; so does --watch, which ends on a file that is
+   * not a snapshot (it waited for ever, silent, once); --cache goes with --plot */
+  CHECK_EQ(run("printf 'x\\n{}\\n' > %s/notjson.txt && timeout -k 5 20 %s %s/notjson.txt", dir,
+               prdstat, dir), 1);
+  CHECK_STR_CONTAINS(out, "notjson.txt: line 1 is not JSON");
+  CHECK_EQ(run("timeout -k 5 20 %s %s/notjson.txt --watch --interval 0.05", prdstat, dir), 1);
+  CHECK_STR_CONTAINS(out, "notjson.txt: line 1 is not JSON");
+  CHECK(run("%s %s --cache ps_objects", prdstat, snap) != 0);
+  CHECK_STR_CONTAINS(out, "--cache goes with --plot");
+  /* a missing file under --watch: waited for, said once */
+  CHECK_EQ(run("timeout -k 5 1 %s %s/missing.json --watch --interval 0.05", prdstat, dir), 124);
+  CHECK_STR_CONTAINS(out, "missing.json: No such file or directory (waiting for it)");
   unlink(snap);
 }
 
