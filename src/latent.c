@@ -82,6 +82,7 @@ static void lat_merge_gen(prd_cache_t *cp, prd_slab_t *sp, int g)
         size_t k = w * 64 + (size_t)__builtin_ctzll(bits);
         bits &= bits - 1;
         char *buf = first + k * cp->cache_chunksize;
+        prd__slab_mark(cp, buf);   /* its grace period ended: free, no reader reads it */
         prd__annot_object_in(cp, buf);   /* before the freelist word is written */
         prd_bufctl_t *bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
         prd__slab_fl_set(cp, bcp, sp->slab_head);

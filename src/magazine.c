@@ -389,8 +389,13 @@
  *    the buffer on as before.  Every path that hands a buffer out clears the word: the
  *    allocation hit (magazine.h, also malloc.c's plain one) and prd__mag_alloc_miss, the one
  *    way out of tiers 1-3 under tc_lock, Prudence's safe latent objects and refill and the
- *    slab layer.  So the mark is there exactly while the buffer is free and not handed out
- *    since, whatever layer holds it: no scan, one load, compare and branch and one store on
+ *    slab layer.  And the slab layer of a small-layout cache writes it into every buffer it
+ *    links onto a freelist (a new slab's, page by page, and a deferred one's whose grace
+ *    period ended, slab.c section 4), from the cache's cache_mark_key, so a buffer never
+ *    handed out carries it too, and a free of one (a pointer to a neighbour block) is found.
+ *    So the mark is there exactly while the buffer is free, whatever layer holds it, except
+ *    in a large-layout buffer never handed out (the slab layer writes no buffer of that
+ *    layout) and in the part of a new slab not linked yet: no scan, one load, compare and branch and one store on
  *    a free, one store on an allocation (docs/benchmarks.md, "The hit paths, counted").  It
  *    makes the free hit's compare of the buffer with the loaded magazine's top round
  *    (free(p); free(p)) redundant: only a free of a cache without the mark makes it.
@@ -2014,6 +2019,8 @@ static void mark_cache_init(prd_cache_t *cp)
    * find the class, not the cache, and keep word 0 */
   cp->cache_mark_off = !(f & (PRD_CF_NOMARK | PRD_CF_PACKED)) &&
                        cp->cache_bufsize >= PRD_MARK_FAR_MIN ? PRD_MARK_FAR : 0;
+  /* before the cache's first slab: the slab layer marks what it links (section 15) */
+  cp->cache_mark_key = (f & PRD_CF_NOMARK) ? 0 : prd__mark_secret;
 }
 
 static int mag_cache_init(prd_cache_t *cp);

@@ -76,7 +76,12 @@
  *    freelist word first (NULL or a link of the same slab, else it cannot be free) and only
  *    then walks the slab's lists (prd__slab_small_is_free).  Reported, not linked twice.  So
  *    is a buffer that waits in the slab's latent generations (latent.c: the bufctl's
- *    PRD_BC_DEFERRED, the small layout's bitmaps), whose merge will link it.  The word
+ *    PRD_BC_DEFERRED, the small layout's bitmaps), whose merge will link it.
+ *    A small-layout cache with the free mark (cache_mark_key, magazine.c section 15) gets it
+ *    in every buffer the slab layer links without a free having written it: a new slab's
+ *    buffers (slab_create, slab_extend) and a latent generation's when it merges; so every
+ *    free buffer carries the mark, and a free of one never handed out is a double free to
+ *    the front end.  The word is the chunk's first or at 64, the freelist word its last.  The word
  *    of a buffer handed out is set to PRD_SLAB_LINK_ALLOCATED (odd: no link is), so that a
  *    buffer whose last word the user never wrote, common in malloc's classes, is not taken
  *    for a free one by its stale link and does not cost a walk of its slab's lists.
@@ -425,8 +430,9 @@ static bool slab_extend(prd_cache_t *cp, prd_slab_t *sp)
   to = PRD_MIN(to, sp->slab_chunks);
   char *first = sp->slab_base + sp->slab_color;
   for (uint32_t i = to; i-- > from;) {
-    prd_bufctl_t *bcp = (prd_bufctl_t *)(first + (size_t)i * cp->cache_chunksize +
-                                         cp->cache_link_off);
+    char *buf = first + (size_t)i * cp->cache_chunksize;
+    prd_bufctl_t *bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
+    prd__slab_mark(cp, buf);
     prd__slab_fl_set(cp, bcp, sp->slab_head);
     sp->slab_head = bcp;
   }
@@ -503,6 +509,7 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
       }
     } else {
       bcp = (prd_bufctl_t *)(buf + cp->cache_link_off);
+      prd__slab_mark(cp, buf);
     }
     prd__slab_fl_set(cp, bcp, *listp);
     *listp = bcp;

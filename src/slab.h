@@ -164,6 +164,18 @@ static inline void prd__slab_fl_set(const prd_cache_t *cp, prd_bufctl_t *bcp, pr
   bcp->bc_next = prd__slab_fl_code(cp, bcp, next);
 }
 
+/* The free mark (magazine.c section 15) in a small-layout buffer the slab layer links onto a
+ * freelist without a free having written it (a new slab's buffers, a deferred buffer whose
+ * grace period ended), for a cache that has the mark: every free buffer then carries it,
+ * handed out before or not, so a free of a buffer never handed out is a double free.  The
+ * same word and value as magazine.h's prd__mark_set (the buffer's address XOR the key). */
+static inline void prd__slab_mark(const prd_cache_t *cp, void *buf)
+{
+  if (cp->cache_mark_key != 0)
+    *(uintptr_t __attribute__((may_alias)) *)((char *)buf + cp->cache_mark_off) =
+        (uintptr_t)buf ^ cp->cache_mark_key;
+}
+
 /* ---- buffers and slabs ------------------------------------------------------------------ */
 static inline void *prd__slab_bufctl_buf(const prd_cache_t *cp, prd_bufctl_t *bcp)
 {

@@ -376,6 +376,10 @@ struct prd_cache {
   size_t cache_slabsize;
   size_t cache_slab_align;       /* alignment asked of the source for each slab */
   size_t cache_link_off;         /* small layout: offset of the freelist word in a buffer */
+  /* The free mark's secret when the cache has the mark (magazine.c section 15), else 0: the
+   * small layout's slabs write the mark into every buffer they link onto a freelist (slab.c
+   * section 4), so a buffer never handed out carries it too */
+  uintptr_t cache_mark_key;
   uintptr_t cache_fl_key;        /* small layout: the freelist words' key (0: stored plain,
                                   * the large layout and NOTOUCH; slab.c section 4b) */
   size_t cache_buftag_off;       /* debug: offset of the prd_buftag_t in a buffer */
