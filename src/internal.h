@@ -436,6 +436,10 @@ void  prd__maint_set_tick(prd__maint_tick_fn *fn);
 /* On the slow paths with no lock held: starts the thread when it is needed, else (and in
  * inline mode) runs the tick and the jobs once an interval has passed. */
 void  prd__maint_poke(void);
+/* The same from a magazine miss, which a program with a large live set takes on most of its
+ * calls: while the thread is not started and one application thread runs, it asks whether
+ * the thread is needed at most once every MAINT_LOOK_MS (maint.c section 4). */
+void  prd__maint_poke_miss(void);
 /* Runs one interval's work (the tick, then the jobs) now: tests drive intervals with it. */
 void  prd__maint_tick(void);
 /* Wakes the maintenance thread now to run the registered jobs (the tick still waits for its

@@ -1786,7 +1786,7 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
   prd_tcache_t *tc;
   if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL)
     return prd__slab_alloc(cp, flags);
-  prd__maint_poke();
+  prd__maint_poke_miss();
   prd_gp_t wait = 0;
   prd_mag_t *give = NULL;
   uint32_t want = 1;   /* tier 4's buffers (mag_refill) */
@@ -1884,7 +1884,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     prd__slab_free(cp, buf);
     return;
   }
-  prd__maint_poke();
+  prd__maint_poke_miss();
   prd_depot_t *dp = &cp->cache_depot;
   bool done = false, visited = false, wake = false;
   uint64_t parked = 0;   /* rounds put into the depot full */

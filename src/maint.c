@@ -53,7 +53,13 @@
  *    every stats_interval_ms, pre-flush requests between wake-ups), and a wake-up a second
  *    costs nothing; the tick's own period is the option maint_interval (seed 004's 15 s
  *    update interval, shorter by default).  MAINT_SLOTS 8: a handful of layers register
- *    jobs; registering more fails (-1) rather than allocate.
+ *    jobs; registering more fails (-1) rather than allocate.  MAINT_LOOK_MS 10: how often a
+ *    magazine miss (prd__maint_poke_miss) asks maint_needed while no thread runs and one
+ *    application thread does: the look reads every library thread's record and every job's
+ *    predicate, about a hundred instructions, where a program with a large live set misses
+ *    on most calls and a single-threaded one never starts the thread (section 2); a second
+ *    application thread is seen at once (one load), and prd__maint_wake and the other
+ *    pokes (rare events: a huge block's free) look every time.
  *
  * 5. fork.  fork.c calls prd__maint_fork_prepare first of the magazine layer's steps
  *    (maint_lock before mag_reap_lock: fork.c section 2), prd__maint_fork_release last, and
@@ -72,6 +78,7 @@
 
 #define MAINT_SLOTS 8        /* section 4 */
 #define MAINT_WAKE_MS 1000   /* section 4 */
+#define MAINT_LOOK_MS 10     /* section 4 */
 
 static pthread_once_t maint_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t maint_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -242,25 +249,37 @@ static bool maint_needed(void)
   return false;
 }
 
-void prd__maint_poke(void)
+/* When a miss last asked maint_needed (section 4); relaxed: a stale value costs one look
+ * more or less. */
+static _Atomic uint64_t maint_look_ns;
+
+static void maint_poke(bool always_look)
 {
-  if (prd__opt(maint_thread) && !maint_inline_child) {
-    if (prd_likely(atomic_load_explicit(&maint_started, memory_order_relaxed)))
-      return;
+  bool threaded = prd__opt(maint_thread) && !maint_inline_child;
+  if (threaded && prd_likely(atomic_load_explicit(&maint_started, memory_order_relaxed)))
+    return;
+  uint64_t now = prd__now_ns();   /* one clock read for the look and the interval */
+  if (threaded) {
+    bool look = always_look || prd__lthread_apps() >= 2 ||
+                now - atomic_load_explicit(&maint_look_ns, memory_order_relaxed) >=
+                    MAINT_LOOK_MS * 1000000ull;
     /* claimed before pthread_create, with no lock held: pthread_create may call malloc, which
      * may be this library's and come back here (it then sees the claim and returns) */
     bool expect = false;
-    if (maint_needed() && atomic_compare_exchange_strong(&maint_started, &expect, true)) {
-      /* the condition variable with its monotonic clock before the thread that waits on it
-       * (a poke may come before anything else set this file up: a kept huge block's free) */
-      pthread_once(&maint_once, maint_init_once);
-      if (prd__lthread_start(&maint_lt) == 0)
-        return;
-      atomic_store_explicit(&maint_started, false, memory_order_relaxed);   /* try again later */
+    if (look) {
+      atomic_store_explicit(&maint_look_ns, now, memory_order_relaxed);
+      if (maint_needed() && atomic_compare_exchange_strong(&maint_started, &expect, true)) {
+        /* the condition variable with its monotonic clock before the thread that waits on
+         * it (a poke may come before anything else set this file up: a kept huge block's
+         * free) */
+        pthread_once(&maint_once, maint_init_once);
+        if (prd__lthread_start(&maint_lt) == 0)
+          return;
+        atomic_store_explicit(&maint_started, false, memory_order_relaxed);   /* try again later */
+      }
     }
     /* no thread (not needed yet, starting, or it could not be started): the work inline */
   }
-  uint64_t now = prd__now_ns();
   uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
   if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
     return;
@@ -268,6 +287,16 @@ void prd__maint_poke(void)
     maint_tick(true);
     maint_jobs();
   }
+}
+
+void prd__maint_poke(void)
+{
+  maint_poke(true);
+}
+
+void prd__maint_poke_miss(void)
+{
+  maint_poke(false);
 }
 
 void prd__maint_wake(void)
