@@ -187,8 +187,8 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, color_max, "largest color offset (bytes): the unused tail that coloring cycles over")  \
   X(F64, tail_waste, "unused tail of a slab / slab size (internal fragmentation, under 1/8)")   \
   X(U64, large_layout, "1: external slab and bufctl structures and a hash table; 0: in-slab")   \
-  X(U64, allocs, "allocations served")                                                          \
-  X(U64, frees, "frees")                                                                        \
+  X(U64, allocs, "buffers the slab layer handed out, refills too (the calls: mag_allocs)")     \
+  X(U64, frees, "buffers given back to the slab layer, flushes too (the calls: mag_frees)") \
   X(U64, alloc_fails, "allocations that returned NULL")                                         \
   X(U64, slab_creates, "slabs created (cache grows)")                                           \
   X(U64, slab_destroys, "slabs destroyed (cache shrinks)")                                      \
