@@ -123,7 +123,9 @@
  *    that a reap gives back too (malloc.c's kept huge blocks, registered at its start-up):
  *    prd_reap, prd__cache_trim and the pressure reclaim (reclaim_all: a heap import or a
  *    slab that found no memory) call it first, with no lock held, so that kept blocks never
- *    make an allocation of another size fail.
+ *    make an allocation of another size fail.  And prd__cache_set_leak_hook, that holding's
+ *    part of a leak report (malloc.c's big blocks still allocated, which no cache holds),
+ *    called after the caches' buffers are listed.
  *    Hooks this file sets (once, at its first use, before any user cache exists):
  *    - prd__slab_set_oom_hook(cache_oom): the slab layer found no slab and the source no
  *      memory; the hook applies section 4's policy with no lock held and says retry or fail.
@@ -537,6 +539,7 @@ static void reap_all_locked(bool all)
 
 static void (*_Atomic cache_reap_hook)(void);   /* section 5 */
 static void (*_Atomic cache_grow_hook)(void);   /* section 5 */
+static void (*_Atomic cache_leak_hook)(prd__debug_live_t *lc);   /* section 5 */
 
 /* Memory pressure: what is kept above the caches (the reap hook: malloc's kept huge blocks,
  * which may be what the kernel is short of), every cache's owner asked to give memory back,
@@ -592,6 +595,11 @@ void prd__cache_set_reap_hook(void (*fn)(void))
 void prd__cache_set_grow_hook(void (*fn)(void))
 {
   atomic_store_explicit(&cache_grow_hook, fn, memory_order_release);
+}
+
+void prd__cache_set_leak_hook(void (*fn)(prd__debug_live_t *lc))
+{
+  atomic_store_explicit(&cache_leak_hook, fn, memory_order_release);
 }
 
 static size_t reap_and_decommit(bool all)
@@ -867,6 +875,10 @@ static size_t leak_report(FILE *fp, double older_than_seconds)
   prd__debug_live_t lc = { fileno(fp), prd__now_ns(), (uint64_t)(older_than_seconds * 1e9), 0,
                            SIZE_MAX, 0 };
   cache_foreach(leak_cache, &lc);
+  void (*hook)(prd__debug_live_t *) = atomic_load_explicit(&cache_leak_hook,
+                                                           memory_order_acquire);
+  if (hook != NULL)
+    hook(&lc);
   prd__debug_line(lc.lc_fd, "leak report: %zu buffers allocated for at least %.3f s",
                   lc.lc_seen, older_than_seconds);
   return lc.lc_seen;

@@ -349,6 +349,10 @@ void  prd__cache_set_reap_hook(void (*fn)(void));
 /* The same holding's part of a growth reap (cache.c section 4): asked, no lock held, to give
  * back what it kept unused for a while, as the caches give their idle depots. */
 void  prd__cache_set_grow_hook(void (*fn)(void));
+/* The same holding's part of a leak report (prd_leak_report, after the caches' buffers):
+ * lists what it holds allocated into the report (malloc.c's big blocks), counting each in
+ * lc_seen. */
+void  prd__cache_set_leak_hook(void (*fn)(prd__debug_live_t *lc));
 /* After memory went back to the heap arena outside the caches (malloc.c's large blocks), no
  * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
  * more dirty free pages than a thread is worth (cache.c section 4). */
@@ -464,6 +468,9 @@ bool  prd__pm_set_range(uintptr_t base, size_t size, uintptr_t v);
  * none set, when a leaf could not be had), and cleared. */
 bool  prd__pm_slab_set(const prd_cache_t *cp, void *base, size_t size, size_t first);
 void  prd__pm_slab_clear(void *base, size_t size);
+/* Calls fn(arg, a, e) for every granule a whose entry e is not 0, in address order: for
+ * reports at the end (it reads every leaf made, 2 MiB each), not for paths that run often. */
+void  prd__pm_walk(void (*fn)(void *arg, uintptr_t a, uintptr_t e), void *arg);
 /* Fills in cp's cache_pm_inv and cache_pm_shift from its chunk size. */
 void  prd__pm_chunk_inverse(prd_cache_t *cp);
 /* A cache id for cp (1 .. 65535), or 0 with ENOSPC when all are taken; given back at the

@@ -468,6 +468,8 @@ static prd_cache_t *class_create(uint32_t c)
  * (the page map's leaves, the heap arena) is kept, and the steps that failed are tried
  * again; nothing remembers the failure (section 5).  The classes' caches are made later,
  * each at its class's first allocation (class_cache_make). */
+static void big_leaks(prd__debug_live_t *lc);
+
 static bool malloc_start(void)
 {
   prd__init();
@@ -484,6 +486,7 @@ static bool malloc_start(void)
     hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs, false) == 0;
     prd__cache_set_reap_hook(prd__malloc_huge_trim);   /* prd_reap, malloc_trim: at once */
     prd__cache_set_grow_hook(hc_grow_release);         /* a growing heap: the idle ones */
+    prd__cache_set_leak_hook(big_leaks);               /* prd_leak_report: big blocks */
   }
   return true;
 }
@@ -1158,6 +1161,29 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
 static inline size_t big_bytes(uintptr_t e)
 {
   return (size_t)(e >> PM_BIG_SHIFT) * malloc_page;
+}
+
+/* prd_leak_report's part (cache.c section 5): the big blocks still allocated, which no cache
+ * holds, found by their page-map entries (a block's first page has one; freed blocks have
+ * none, kept huge ones neither).  A deferred one is not listed: its callback frees it.  No
+ * stack or age: only the classes' buffers are audited. */
+static void big_leak_one(void *arg, uintptr_t a, uintptr_t e)
+{
+  prd__debug_live_t *lc = arg;
+  uint32_t kind = e & PM_KIND_MASK;
+  if ((kind != PM_LARGE && kind != PM_LARGEX && kind != PM_HUGE) || (e & PM_DEFERRED))
+    return;
+  lc->lc_seen++;
+  if (lc->lc_listed >= lc->lc_limit)
+    return;
+  lc->lc_listed++;
+  prd__debug_line(lc->lc_fd, "malloc: big block=%p of %zu bytes still allocated (blocks over "
+                  "16 KiB are not audited: age and stack unknown)", (void *)a, big_bytes(e));
+}
+
+static void big_leaks(prd__debug_live_t *lc)
+{
+  prd__pm_walk(big_leak_one, lc);
 }
 
 /* Allocation of `size` bytes aligned to `align` (a power of two; 0 for the default). */

@@ -129,6 +129,21 @@ bool prd__pm_slab_set(const prd_cache_t *cp, void *base, size_t size, size_t fir
   return pm_store_range(b, size, 0, cp->cache_pm_tag, b + first);
 }
 
+void prd__pm_walk(void (*fn)(void *arg, uintptr_t a, uintptr_t e), void *arg)
+{
+  for (uintptr_t r = 0; r < PRD_PM_ROOT_N; r++) {
+    uintptr_t base = atomic_load_explicit(&prd__pm_root[r], memory_order_acquire);
+    if (base == 0)
+      continue;
+    for (uintptr_t i = 0; i < PRD_PM_LEAF_N; i++) {
+      uintptr_t a = (r << PRD_PM_ROOT_SHIFT) | (i << PRD_PM_GRANULE_SHIFT);
+      uintptr_t e = atomic_load_explicit(prd__pm_slot(a, base), memory_order_acquire);
+      if (e != 0)
+        fn(arg, a, e);
+    }
+  }
+}
+
 void prd__pm_slab_clear(void *base, size_t size)
 {
   (void)pm_store_range((uintptr_t)base, size, 0, 0, 0);
