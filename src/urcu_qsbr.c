@@ -17,13 +17,8 @@
 
 #include "prudence_urcu.h"
 
-/* Registration as liburcu sees it.  A thread may be registered through liburcu's own call as
- * well as through prd_rcu_register_thread, and unregistered through either; liburcu's
- * register and unregister each assert the opposite state and end the process.  So the
- * source's calls act only when the state must change: a second registration, an
- * unregistration of a thread liburcu never registered or already unregistered (the exit
- * destructor after the program's own urcu_qsbr_unregister_thread) do nothing.  The flag
- * is liburcu's own, set and cleared by the thread itself, so reading it needs no order. */
+/* Registration as liburcu sees it: acted on only when liburcu's own per-thread flag says the
+ * state must change (urcu_memb.c says why). */
 static void qsbr_register(void)
 {
   if (!URCU_TLS(urcu_qsbr_reader).registered)
