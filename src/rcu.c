@@ -904,11 +904,16 @@ int prd_rcu_set_source(const struct prd_rcu_source *src)
   int rc = 0;
   if (cur == NULL)
     atomic_store_explicit(&rcu_src, src, memory_order_release);
-  else if (cur != src) {
-    errno = EBUSY;
+  else if (cur != src)
     rc = -1;
-  }
   pthread_mutex_unlock(&src_lock);
+  if (rc != 0) {
+    /* said, not only returned: a program that does not test the result runs on a source
+     * that may not see its readers */
+    prd__report("prd_rcu_set_source(%s): the source %s is in use already (fixed at the first "
+                "use of RCU or by an earlier call); not changed", src->rs_name, cur->rs_name);
+    errno = EBUSY;
+  }
   return rc;
 }
 

@@ -412,8 +412,10 @@ static void test_sources(void)
   prd_option_set("abort_on_error", "0");
   CHECK(prd_rcu_get_source() == &prd_rcu_builtin);
   errno = 0;
-  CHECK_EQ(prd_rcu_set_source(&other_src), -1); /* in use already */
+  uint64_t before = prd__error_count();
+  CHECK_EQ(prd_rcu_set_source(&other_src), -1); /* in use already: said, too */
   CHECK_EQ(errno, EBUSY);
+  CHECK_EQ(prd__error_count(), before + 1);
   CHECK_EQ(prd_rcu_set_source(&prd_rcu_builtin), 0); /* the one in use: fine */
   errno = 0;
   CHECK_EQ(prd_rcu_set_source(NULL), -1);
