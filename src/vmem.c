@@ -970,13 +970,15 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
       /* no source to import from: what the quantum caches hold free may be the room, given
        * back once per call, with vm_lock dropped (section 14); not for a slab of one of them
        * (this thread is inside that cache's refill, whose magazines a drain would empty) */
-      if (vmp->vm_afunc == NULL && !drained && vmem_qc_caller != vmp) {
+      if (vmp->vm_afunc == NULL && !drained && vmem_qc_caller != vmp &&
+          atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1) {
         drained = true;
         pthread_mutex_unlock(&vmp->vm_lock);
-        bool any = vmem_qcache_drain(vmp);
+        (void)vmem_qcache_drain(vmp);
         pthread_mutex_lock(&vmp->vm_lock);
-        if (any)
-          continue;
+        /* look again whatever the drain gave back: with vm_lock dropped, a free may have
+         * made the room, and it woke no one (this thread was not waiting yet) */
+        continue;
       }
     }
     if (vmflags & PRD_VM_NOSLEEP)
