@@ -336,8 +336,8 @@ PRD_API int prd_rcu_stats(prd_rcu_stats_t *st);
 struct prd_rcu_source {
   const char *rs_name;                 /* "builtin", "urcu-memb", "urcu-qsbr", ... */
   void (*rs_synchronize)(void);        /* one full grace period (blocking) */
-  void (*rs_register_thread)(void);
-  void (*rs_unregister_thread)(void);
+  void (*rs_register_thread)(void);    /* called again for a registered thread: must do nothing */
+  void (*rs_unregister_thread)(void);  /* likewise for a thread not registered */
   void (*rs_quiescent_state)(void);
   void (*rs_thread_offline)(void);
   void (*rs_thread_online)(void);

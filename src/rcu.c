@@ -1500,10 +1500,14 @@ void prd_rcu_register_thread(void)
       src->rs_register_thread();
     return;
   }
-  if (rcu_ext_src == src)
-    return;   /* registered already: as the built-in source, once is enough */
+  /* the source's register again even when this file registered the thread already: the
+   * program may have unregistered it through the source's own call since (liburcu's
+   * urcu_memb_unregister_thread), and a source's register does nothing for a thread it has
+   * registered (include/prudence.h; the urcu sources test liburcu's own flag) */
   if (src->rs_register_thread)
     src->rs_register_thread();
+  if (rcu_ext_src == src)
+    return;   /* the exit destructor is armed already */
   rcu_ext_src = src;
   exit_key_arm(&rcu_ext_key_v, rcu_ext_thread_exit, (void *)src, &rcu_ext_key_set,
                " from its liburcu source");

@@ -335,8 +335,16 @@ static void test_qsbr_fork_online(void)
  * prd_rcu_register_thread, one that prd registered and liburcu's own call unregistered (the
  * exit destructor unregistered it again), and prd_rcu_unregister_thread of a thread never
  * registered all died of SIGABRT.  Each of these must now leave the thread as liburcu's last
- * call says, for either flavour. */
+ * call says, for either flavour.  And a registration through prudence after liburcu's own
+ * unregistration must register again (it once returned early on prudence's own record, and
+ * grace periods no longer waited for the thread's readers). */
 static bool mixed_qsbr;
+static atomic_int mixed_rereg_ok;
+
+static bool liburcu_registered(void)
+{
+  return mixed_qsbr ? URCU_TLS(urcu_qsbr_reader).registered : URCU_TLS(urcu_memb_reader).registered;
+}
 
 static void *mixed_reg_thread(void *arg)
 {
@@ -349,6 +357,14 @@ static void *mixed_reg_thread(void *arg)
     prd_rcu_register_thread();
   } else if (kind == 1) { /* prudence's registration, liburcu's unregistration, exit */
     prd_rcu_register_thread();
+  } else if (kind == 3) { /* prudence's, liburcu's unregistration, prudence's again */
+    prd_rcu_register_thread();
+    if (mixed_qsbr)
+      urcu_qsbr_unregister_thread();
+    else
+      urcu_memb_unregister_thread();
+    prd_rcu_register_thread();
+    atomic_store(&mixed_rereg_ok, liburcu_registered());
   } else { /* prudence's unregistration of a thread never registered */
     prd_rcu_unregister_thread();
     return NULL;
@@ -367,13 +383,14 @@ static void child_mixed_registration(void *arg)
   mixed_qsbr = arg != NULL;
   alarm(30);
   prd_rcu_set_source(mixed_qsbr ? &prd_rcu_urcu_qsbr : &prd_rcu_urcu_memb);
-  for (int kind = 0; kind < 3; kind++) {
+  for (int kind = 0; kind < 4; kind++) {
     pthread_t t;
     pthread_create(&t, NULL, mixed_reg_thread, (void *)(intptr_t)kind);
     pthread_join(t, NULL);
     prd_synchronize_rcu(); /* liburcu's registry holds no dead thread */
   }
-  printf("mixed registration %s ok\n", mixed_qsbr ? "qsbr" : "memb");
+  printf("mixed registration %s ok, registered again=%d\n", mixed_qsbr ? "qsbr" : "memb",
+         atomic_load(&mixed_rereg_ok));
 }
 
 static void test_mixed_registration(void)
@@ -382,7 +399,8 @@ static void test_mixed_registration(void)
   for (int q = 0; q < 2; q++) {
     int st = prd_test_child(child_mixed_registration, q ? (void *)1 : NULL, buf, sizeof(buf));
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHECK_STR_CONTAINS(buf, q ? "mixed registration qsbr ok" : "mixed registration memb ok");
+    CHECK_STR_CONTAINS(buf, q ? "mixed registration qsbr ok, registered again=1"
+                              : "mixed registration memb ok, registered again=1");
   }
 }
 
