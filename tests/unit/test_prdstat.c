@@ -103,7 +103,7 @@ static void test_table_of_a_real_run(void)
   }
   CHECK_EQ(run("printf '\\351t\\351' > %s/latin1.json && %s %s/latin1.json", dir, prdstat,
                dir), 1);
-  CHECK_STR_CONTAINS(out, "prdstat: no snapshot in");
+  CHECK_STR_CONTAINS(out, "latin1.json: line 1 is not JSON");
   CHECK(strstr(out, "Traceback") == NULL);
   CHECK(run("%s %s/missing.json", prdstat, dir) != 0);
   CHECK_STR_CONTAINS(out, "missing.json");
@@ -114,6 +114,10 @@ static void test_table_of_a_real_run(void)
   CHECK_STR_CONTAINS(out, "notjson.txt: line 1 is not JSON");
   CHECK_EQ(run("timeout -k 5 20 %s %s/notjson.txt --watch --interval 0.05", prdstat, dir), 1);
   CHECK_STR_CONTAINS(out, "notjson.txt: line 1 is not JSON");
+  /* one line only: it was taken for a snapshot being appended, and --watch waited for ever */
+  CHECK_EQ(run("echo 'hello world' > %s/oneline.txt && timeout -k 5 20 %s %s/oneline.txt "
+               "--watch --interval 0.05", dir, prdstat, dir), 1);
+  CHECK_STR_CONTAINS(out, "oneline.txt: line 1 is not JSON");
   CHECK(run("%s %s --cache ps_objects", prdstat, snap) != 0);
   CHECK_STR_CONTAINS(out, "--cache goes with --plot");
   /* a missing file under --watch: waited for, said once */
