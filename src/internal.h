@@ -563,6 +563,9 @@ static inline int prd__cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mut
 /* The arena's name and quantum (for the reports and the slab layer above). */
 const char *prd__vmem_name(const prd_vmem_t *vmp);
 size_t prd__vmem_quantum(const prd_vmem_t *vmp);
+/* The largest size the arena's quantum caches serve (object caches, which the leak report and
+ * the statistics see as caches), 0 when it has none. */
+size_t prd__vmem_qcache_limit(const prd_vmem_t *vmp);
 /* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
  * each broken one through prd__report and returns how many were found (0: consistent). */
 int prd__vmem_check(prd_vmem_t *vmp);

@@ -1163,15 +1163,19 @@ static inline size_t big_bytes(uintptr_t e)
   return (size_t)(e >> PM_BIG_SHIFT) * malloc_page;
 }
 
-/* prd_leak_report's part (cache.c section 5): the big blocks still allocated, which no cache
+/* prd_leak_report's part (cache.c section 5): the big blocks still allocated that no cache
  * holds, found by their page-map entries (a block's first page has one; freed blocks have
- * none, kept huge ones neither).  A deferred one is not listed: its callback frees it.  No
- * stack or age: only the classes' buffers are audited. */
+ * none, kept huge ones neither).  Not those the heap arena's quantum caches served (up to
+ * 8 pages, by prd_vmem_alloc: PM_LARGE): the report lists them as those caches' buffers.
+ * A deferred one is not listed: its callback frees it.  No stack or age: only the classes'
+ * buffers are audited. */
 static void big_leak_one(void *arg, uintptr_t a, uintptr_t e)
 {
   prd__debug_live_t *lc = arg;
   uint32_t kind = e & PM_KIND_MASK;
   if ((kind != PM_LARGE && kind != PM_LARGEX && kind != PM_HUGE) || (e & PM_DEFERRED))
+    return;
+  if (kind == PM_LARGE && big_bytes(e) <= prd__vmem_qcache_limit(malloc_heap))
     return;
   lc->lc_seen++;
   if (lc->lc_listed >= lc->lc_limit)

@@ -351,6 +351,12 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp)
   return vmp->vm_quantum;
 }
 
+size_t prd__vmem_qcache_limit(const prd_vmem_t *vmp)
+{
+  return atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1
+             ? vmp->vm_qcache_max : 0;
+}
+
 /* ---- the tag reserve (section 8) ------------------------------------------------------ */
 
 /* Makes sure the reserve holds at least n tags; 0, or -1 when os.c has no page. */
