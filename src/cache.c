@@ -370,17 +370,6 @@ static prd_cache_t *cache_create(const char *name, size_t size, size_t align, pr
     errno = ENOMEM;
     return NULL;
   }
-  /* a cache of memory writes its slabs (freelist words, the free mark) and maps their pages
-   * (the page map): its source must hand out whole pages.  An arena of integers (quantum 1,
-   * ids) would have its "slabs" written at addresses like 1: a fault, far from the mistake */
-  if (!(cflags & PRD_CACHE_NOTOUCH) && prd__vmem_quantum(source) % page != 0) {
-    prd__report("prd_cache_create(%s, size %zu, align %zu): source arena %s has quantum %zu, "
-                "not a multiple of the page (%zu): a cache of memory needs pages (integers: "
-                "PRD_CACHE_NOTOUCH)", name, size, align, prd__vmem_name(source),
-                prd__vmem_quantum(source), page);
-    errno = EINVAL;
-    return NULL;
-  }
   uint32_t flags = (uint32_t)cflags | xflags;
   if (!(flags & PRD_CACHE_NODEBUG))
     flags |= (uint32_t)prd__opt(debug) & PRD_CACHE_DEBUG_ALL;

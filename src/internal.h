@@ -488,6 +488,10 @@ void  prd__pm_bad_free(const prd_cache_t *cp, const void *buf, const char *what)
 size_t prd__os_page_size(void);
 /* Reserve and commit `size` bytes (page multiple), read-write, zero-filled.  NULL + ENOMEM. */
 void  *prd__os_map(size_t size);
+/* Whether the pages of [addr, addr + size) that hold its first and last byte are mapped
+ * (mincore): two system calls, for a check on a slow path (slab.c's slabs from an arena the
+ * program made). */
+bool   prd__os_is_mapped(const void *addr, size_t size);
 /* As prd__os_map, aligned to `align` (a power of two >= the page size). */
 void  *prd__os_map_aligned(size_t size, size_t align);
 /* Resizes the mapping [addr, addr + old_size) to new_size (page multiples), in place or, when

@@ -124,6 +124,20 @@ static void *os_mmap(size_t size, int prot)
   return p;
 }
 
+bool prd__os_is_mapped(const void *addr, size_t size)
+{
+  uintptr_t page = prd__os_page_size();
+  uintptr_t ends[2] = { (uintptr_t)addr & ~(page - 1),
+                        ((uintptr_t)addr + (size ? size - 1 : 0)) & ~(page - 1) };
+  unsigned char v;
+  int saved = errno;
+  bool ok = true;
+  for (int k = 0; k < 2 && ok; k++)
+    ok = mincore((void *)ends[k], 1, &v) == 0;   /* ENOMEM: not mapped */
+  errno = saved;
+  return ok;
+}
+
 void *prd__os_map(size_t size)
 {
   return os_mmap(size, PROT_READ | PROT_WRITE);

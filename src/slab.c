@@ -453,6 +453,17 @@ static prd_slab_t *slab_create(prd_cache_t *cp, size_t color)
                                PRD_VM_NOSLEEP);
   if (base == NULL)
     return NULL;
+  /* a cache of memory writes its slabs: an arena the program made may hand out integers (an
+   * id arena from 1), whose "slab" at 0x1000 would fault far from the mistake.  The heap
+   * arena and those the library made are memory; others are asked (mincore), per slab */
+  if (!(cp->cache_flags & (PRD_CACHE_NOTOUCH | PRD_CF_INTERNAL)) && src != prd_heap_arena() &&
+      !prd__os_is_mapped(base, cp->cache_slabsize)) {
+    prd__report("cache %s: the slab [%p, %p) from arena %s is not mapped memory (an arena of "
+                "integers? a cache of them needs PRD_CACHE_NOTOUCH): not used", cp->cache_name,
+                (void *)base, (void *)(base + cp->cache_slabsize), prd__vmem_name(src));
+    prd_vmem_xfree(src, base, cp->cache_slabsize);
+    return NULL;
+  }
   prd__annot_slab_reset(cp, base, cp->cache_slabsize);   /* it may hold another's poison */
   prd_slab_t *sp;
   bool large = (cp->cache_flags & PRD_CF_HASH) != 0;
