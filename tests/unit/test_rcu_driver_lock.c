@@ -25,11 +25,15 @@
 #include "internal.h"
 #include "prd_test.h"
 
-#define ROUNDS 8         /* rounds counted: no thread of the process was switched out */
-#define ROUNDS_TRIED 80  /* at most, when other work preempts this process's threads */
+#define ROUNDS 32        /* rounds counted: no thread of the process was switched out */
+#define ROUNDS_TRIED 160 /* at most, when other work preempts this process's threads */
 #define HOLD_MS 30      /* the driver's backoff reaches its 1 ms sleeps after about 2 ms */
 #define WAIT_US 300     /* well under the old driver's sleep, far over a grace period's scans */
-#define ROUNDS_MISSED_MAX 1
+/* The old driver made most rounds run out; a clean-clone suite on the loaded 2-core box, with
+ * another test beside this one, ran out 2 or 3 rounds of 8 that no preemption explained.  Half
+ * of 32 separates the two: a binomial of 32 at 0.3 passes 16 with probability about 0.01, one
+ * at 0.7 stays at or under it with about the same */
+#define ROUNDS_MISSED_MAX (ROUNDS / 2)
 
 static atomic_int rd_hold, rd_in, rd_stop;
 
