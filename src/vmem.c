@@ -905,7 +905,7 @@ static void vmem_wait(prd_vmem_t *vmp, uint64_t until_ms)
 
 static size_t dirty_limit(const prd_vmem_t *vmp);
 static void vmem_purge(prd_vmem_t *vmp, bool after_free);
-static bool vmem_qcache_drain(prd_vmem_t *vmp);
+static void vmem_qcache_drain(prd_vmem_t *vmp);
 
 static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, bool xalloc,
                            bool may_import)
@@ -980,7 +980,7 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
           atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1) {
         drained = true;
         pthread_mutex_unlock(&vmp->vm_lock);
-        (void)vmem_qcache_drain(vmp);
+        vmem_qcache_drain(vmp);
         pthread_mutex_lock(&vmp->vm_lock);
         /* look again whatever the drain gave back: with vm_lock dropped, a free may have
          * made the room, and it woke no one (this thread was not waiting yet) */
@@ -1448,19 +1448,18 @@ static bool vmem_qcache_ready(prd_vmem_t *vmp)
 /* An allocation that found no room in an arena without a source (section 14): every quantum
  * cache gives back all it holds free (prd__cache_drain: the magazines of every thread, this
  * one's too, then the depot and the free slabs, which come back here), as Solaris vmem
- * reaps its quantum caches before it fails or sleeps.  False when there was none to drain;
- * not from inside a drain (a slab's return never allocates, but a caller may nest). */
+ * reaps its quantum caches before it fails or sleeps.  Nothing when it has none; not from
+ * inside a drain (a slab's return never allocates, but a caller may nest). */
 static __thread bool vmem_draining;
 
-static bool vmem_qcache_drain(prd_vmem_t *vmp)
+static void vmem_qcache_drain(prd_vmem_t *vmp)
 {
   if (vmem_draining || atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) != 1)
-    return false;
+    return;
   vmem_draining = true;
   for (int k = 0; k < vmp->vm_nqcache; k++)
     prd__cache_drain(vmp->vm_qcache[k]);
   vmem_draining = false;
-  return true;
 }
 
 static prd_vmem_t *vmem_create(const char *name, void *base, size_t size, size_t quantum,
