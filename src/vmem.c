@@ -40,7 +40,9 @@
  *    - first-fit: the lowest-addressed free segment that fits (a walk of the address list).
  *    - next-fit: the first fit at or after the rotor (the end of the previous next-fit
  *      allocation), wrapping around once; ids are then not reused soon.  The rotor is a tag
- *      pointer (vm_rotor) plus an address; removing the rotor's tag moves it to the previous tag.
+ *      pointer (vm_rotor) plus an address; removing the rotor's tag moves it to the previous tag,
+ *      and a search begins at the first tag that ends after the address (another policy may
+ *      have carved the rotor's free segment since, leaving a tag below the rotor's).
  *    With constraints (section 5) a segment may be big enough and still not fit; each policy
  *    then goes on to the next candidate, so every policy finds a fit whenever one exists.
  *
@@ -162,6 +164,12 @@
  *    called the cache, vmem_qc_caller); a prd_vmem_free of a cached buffer with the slab's
  *    size by mistake finds that segment at the buffer's address, and is reported as a wrong
  *    size instead of freeing the slab under the cache's live buffers.
+ *    A cache's slab is several objects (slab.c's PRD_NOTOUCH_MIN_BUFS) in one run; an arena
+ *    without a source that has no such run may still hold the one segment asked for (an ID
+ *    allocator nearly full, or its room in runs shorter than a slab).  So when the cache
+ *    fails, such an arena serves the request itself, as below (vs_qdirect), with the drain
+ *    and the sleep of any request: a cached size fails or sleeps only when the arena has no
+ *    room for it, as the API promises.
  *    If the caches cannot be made (no memory), the arena serves every size itself and the
  *    pairing check of section 11 applies, and the first allocation of a cached size after
  *    VMEM_QCACHE_RETRY_NS tries again: a failure is retried, not remembered (an arena that
@@ -809,6 +817,11 @@ static prd_vseg_t *find_nextfit(prd_vmem_t *vmp, const struct vreq *r, uintptr_t
   if (after.vr_lo < vmp->vm_rotor_addr)
     after.vr_lo = vmp->vm_rotor_addr;
   prd_vseg_t *from = vmp->vm_rotor == &vmp->vm_seg0 ? vmp->vm_seg0.vs_anext : vmp->vm_rotor;
+  /* the rotor's tag may have been freed, coalesced and carved again by another policy, which
+   * leaves the part below its new start in a tag before it: begin at the first tag that ends
+   * after the rotor's address */
+  while (from->vs_aprev != &vmp->vm_seg0 && from->vs_aprev->vs_end > vmp->vm_rotor_addr)
+    from = from->vs_aprev;
   prd_vseg_t *vsp = alist_first_fit(from, &vmp->vm_seg0, &after, ap);
   if (vsp == NULL)
     vsp = alist_first_fit(vmp->vm_seg0.vs_anext, &vmp->vm_seg0, r, ap);
@@ -1033,10 +1046,15 @@ void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
   if (cached && vmem_qcache_ready(vmp)) {
     prd_vmem_t *outer = vmem_qc_caller;   /* an import from an arena with caches of its own */
     vmem_qc_caller = vmp;
+    int saved = errno;
     void *p = prd_cache_alloc(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1],
                               vmflags & (PRD_NOSLEEP | PRD_NOFAIL));   /* section 14 */
     vmem_qc_caller = outer;
-    return p;
+    /* a cache's slab is several objects in one run: an arena without a source that has no
+     * such run may still have the one segment asked for (section 14, the direct serving) */
+    if (p != NULL || vmp->vm_afunc != NULL)
+      return p;
+    errno = saved;
   }
   struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX, cached };
   return vmem_do_alloc(vmp, &r, vmflags, false, true);

@@ -177,6 +177,27 @@ static void test_nextfit_rotor(void)
   prd_vmem_destroy(a);
 }
 
+/* The rotor's free segment carved again by another policy: the next next-fit still takes the
+ * first fit at or after the rotor's address, neither skipping the part below the carved
+ * segment nor wrapping around to an id just freed. */
+static void test_nextfit_rotor_carved(void)
+{
+  for (uintptr_t sz = 10; sz <= 50; sz += 40) {
+    prd_vmem_t *a = prd_vmem_create("ids", P(0x1000), 100, 1, NULL, NULL, NULL, 0, 0);
+    void *x = prd_vmem_alloc(a, 10, PRD_VM_NOSLEEP | PRD_VM_NEXTFIT);   /* the rotor: +10 */
+    CHECK_EQ(U(x), 0x1000);
+    prd_vmem_free(a, x, 10);   /* the rotor's tag coalesces into the whole span */
+    void *c = prd_vmem_xalloc(a, sz, 0, 0, 0, P(0x1032), NULL, PRD_VM_NOSLEEP | PRD_VM_FIRSTFIT);
+    CHECK_EQ(U(c), 0x1032);
+    void *n = prd_vmem_alloc(a, 10, PRD_VM_NOSLEEP | PRD_VM_NEXTFIT);
+    CHECK_EQ(U(n), 0x100a);
+    CHECK_EQ(prd__vmem_check(a), 0);
+    prd_vmem_free(a, n, 10);
+    prd_vmem_xfree(a, c, sz);
+    prd_vmem_destroy(a);
+  }
+}
+
 static void test_xalloc_constraints(void)
 {
   prd_vmem_t *a = prd_vmem_create("x", P(0x10000), 0x10000, Q, NULL, NULL, NULL, 0, 0);
@@ -685,6 +706,50 @@ static void *ids_sleeper(void *arg)
   return prd_vmem_alloc(arg, 500, PRD_VM_SLEEP);
 }
 
+/* A cached size that the arena has room for but no run of a whole cache slab (several
+ * objects): served by the arena itself, SLEEP and NOSLEEP alike, and freed back to it. */
+static void test_qcache_room_without_slab(void)
+{
+  prd_option_set("magazines", "1");
+  prd_vmem_t *ids = prd_vmem_create("ids4", (void *)1, 4, 1, NULL, NULL, NULL, 1, 0);
+  void *p = prd_vmem_alloc(ids, 1, PRD_VM_NOSLEEP);
+  CHECK(p != NULL);
+  void *q = prd_vmem_alloc(ids, 1, PRD_VM_SLEEP);
+  CHECK(q != NULL && q != p);
+  prd_vmem_free(ids, p, 1);
+  prd_vmem_free(ids, q, 1);
+  CHECK_EQ(prd_vmem_size(ids, PRD_VMEM_FREE), 4);
+  /* every id, one at a time, then none left: NOSLEEP fails at once */
+  void *all[4];
+  for (int i = 0; i < 4; i++)
+    CHECK((all[i] = prd_vmem_alloc(ids, 1, PRD_VM_NOSLEEP)) != NULL);
+  errno = 0;
+  CHECK(prd_vmem_alloc(ids, 1, PRD_VM_NOSLEEP) == NULL && errno == ENOMEM);
+  for (int i = 0; i < 4; i++)
+    prd_vmem_free(ids, all[i], 1);
+  CHECK_EQ(prd__vmem_check(ids), 0);
+  prd_vmem_destroy(ids);
+
+  /* 64 quanta, sizes 1-3 quanta cached (their slabs keep 48 quanta): 4 quanta still fit */
+  prd_vmem_t *b = prd_vmem_create("b64", P(0x100000), 64 * Q, Q, NULL, NULL, NULL, 4 * Q, 0);
+  for (size_t k = 1; k <= 3; k++) {
+    void *x = prd_vmem_alloc(b, k * Q, PRD_VM_NOSLEEP);
+    CHECK(x != NULL);
+    prd_vmem_free(b, x, k * Q);
+  }
+  int e = errno;
+  void *y = prd_vmem_alloc(b, 4 * Q, PRD_VM_NOSLEEP);
+  CHECK(y != NULL);
+  CHECK_EQ(errno, e);   /* the cache's failure does not show */
+  void *z = prd_vmem_alloc(b, 4 * Q, PRD_VM_SLEEP);
+  CHECK(z != NULL && z != y);
+  prd_vmem_free(b, y, 4 * Q);
+  prd_vmem_free(b, z, 4 * Q);
+  CHECK_EQ(prd__vmem_check(b), 0);
+  prd_vmem_destroy(b);
+  prd_option_set("magazines", "0");
+}
+
 static void test_qcache_drained_before_failing(void)
 {
   prd_option_set("magazines", "1");   /* the quantum caches with their CPU layer */
@@ -738,6 +803,7 @@ int main(void)
   RUN(test_alloc_free_coalesce);
   RUN(test_policies);
   RUN(test_nextfit_rotor);
+  RUN(test_nextfit_rotor_carved);
   RUN(test_xalloc_constraints);
   RUN(test_add_walk_size);
   RUN(test_import_release);
@@ -752,6 +818,7 @@ int main(void)
   RUN(test_dirty_first);
   RUN(test_destroy_non_empty);
   RUN(test_qcache_drained_before_failing);
+  RUN(test_qcache_room_without_slab);
   RUN(test_qcache_slab_not_freed_by_wrong_size);
   return prd_test_done();
 }
