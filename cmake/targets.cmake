@@ -154,3 +154,15 @@ foreach(script IN LISTS tool_tests)
   add_test(NAME ${tname} COMMAND sh ${script} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   set_tests_properties(${tname} PROPERTIES LABELS "${labels}" TIMEOUT 300)
 endforeach()
+
+# dlopen and dlclose of the shared core by a program not linked with it (tests/dlopen): not in
+# the sanitizer builds, whose runtime must be loaded before any instrumented library.
+if(NOT PRD_SANITIZE)
+  add_executable(test_dlclose ${CMAKE_SOURCE_DIR}/tests/dlopen/dlclose.c)
+  target_compile_options(test_dlclose PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(test_dlclose PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  foreach(how local global)
+    add_test(NAME test_dlclose_${how} COMMAND test_dlclose $<TARGET_FILE:prudence> ${how})
+    set_tests_properties(test_dlclose_${how} PROPERTIES LABELS "unit;no-asan;no-tsan" TIMEOUT 60)
+  endforeach()
+endif()
