@@ -228,7 +228,8 @@
 #include "magazine.h"
 #include "pagemap.h"
 
-#define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer: its stack array (8 KiB) */
+#define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer */
+#define DEFER_REFILL_CHUNK 128u     /* ... at a time, through a stack array (1 KiB) */
 
 static pthread_once_t defer_once = PTHREAD_ONCE_INIT;
 static _Atomic int pf_pending;   /* a CPU cache asked for a pre-flush since the job last ran */
@@ -589,8 +590,12 @@ static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool
       cc_count(&tc->tc_cc[id], PRD_PC_CAPWAITS, 1);
     }
   }
-  void *objs[PRD_DEFER_REFILL_MAX];
-  size_t got = prd__mag_slab_take(cp, tc, objs, want, flags | PRD_NOSLEEP);
+  /* taken DEFER_REFILL_CHUNK objects at a time: a whole magazine's array on the stack (8 KiB
+   * for 1,023 rounds) would overflow a small thread stack or a signal handler's alternate
+   * stack, on which a plain allocation's miss fits */
+  void *objs[DEFER_REFILL_CHUNK];
+  size_t ask = PRD_MIN(want, DEFER_REFILL_CHUNK);
+  size_t got = prd__mag_slab_take(cp, tc, objs, ask, flags | PRD_NOSLEEP);
   if (got == 0 && !(flags & PRD_NOSLEEP) && !in_read_section()) {
     /* lines 31-32 for this thread's own latent objects: poll for the older generation
      * (section 9); the slab layer's out-of-memory path below polls longer for everyone's */
@@ -615,33 +620,47 @@ static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool
   }
   if (got == 0)   /* the slab layer's own policy: reclaim, other latent objects, nofail */
     return prd__slab_alloc(cp, flags);
+  uint32_t more = got < ask ? 0 : want - (uint32_t)got;   /* still wanted after this chunk */
   void *buf = objs[--got];
-  pthread_mutex_lock(&tc->tc_lock);
-  prd_cpu_cache_t *cc = &tc->tc_cc[id];
-  cc_count(cc, PRD_PC_REFILLS, 1);
-  uint32_t k = 0;
-  if (got != 0) {
-    uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
-    if (cc->cc_loaded == NULL || (r == 0 && cc->cc_loaded->mag_size < got)) {
-      prd_mag_t *mp = prd__mag_new(cp);   /* a magazine of the current size */
-      if (mp != NULL) {
-        if (cc->cc_loaded != NULL)
-          prd__mag_free_empty(cc->cc_loaded);
-        cc->cc_loaded = mp;
-        cc->cc_magsize = mp->mag_size;
-        r = 0;
+  for (bool first = true;; first = false) {
+    pthread_mutex_lock(&tc->tc_lock);
+    prd_cpu_cache_t *cc = &tc->tc_cc[id];
+    if (first)
+      cc_count(cc, PRD_PC_REFILLS, 1);
+    uint32_t k = 0;
+    if (got != 0) {
+      uint32_t r = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed);
+      if (cc->cc_loaded == NULL ||
+          (first && r == 0 && cc->cc_loaded->mag_size < (uint32_t)got + more)) {
+        prd_mag_t *mp = prd__mag_new(cp);   /* a magazine of the current size */
+        if (mp != NULL) {
+          if (cc->cc_loaded != NULL)
+            prd__mag_free_empty(cc->cc_loaded);
+          cc->cc_loaded = mp;
+          cc->cc_magsize = mp->mag_size;
+          r = 0;
+        }
+      }
+      if (cc->cc_loaded != NULL) {
+        k = PRD_MIN((uint32_t)got, cc->cc_magsize - r);
+        cc_annot_in(cp, objs, k);
+        memcpy(&cc->cc_loaded->mag_round[r], objs, k * sizeof(void *));
+        prd__mag_rounds_set(cc, r + k);
       }
     }
-    if (cc->cc_loaded != NULL) {
-      k = PRD_MIN((uint32_t)got, cc->cc_magsize - r);
-      cc_annot_in(cp, objs, k);
-      memcpy(&cc->cc_loaded->mag_round[r], objs, k * sizeof(void *));
-      prd__mag_rounds_set(cc, r + k);
+    pthread_mutex_unlock(&tc->tc_lock);
+    if (got > k) {   /* no room after all (a nested call filled the magazine): back */
+      prd__slab_free_bulk(cp, objs + k, got - k);
+      break;
     }
+    if (more == 0)
+      break;
+    ask = PRD_MIN(more, DEFER_REFILL_CHUNK);
+    got = prd__mag_slab_take(cp, tc, objs, ask, flags | PRD_NOSLEEP);
+    more = got < ask ? 0 : more - (uint32_t)got;   /* the slab layer had no more */
+    if (got == 0)
+      break;
   }
-  pthread_mutex_unlock(&tc->tc_lock);
-  if (got > k)   /* no room after all (a nested call filled the magazine): back */
-    prd__slab_free_bulk(cp, objs + k, got - k);
   if (prd_unlikely(prd__mag_annot))
     prd__annot_object_out(cp, buf);
   return buf;
