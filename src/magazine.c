@@ -452,6 +452,7 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -1332,9 +1333,17 @@ void prd_thread_flush(void)
 static void handshake_fence(void)
 {
 #ifndef PRD_TSAN
-  if (prd__mag_membarrier)
-    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);   /* A */
-  else
+  if (prd__mag_membarrier) {
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {   /* A */
+      /* registered at start, refused now (a seccomp filter installed since): the owners
+       * test tc_steal behind a compiler barrier only, so a visitor could take a magazine
+       * from under an owner's operation.  The process ends, whatever abort_on_error says
+       * (a safety guarantee that cannot be kept fails loudly) */
+      prd__report("magazines: membarrier(PRIVATE_EXPEDITED) failed (errno %d) after it was "
+                  "registered: another thread's magazines cannot be taken safely", errno);
+      abort();
+    }
+  } else
     atomic_thread_fence(memory_order_seq_cst);
 #endif
 }

@@ -380,8 +380,14 @@ static void smp_mb_master(void)
   if (use_membarrier) {
     rcu_count(RCU_ST_membarriers, 1);
     if (sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
-      prd__error("rcu: membarrier(PRIVATE_EXPEDITED) failed (errno %d)", errno);
-      prd__rcu_full_fence();
+      /* registered at start, refused now (a seccomp filter installed since): the readers run
+       * without fences and this barrier is their half, so no grace period can be trusted.
+       * A fence here is not that half; the process ends, whatever abort_on_error says (a
+       * safety guarantee that cannot be kept fails loudly, as debug.c's protections do) */
+      prd__report("rcu: membarrier(PRIVATE_EXPEDITED) failed (errno %d) after it was "
+                  "registered: readers run without fences, so grace periods cannot be kept",
+                  errno);
+      abort();
     }
   } else {
     prd__rcu_full_fence();

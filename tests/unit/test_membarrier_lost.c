@@ -1,0 +1,124 @@
+/* membarrier refused after the library registered it, as a seccomp filter that a program (or
+ * a sandbox it enters) installs once running makes it: the readers of the built-in RCU and the
+ * owners of magazines then run without the fences that barrier stands in for, so neither a
+ * grace period nor a visit to another thread's magazines can be kept.  The process ends with a
+ * report, whatever abort_on_error says, instead of going on without the guarantee (each case
+ * in a child).  Not under TSan, whose builds use fences instead of membarrier. */
+// prd-test-labels: no-tsan
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "prd_test.h"
+#include "prudence.h"
+#include "prudence_rcu.h"
+
+/* Every thread's membarrier fails with EPERM from now on; false when seccomp is refused. */
+static bool refuse_membarrier(void)
+{
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return false;
+  return syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
+}
+
+static bool membarrier_registered(void)
+{
+  /* the library registers PRIVATE_EXPEDITED when the kernel offers it; a test of a kernel
+   * without it has nothing to lose */
+  long cmds = syscall(__NR_membarrier, 0 /* QUERY */, 0, 0);
+  return cmds > 0 && (cmds & (1 << 3)) != 0;   /* MEMBARRIER_CMD_PRIVATE_EXPEDITED */
+}
+
+static atomic_int stop;
+
+static void *allocator(void *arg)
+{
+  (void)arg;
+  prd_rcu_register_thread();
+  while (!atomic_load(&stop)) {
+    prd_rcu_read_lock();
+    prd_free(prd_malloc(48));
+    prd_rcu_read_unlock();
+  }
+  prd_rcu_unregister_thread();
+  return NULL;
+}
+
+/* A child: another thread with magazines and reader sections, membarrier refused, then
+ * `what` (0: a reap of every thread's magazines, 1: a grace period).  Never returns normally:
+ * the library ends it. */
+static void lose_membarrier(void *arg)
+{
+  int what = (int)(intptr_t)arg;
+  prd_option_set("abort_on_error", "0");   /* the end does not depend on it */
+  prd_free(prd_malloc(48));
+  prd_synchronize_rcu();
+  pthread_t t;
+  if (pthread_create(&t, NULL, allocator, NULL) != 0)
+    _exit(3);
+  usleep(100000);
+  if (!refuse_membarrier())
+    _exit(77);
+  for (int i = 0; i < 200; i++) {
+    if (what == 0)
+      prd_reap();
+    else
+      prd_synchronize_rcu();
+  }
+  atomic_store(&stop, 1);
+  pthread_join(t, NULL);
+  _exit(0);
+}
+
+static void check_ends(int what, const char *msg)
+{
+  char buf[4096];
+  int st = prd_test_child(lose_membarrier, (void *)(intptr_t)what, buf, sizeof(buf));
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+    printf("# seccomp refused: skipped\n");
+    return;
+  }
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  CHECK(strstr(buf, msg) != NULL);
+  if (strstr(buf, msg) == NULL)
+    fprintf(stderr, "%s", buf);
+}
+
+static void test_reap_ends(void)
+{
+  check_ends(0, "magazines: membarrier(PRIVATE_EXPEDITED) failed (errno 1) after it was registered");
+}
+
+static void test_grace_period_ends(void)
+{
+  check_ends(1, "rcu: membarrier(PRIVATE_EXPEDITED) failed (errno 1) after it was registered");
+}
+
+int main(void)
+{
+  if (!membarrier_registered()) {
+    printf("# no membarrier(PRIVATE_EXPEDITED) here: skipped\n");
+    return 77;
+  }
+  RUN(test_reap_ends);
+  RUN(test_grace_period_ends);
+  return prd_test_done();
+}
