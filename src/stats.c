@@ -599,9 +599,15 @@ static int stats_file_write_in(const char *path, bool append)
     return -1;
   int rc = -1, saved = 0;
   if (append) {
-    /* one write(2) of one line with O_APPEND: lines of concurrent writers never interleave */
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* one write(2) of one line with O_APPEND: lines of concurrent writers never interleave.
+     * Opened without blocking: a FIFO that no reader has open fails at once (ENXIO, reported
+     * as any unwritable file) instead of holding the writer, and the process at its exit, for
+     * ever; once open, the writes block as a pipe's do, for the reader that is there */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd >= 0) {
+      int fl = fcntl(fd, F_GETFL);
+      if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
       rc = prd__write_all(fd, doc, len);
       saved = errno;
       close(fd);

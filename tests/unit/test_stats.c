@@ -456,6 +456,12 @@ static void exec_self(void *arg)
   _exit(127);
 }
 
+static void exec_self_alarm(void *arg)
+{
+  alarm(20);
+  exec_self(arg);
+}
+
 static int child_periodic(void)
 {
   /* run with PRUDENCE_STATS_FILE, stats_append=1, stats_interval_ms=1000 */
@@ -517,6 +523,17 @@ static void test_env_triggers(void)
   CHECK_STR_CONTAINS(out, "PRUDENCE_STATS_FILE: cannot write /nonexistent-dir-prd/s.json");
   const char *first = strstr(out, "cannot write");
   CHECK(first != NULL && strstr(first + 1, "cannot write") == NULL);
+
+  /* a FIFO that nobody reads, appended to: reported, and the program exits (it waited for a
+   * reader at its exit for ever; the alarm, kept across the child's exec, ends a hang) */
+  char fifo[512];
+  snprintf(fifo, sizeof(fifo), "%s/stats.fifo", tmpdir);
+  CHECK_EQ(mkfifo(fifo, 0600), 0);
+  struct child_env ce5 = { fifo, NULL, "stats_append=1", "--periodic-child" };
+  st = prd_test_child(exec_self_alarm, &ce5, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "PRUDENCE_STATS_FILE: cannot write");
+  unlink(fifo);
 }
 
 /* ---- printing while caches and arenas come and go (TSan checks the locking) ------------- */
