@@ -14,6 +14,10 @@ if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_threads ${CMAKE_SOURCE_DIR}/tests/preload/threads.c)
   target_compile_options(preload_threads PRIVATE ${PRD_WARNINGS})
   target_link_libraries(preload_threads PRIVATE Threads::Threads)
+  # threads that come and go, deferring (docs/benchmarks.md): built to be run by hand
+  add_executable(preload_storm ${CMAKE_SOURCE_DIR}/tests/preload/storm.c)
+  target_compile_options(preload_storm PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(preload_storm PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
   foreach(what python sort git gcc cxx example faults fork-stdio threads)
     add_test(NAME preload_${what}
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/preload/run.sh ${what}

@@ -230,6 +230,14 @@
 
 #define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer */
 #define DEFER_REFILL_CHUNK 128u     /* ... at a time, through a stack array (1 KiB) */
+/* A thread's first refill of a cache takes DEFER_REFILL_FIRST objects, and each one after
+ * twice as many, DEFER_REFILL_RAMP times, before the magazine's size alone decides (section
+ * 8, REFILL).  A short-lived thread (a pool's worker, a thread per request) that defers a few
+ * hundred objects otherwise took a whole magazine (up to 512 KiB of objects) of every class
+ * it touched at its first miss, and a few hundred such threads at once held all of them:
+ * docs/benchmarks.md, "Threads that come and go, deferring". */
+#define DEFER_REFILL_FIRST 16u
+#define DEFER_REFILL_RAMP 6
 
 static pthread_once_t defer_once = PTHREAD_ONCE_INIT;
 static _Atomic int pf_pending;   /* a CPU cache asked for a pre-flush since the job last ran */
@@ -497,6 +505,12 @@ static uint32_t refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
   if (lat != 0)   /* the objects that would have served this miss: their grace period */
     cc_request(cc, cc->cc_lat_gp[lat_n(cc, 1) != 0 ? 1 : 0]);
   uint32_t want = size > lat ? size - lat : 1;   /* line 14 */
+  /* a thread's first refills of this cache take DEFER_REFILL_FIRST objects, twice as many at
+   * each refill after (the CPU cache's count starts at 0 with each thread) */
+  uint64_t nref = atomic_load_explicit(&cc->cc_pcnt[PRD_PC_REFILLS], memory_order_relaxed);
+  uint32_t ramp = DEFER_REFILL_FIRST << (nref < DEFER_REFILL_RAMP ? nref : DEFER_REFILL_RAMP);
+  if (want > ramp)
+    want = ramp;
   if (want < size)
     cc_count(cc, PRD_PC_PARTIAL, 1);
   return PRD_MIN(want, (uint32_t)PRD_DEFER_REFILL_MAX);

@@ -726,6 +726,34 @@ static void test_thread_churn_magazines(void)
   prd_cache_destroy(cp);
 }
 
+/* A new thread's first refills of a cache with deferrals take a few objects, not the cache's
+ * whole (grown) magazine: the thread below allocates 40 objects and defers them, in a cache
+ * whose magazines were grown to their largest size first. */
+static void *alloc_defer_some(void *arg)
+{
+  prd_cache_t *cp = arg;
+  for (int i = 0; i < 40; i++)
+    prd_cache_free_deferred(cp, prd_cache_alloc(cp, PRD_SLEEP));
+  return NULL;
+}
+
+static void test_refill_ramp(void)
+{
+  prd_cache_t *cp = prd_cache_create("ramp", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  while (prd__mag_grow(cp))
+    ;
+  CHECK(prd__mag_cur_size(cp) >= 1023);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, alloc_defer_some, cp), 0);
+  pthread_join(t, NULL);
+  uint64_t taken = stats_of(cp).allocs;   /* from the slab layer */
+  printf("  a new thread's first refills took %llu objects (magazine of %u)\n",
+         (unsigned long long)taken, prd__mag_cur_size(cp));
+  CHECK(taken <= 120);   /* 40 used: refills of 16, 32 and 64 at most */
+  prd_cache_destroy(cp);
+}
+
 /* A reap makes free what the latent slabs hold past its grace period, so that their slabs
  * can go (before, they waited for the cache's next allocation to merge them). */
 static void test_reap_merges_latent_slabs(void)
@@ -1176,6 +1204,7 @@ int main(void)
   RUN(test_oom_waits);
   RUN(test_thread_exit);
   RUN(test_thread_churn_magazines);
+  RUN(test_refill_ramp);
   RUN(test_reap_merges_latent_slabs);
   RUN(test_flood_bounded);
   RUN(test_hit_path_stays);
