@@ -41,8 +41,11 @@
  *    (wrk_running, wrk_alive) and pthread_create runs with wrk_lock dropped: it allocates
  *    (the new thread's DTV), through this library's malloc when it is preloaded, and that
  *    allocation may queue a callback (a big block's deferred free) or come back to wrk_lock
- *    another way.  A worker that cannot be started clears the claim: the next call_rcu (its
- *    fast path sees wrk_alive clear), rcu_barrier or thread exit tries again.  The worker ends like a sleep: with nothing
+ *    another way.  A worker that cannot be started clears the claim: the next rcu_barrier or
+ *    thread exit tries again, and the first call_rcu (its fast path sees wrk_alive clear)
+ *    WRK_RETRY_NS after the failure: at a thread limit every try maps a stack and fails a
+ *    clone, and a program queueing callbacks tried tens of thousands of times a second.
+ *    Meanwhile the callbacks wait in their queues (prd_rcu_barrier runs them itself).  The worker ends like a sleep: with nothing
  *    queued, no barrier pending and no application thread left (thread.c section 3) it
  *    clears wrk_running and wrk_alive under wrk_lock and returns with cb_sleeping still set,
  *    so the §3 wake-up of a later producer (worker_wake) takes wrk_lock and starts a new one,
@@ -136,6 +139,10 @@ static pthread_cond_t wrk_cond = PTHREAD_COND_INITIALIZER;  /* the worker sleeps
 static pthread_cond_t wrk_done_cond = PTHREAD_COND_INITIALIZER; /* rcu_barrier waits here */
 static _Atomic bool cb_sleeping;
 static _Atomic bool wrk_alive;
+/* §4: when a call_rcu may try to start the worker again after a failed start (monotonic ns;
+ * relaxed: a hint, read without wrk_lock) */
+static _Atomic uint64_t wrk_retry_ns;
+#define WRK_RETRY_NS 10000000u   /* 10 ms */
 static bool wrk_running;              /* wrk_lock */
 static _Atomic uint64_t cb_barrier_req, cb_barrier_done;
 static _Atomic uint64_t cb_invoked;
@@ -300,7 +307,8 @@ static PRD_NOINLINE void worker_start(void)
 {
   cb_init();
   pthread_mutex_lock(&wrk_lock);
-  (void)worker_start_locked();
+  if (!worker_start_locked())
+    atomic_store_explicit(&wrk_retry_ns, prd__now_ns() + WRK_RETRY_NS, memory_order_relaxed);
   pthread_mutex_unlock(&wrk_lock);
 }
 
@@ -349,7 +357,10 @@ static PRD_NOINLINE void call_rcu_slow(struct cb_thread *t)
   prd__rcu_fork_release();   /* a fork child's first call_rcu: it uses RCU (rcu.c §7) */
   if (!t->ct_registered)
     cbq_register(t);
-  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire))
+  /* a start that failed (a thread limit) is tried again by the first call past
+   * WRK_RETRY_NS, not by every call meanwhile: each try maps a stack and fails a clone */
+  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire) &&
+      prd__now_ns() >= atomic_load_explicit(&wrk_retry_ns, memory_order_relaxed))
     worker_start();
 }
 

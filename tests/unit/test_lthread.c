@@ -189,13 +189,29 @@ static void never_body(void)
   CHECK(atomic_load(&failed) > 0);
   int unblocked;
   CHECK_EQ(lib_threads(SIGTERM, &unblocked), 0);
-  /* creates work again: the next call_rcu starts the worker */
+  /* a failed start is tried again by the first call_rcu some 10 ms after it, not by every
+   * call (at a thread limit each try maps a stack and fails a clone) */
+  enum { MANY = 20000 };
+  struct prd_rcu_head *many = calloc(MANY, sizeof(*many));
+  atomic_store(&failed, 0);
+  uint64_t t0 = prd__now_ns();
+  for (int i = 0; i < MANY; i++)
+    prd_call_rcu(&many[i], cb);
+  uint64_t ms = (prd__now_ns() - t0) / 1000000u;
+  printf("# %d call_rcu in %llu ms: %d tries to start the worker\n", MANY,
+         (unsigned long long)ms, atomic_load(&failed));
+  CHECK((uint64_t)atomic_load(&failed) <= ms / 10 + 2);
+  prd_rcu_barrier();   /* stands in for the worker */
+  CHECK_EQ(atomic_load(&cb_count), 3 + MANY);
+  free(many);
+  /* creates work again: the next call_rcu past the retry time starts the worker */
   atomic_store(&fail_next, 0);
+  sleep_ms(20);
   struct prd_rcu_head h4;
   prd_call_rcu(&h4, cb);
-  for (int i = 0; i < 2000 && atomic_load(&cb_count) < 4; i++)
+  for (int i = 0; i < 2000 && atomic_load(&cb_count) < 4 + MANY; i++)
     sleep_ms(1);
-  CHECK_EQ(atomic_load(&cb_count), 4);
+  CHECK_EQ(atomic_load(&cb_count), 4 + MANY);
 }
 
 static void test_start_fails_always(void)
