@@ -166,3 +166,20 @@ if(NOT PRD_SANITIZE)
     set_tests_properties(test_dlclose_${how} PROPERTIES LABELS "unit;no-asan;no-tsan" TIMEOUT 60)
   endforeach()
 endif()
+
+# prd::cache_allocator across shared libraries (tests/dso): a library built with hidden
+# visibility fills a std::map that the program changes and frees.  Both link the shared core
+# (two static copies would be two allocators).
+add_library(test_cpp_dso_lib SHARED ${CMAKE_SOURCE_DIR}/tests/dso/node_lib.cpp)
+set_target_properties(test_cpp_dso_lib PROPERTIES CXX_VISIBILITY_PRESET hidden
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                      VISIBILITY_INLINES_HIDDEN ON)
+target_include_directories(test_cpp_dso_lib PRIVATE ${CMAKE_SOURCE_DIR}/include)
+target_compile_options(test_cpp_dso_lib PRIVATE ${PRD_CXX_WARNINGS})
+target_link_libraries(test_cpp_dso_lib PRIVATE prudence)
+add_executable(test_cpp_dso ${CMAKE_SOURCE_DIR}/tests/dso/node_main.cpp)
+target_include_directories(test_cpp_dso PRIVATE ${CMAKE_SOURCE_DIR}/include)
+target_compile_options(test_cpp_dso PRIVATE ${PRD_CXX_WARNINGS})
+target_link_libraries(test_cpp_dso PRIVATE test_cpp_dso_lib prudence)
+add_test(NAME test_cpp_dso COMMAND test_cpp_dso)
+set_tests_properties(test_cpp_dso PROPERTIES LABELS "unit" TIMEOUT 60 ENVIRONMENT "PRUDENCE_TEST=1")

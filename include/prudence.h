@@ -140,6 +140,12 @@ PRD_API prd_cache_t *prd_cache_create(const char *name, size_t size, size_t alig
 PRD_API void *prd_cache_alloc(prd_cache_t *cp, int flags);
 PRD_API void  prd_cache_free(prd_cache_t *cp, void *buf);
 PRD_API void  prd_cache_destroy(prd_cache_t *cp);
+/* The process's one cache of size-byte objects aligned to align, named "prd::node<SIZE,ALIGN>",
+ * made on first use and never destroyed (do not destroy it): the same cache for every caller
+ * and every shared library, so a buffer taken in one may be freed in another, at any time up
+ * to the process's end.  Thread-safe.  prudence.hpp's prd::cache_allocator takes its nodes
+ * here.  Bad arguments (as prd_cache_create's) or no memory: NULL. */
+PRD_API prd_cache_t *prd_node_cache(size_t size, size_t align);
 /* Prudence (seed 001 §4): frees buf after a grace period, as call_rcu(free) would, but the
  * allocator sees it: it is reused as soon as the grace period has ended.  Callable anywhere,
  * inside read-side sections too; never blocks on a grace period.  Bad input is reported

@@ -5,7 +5,9 @@
 //                       destroy(p) runs ~T() and gives the buffer back
 //   prd::cache_allocator<T>  a standard-library allocator: single objects (the nodes of
 //                       std::map, std::list, ...) come from one process-wide cache per
-//                       object size and alignment; arrays (std::vector growth) from operator new
+//                       object size and alignment (prd_node_cache: the same in every shared
+//                       library, never destroyed, so global containers may outlive main);
+//                       arrays (std::vector growth) from aligned operator new
 //
 // Errors: prd::cache's constructor throws std::bad_alloc when prd_cache_create fails
 // (bad arguments or no memory); alloc() returns nullptr like prd_cache_alloc.
@@ -16,7 +18,6 @@
 
 #include <cstddef>
 #include <new>
-#include <string>
 #include <utility>
 
 namespace prd {
@@ -94,13 +95,21 @@ private:
 };
 
 namespace detail {
-// One cache per (size, alignment), created on first use and kept for the process's life.
+// The process-wide cache for nodes of this size and alignment (prd_node_cache: one per
+// process, never destroyed, so a node may be freed by another shared library or by a
+// destructor that runs at exit).  Each copy of this function (one per shared library with
+// hidden visibility) keeps only the pointer, which every copy agrees on.
+inline prd_cache_t *node_cache_lookup(std::size_t size, std::size_t align)
+{
+  prd_cache_t *cp = prd_node_cache(size, align);
+  if (cp == nullptr)
+    throw std::bad_alloc();
+  return cp;
+}
 template <std::size_t Size, std::size_t Align> prd_cache_t *node_cache()
 {
-  static prd::cache c(("prd::cache_allocator<" + std::to_string(Size) + "," +
-                       std::to_string(Align) + ">").c_str(),
-                      Size, Align);
-  return c.get();
+  static prd_cache_t *const cp = node_cache_lookup(Size, Align);
+  return cp;
 }
 } // namespace detail
 

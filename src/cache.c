@@ -146,6 +146,19 @@
  *    caches).  A thread inside a reap does not start a nested pressure reap (cache_in_reclaim),
  *    which would wait for the reap lock it holds.  Reclaim callbacks and destructors run
  *    with no cache_lock held; a reclaim callback must not create or destroy caches.
+ *
+ * 8. Node caches (prd_node_cache, for prudence.hpp's prd::cache_allocator).  One cache per
+ *    (size, alignment) for the whole process, named "prd::node<SIZE,ALIGN>" (at most 27
+ *    characters: size up to 1 GiB, alignment up to a page), made at first use and never
+ *    destroyed, as std::allocator's memory outlives every container: a global container,
+ *    destroyed after anything a destructor could run, still frees into a live cache.  The
+ *    lookup lives here, not in the C++ header, so that every copy of the header's code (a
+ *    shared library built with hidden visibility has its own) finds the same cache.  The
+ *    caches form a push-only list (node_caches, linked through cache_node_next) keyed by
+ *    name: a lookup reads it with no lock; a miss creates the cache with no lock held and
+ *    publishes it with a compare-and-swap, and a thread that loses the race to an equal cache
+ *    destroys its own (no buffer was taken from it) and returns the winner's.  No lock, so
+ *    nothing for fork to take.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -330,6 +343,44 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
                               prd_vmem_t *source, int cflags)
 {
   return cache_create(name, size, align, ctor, dtor, reclaim, priv, source, cflags, 0);
+}
+
+/* ---- node caches (section 8) ------------------------------------------------------------ */
+static _Atomic(prd_cache_t *) node_caches;
+
+/* The node cache named name on the list from first up to (not including) stop, or NULL. */
+static prd_cache_t *node_find(prd_cache_t *first, prd_cache_t *stop, const char *name)
+{
+  for (prd_cache_t *cp = first; cp != stop; cp = cp->cache_node_next)
+    if (strcmp(cp->cache_name, name) == 0)
+      return cp;
+  return NULL;
+}
+
+prd_cache_t *prd_node_cache(size_t size, size_t align)
+{
+  char name[PRD_CACHE_NAME_MAX];
+  snprintf(name, sizeof(name), "prd::node<%zu,%zu>", size, align);
+  prd_cache_t *head = atomic_load_explicit(&node_caches, memory_order_acquire);
+  prd_cache_t *cp = node_find(head, NULL, name);
+  if (cp != NULL)
+    return cp;
+  prd_cache_t *made = prd_cache_create(name, size, align, NULL, NULL, NULL, NULL, NULL, 0);
+  if (made == NULL)
+    return NULL;
+  prd_cache_t *seen = head;
+  for (;;) {
+    made->cache_node_next = seen;
+    if (atomic_compare_exchange_weak_explicit(&node_caches, &seen, made, memory_order_release,
+                                              memory_order_acquire))
+      return made;
+    /* seen is the new head: look at what was pushed since head */
+    if ((cp = node_find(seen, head, name)) != NULL) {
+      prd_cache_destroy(made);
+      return cp;
+    }
+    head = seen;
+  }
 }
 
 prd_cache_t *prd__cache_create_packed(const char *name, size_t size, size_t align)

@@ -395,6 +395,8 @@ struct prd_cache {
 
   /* -- the list of all caches: under the global cache-list lock ------------------------- */
   struct prd_cache *cache_next, *cache_prev;
+  struct prd_cache *cache_node_next;      /* prd_node_cache's list (cache.c section 8): set
+                                             once, before the cache is published on it */
 
   /* -- the slab layer: everything below is under cache_lock ------------------------------ */
   pthread_mutex_t cache_lock;

@@ -3,6 +3,7 @@
 #include <prudence.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -80,6 +81,31 @@ static void test_allocator_with_containers()
   EXPECT(sum == 100000L * 99999L / 2);
 }
 
+// A container destroyed at exit, after main returns: its nodes go back to a node cache that
+// must still be alive then (node caches are never destroyed).  main fills it after the tests
+// and turns abort_on_error back on, so a free into a destroyed cache ends the run.
+using exit_map_t = std::map<int, long, std::less<int>, prd::cache_allocator<std::pair<const int, long>>>;
+static exit_map_t exit_map;
+
+// Node caches: one per (size, alignment), the one prd_node_cache gives, with a name that
+// fits in PRD_CACHE_NAME_MAX.
+static void test_node_caches()
+{
+  struct big { char b[1000000]; };
+  prd_cache_t *cp = prd::detail::node_cache<sizeof(big), alignof(big)>();
+  EXPECT(cp != nullptr && cp == prd_node_cache(sizeof(big), alignof(big)));
+  prd_cache_t *c24x8 = prd::detail::node_cache<24, 8>();
+  prd_cache_t *c24x4 = prd::detail::node_cache<24, 4>();
+  EXPECT(c24x8 == prd_node_cache(24, 8) && c24x8 != c24x4);
+  prd_cache_stats_t st;
+  std::memset(&st, 0, sizeof(st));
+  st.size = sizeof(st);
+  st.version = PRD_CACHE_STATS_VERSION;
+  EXPECT(prd_cache_stats(cp, &st) == 0);
+  EXPECT(std::strcmp(st.name, "prd::node<1000000,1>") == 0);
+  EXPECT(prd_node_cache(sizeof(long), 3) == nullptr);   // not a power of two: reported
+}
+
 int main()
 {
   prd_option_set("abort_on_error", "0");
@@ -88,6 +114,7 @@ int main()
     { "test_raii_cache", test_raii_cache },
     { "test_typed_cache", test_typed_cache },
     { "test_allocator_with_containers", test_allocator_with_containers },
+    { "test_node_caches", test_node_caches },
   };
   for (auto &t : tests) {
     failures = 0;
@@ -96,5 +123,8 @@ int main()
     (failures ? failed : passed)++;
   }
   std::printf("%d passed, %d failed\n", passed, failed);
+  for (int i = 0; i < 1000; i++)
+    exit_map[i] = i;
+  prd_option_set("abort_on_error", "1");
   return failed ? 1 : 0;
 }
