@@ -7,7 +7,8 @@
 //                       std::map, std::list, ...) come from one process-wide cache per
 //                       object size and alignment (prd_node_cache: the same in every shared
 //                       library, never destroyed, so global containers may outlive main);
-//                       arrays (std::vector growth) from aligned operator new
+//                       arrays (std::vector growth) and objects aligned beyond 4096 bytes
+//                       from aligned operator new
 //
 // Errors: prd::cache's constructor throws std::bad_alloc when prd_cache_create fails
 // (bad arguments or no memory); alloc() returns nullptr like prd_cache_alloc.
@@ -111,6 +112,9 @@ template <std::size_t Size, std::size_t Align> prd_cache_t *node_cache()
   static prd_cache_t *const cp = node_cache_lookup(Size, Align);
   return cp;
 }
+// Caches align to at most a page; 4096 is the smallest page size, so a node aligned beyond
+// it goes to operator new on every system.
+constexpr std::size_t node_align_max = 4096;
 } // namespace detail
 
 template <typename T> class cache_allocator {
@@ -121,11 +125,13 @@ public:
 
   T *allocate(std::size_t n)
   {
-    if (n == 1) {
-      void *p = prd_cache_alloc(detail::node_cache<sizeof(T), alignof(T)>(), PRD_SLEEP);
-      if (p == nullptr)
-        throw std::bad_alloc();
-      return static_cast<T *>(p);
+    if constexpr (alignof(T) <= detail::node_align_max) {
+      if (n == 1) {
+        void *p = prd_cache_alloc(detail::node_cache<sizeof(T), alignof(T)>(), PRD_SLEEP);
+        if (p == nullptr)
+          throw std::bad_alloc();
+        return static_cast<T *>(p);
+      }
     }
     if (n > static_cast<std::size_t>(-1) / sizeof(T))
       throw std::bad_array_new_length();
@@ -133,10 +139,13 @@ public:
   }
   void deallocate(T *p, std::size_t n) noexcept
   {
-    if (n == 1)
-      prd_cache_free(detail::node_cache<sizeof(T), alignof(T)>(), p);
-    else
-      ::operator delete(p, std::align_val_t(alignof(T)));
+    if constexpr (alignof(T) <= detail::node_align_max) {
+      if (n == 1) {
+        prd_cache_free(detail::node_cache<sizeof(T), alignof(T)>(), p);
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(alignof(T)));
   }
   template <typename U> bool operator==(const cache_allocator<U> &) const noexcept { return true; }
   template <typename U> bool operator!=(const cache_allocator<U> &) const noexcept { return false; }

@@ -2,6 +2,7 @@
 // allocator adaptor with std::vector and std::map.
 #include <prudence.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -106,6 +107,22 @@ static void test_node_caches()
   EXPECT(prd_node_cache(sizeof(long), 3) == nullptr);   // not a power of two: reported
 }
 
+// Objects aligned beyond a page: no cache can hold them, so single objects come from aligned
+// operator new too, without a report and with their alignment.
+static void test_overaligned()
+{
+  struct alignas(8192) page2 { char b[8192]; };
+  std::map<int, page2, std::less<int>, prd::cache_allocator<std::pair<const int, page2>>> m;
+  for (int i = 0; i < 8; i++)
+    m[i].b[0] = static_cast<char>(i);
+  for (auto &kv : m)
+    EXPECT(reinterpret_cast<std::uintptr_t>(&kv.second) % 8192 == 0 && kv.second.b[0] == kv.first);
+  prd::cache_allocator<page2> a;
+  page2 *p = a.allocate(1);
+  EXPECT(reinterpret_cast<std::uintptr_t>(p) % 8192 == 0);
+  a.deallocate(p, 1);
+}
+
 int main()
 {
   prd_option_set("abort_on_error", "0");
@@ -115,6 +132,7 @@ int main()
     { "test_typed_cache", test_typed_cache },
     { "test_allocator_with_containers", test_allocator_with_containers },
     { "test_node_caches", test_node_caches },
+    { "test_overaligned", test_overaligned },
   };
   for (auto &t : tests) {
     failures = 0;
