@@ -267,8 +267,20 @@ typedef struct prd_cache_stats_s {
   uint32_t version;   /* PRD_CACHE_STATS_VERSION the caller was built with */
   PRD_CACHE_STATS_FIELDS(PRD__CS_FIELD)
 } prd_cache_stats_t;
+#ifdef __cplusplus
+/* C++ has designated initializers only from C++20 and warns of the fields they leave out
+ * (-Wmissing-field-initializers): a zeroed struct with the same two fields set. */
+#define PRD_CACHE_STATS_INIT                                                                    \
+  ([] {                                                                                         \
+    prd_cache_stats_t prd__st{};                                                                \
+    prd__st.size = sizeof(prd_cache_stats_t);                                                   \
+    prd__st.version = PRD_CACHE_STATS_VERSION;                                                  \
+    return prd__st;                                                                             \
+  }())
+#else
 #define PRD_CACHE_STATS_INIT                                                                    \
   { .size = sizeof(prd_cache_stats_t), .version = PRD_CACHE_STATS_VERSION }
+#endif
 /* Fills *st; 0, or -1 with errno EINVAL (NULL cache or st, size too small, unknown version). */
 PRD_API int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 

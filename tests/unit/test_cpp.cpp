@@ -98,10 +98,7 @@ static void test_node_caches()
   prd_cache_t *c24x8 = prd::detail::node_cache<24, 8>();
   prd_cache_t *c24x4 = prd::detail::node_cache<24, 4>();
   EXPECT(c24x8 == prd_node_cache(24, 8) && c24x8 != c24x4);
-  prd_cache_stats_t st;
-  std::memset(&st, 0, sizeof(st));
-  st.size = sizeof(st);
-  st.version = PRD_CACHE_STATS_VERSION;
+  prd_cache_stats_t st = PRD_CACHE_STATS_INIT;   // no warning in C++ (-Wextra -Werror)
   EXPECT(prd_cache_stats(cp, &st) == 0);
   EXPECT(std::strcmp(st.name, "prd::node<1000000,1>") == 0);
   EXPECT(prd_node_cache(sizeof(long), 3) == nullptr);   // not a power of two: reported
