@@ -7,8 +7,9 @@
  *    entry point leaves two allocators fighting over one pointer): malloc, free, cfree,
  *    calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
  *    malloc_usable_size, malloc_trim, and the C++ operators new and delete in every variant (plain,
- *    nothrow, sized, array, aligned).  This is the only file besides malloc.c that defines
- *    names of the C library, and it is built only into libprudence-malloc.so.
+ *    sized, array, aligned; the nothrow deletes; the nothrow news are the C++ runtime's over
+ *    these, section 2).  This is the only file besides malloc.c that defines names of the C
+ *    library, and it is built only into libprudence-malloc.so.
  *
  * 2. C++ operators in C.  The operators are defined here under their Itanium-ABI mangled
  *    names (_Znwm is operator new(size_t), ...), so the library needs no C++ runtime and a
@@ -18,6 +19,12 @@
  *    references (std::get_new_handler and std::__throw_bad_alloc): any program that calls
  *    operator new links libstdc++, so they resolve; if they do not, the process aborts
  *    rather than return NULL from a throwing new.
+ *    The nothrow forms of operator new are not defined here: the C++ runtime's own are the
+ *    standard's default behaviour, a call of the (replaced) throwing form that returns nullptr
+ *    where it throws (libstdc++ since GCC 9, libc++; older libstdc++ runs the new_handler loop
+ *    over malloc, ours too).  So they run the new_handler loop here and return nullptr also
+ *    when the handler throws std::bad_alloc, which C cannot catch.  The nothrow deletes stay:
+ *    they only free.
  *
  * 3. Start-up, threads and fork are malloc.c's (sections 5 and 6): this file only forwards.
  *    The library is built with the initial-exec TLS model (CMakeLists.txt), so no thread-local
@@ -117,12 +124,8 @@ static inline void *cxx_new_aligned(size_t size, size_t align)
 /* std::nothrow_t and std::align_val_t are passed as an ignored pointer and a size_t. */
 PRD_EXPORT void *_Znwm(size_t size);
 PRD_EXPORT void *_Znam(size_t size);
-PRD_EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *nt);
-PRD_EXPORT void *_ZnamRKSt9nothrow_t(size_t size, const void *nt);
 PRD_EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t align);
 PRD_EXPORT void *_ZnamSt11align_val_t(size_t size, size_t align);
-PRD_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt);
-PRD_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt);
 PRD_EXPORT void _ZdlPv(void *p);
 PRD_EXPORT void _ZdaPv(void *p);
 PRD_EXPORT void _ZdlPvm(void *p, size_t size);
@@ -138,20 +141,8 @@ PRD_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const
 
 void *_Znwm(size_t size) { return cxx_new(size); }
 void *_Znam(size_t size) { return cxx_new(size); }
-void *_ZnwmRKSt9nothrow_t(size_t size, const void *nt) { (void)nt; return prd_malloc(size); }
-void *_ZnamRKSt9nothrow_t(size_t size, const void *nt) { (void)nt; return prd_malloc(size); }
 void *_ZnwmSt11align_val_t(size_t size, size_t align) { return cxx_new_aligned(size, align); }
 void *_ZnamSt11align_val_t(size_t size, size_t align) { return cxx_new_aligned(size, align); }
-void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt)
-{
-  (void)nt;
-  return prd_aligned_alloc(align, size);
-}
-void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nt)
-{
-  (void)nt;
-  return prd_aligned_alloc(align, size);
-}
 void _ZdlPv(void *p) { prd_free(p); }
 void _ZdaPv(void *p) { prd_free(p); }
 void _ZdlPvm(void *p, size_t size) { (void)size; prd_free(p); }

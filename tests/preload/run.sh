@@ -61,6 +61,8 @@ print(f(ctypes.c_void_p(l.malloc(17))))')
     ;;
   cxx)
     PRD_EXPECT_PRELOAD=1 pre "$bin/preload_cxx_threads"
+    "$bin/preload_cxx_new_handler"
+    PRD_EXPECT_PRELOAD=1 pre "$bin/preload_cxx_new_handler"
     ;;
   fork-stdio)
     # fork while another thread runs fflush(NULL) and a third reads long lines (getline's
