@@ -348,11 +348,13 @@ prd_cache_t *prd_cache_create(const char *name, size_t size, size_t align, prd_c
 /* ---- node caches (section 8) ------------------------------------------------------------ */
 static _Atomic(prd_cache_t *) node_caches;
 
-/* The node cache named name on the list from first up to (not including) stop, or NULL. */
-static prd_cache_t *node_find(prd_cache_t *first, prd_cache_t *stop, const char *name)
+/* The node cache named name, of size-byte objects, on the list from first up to (not
+ * including) stop, or NULL (the size too: a name cut at PRD_CACHE_NAME_MAX names several). */
+static prd_cache_t *node_find(prd_cache_t *first, prd_cache_t *stop, const char *name,
+                              size_t size)
 {
   for (prd_cache_t *cp = first; cp != stop; cp = cp->cache_node_next)
-    if (strcmp(cp->cache_name, name) == 0)
+    if (cp->cache_bufsize == size && strcmp(cp->cache_name, name) == 0)
       return cp;
   return NULL;
 }
@@ -360,9 +362,13 @@ static prd_cache_t *node_find(prd_cache_t *first, prd_cache_t *stop, const char 
 prd_cache_t *prd_node_cache(size_t size, size_t align)
 {
   char name[PRD_CACHE_NAME_MAX];
-  snprintf(name, sizeof(name), "prd::node<%zu,%zu>", size, align);
+  int len = snprintf(name, sizeof(name), "prd::node<%zu,%zu>", size, align);
+  if (len < 0 || (size_t)len >= sizeof(name)) {   /* no slab holds such a size anyway */
+    errno = EINVAL;
+    return NULL;
+  }
   prd_cache_t *head = atomic_load_explicit(&node_caches, memory_order_acquire);
-  prd_cache_t *cp = node_find(head, NULL, name);
+  prd_cache_t *cp = node_find(head, NULL, name, size);
   if (cp != NULL)
     return cp;
   prd_cache_t *made = prd_cache_create(name, size, align, NULL, NULL, NULL, NULL, NULL, 0);
@@ -375,7 +381,7 @@ prd_cache_t *prd_node_cache(size_t size, size_t align)
                                               memory_order_acquire))
       return made;
     /* seen is the new head: look at what was pushed since head */
-    if ((cp = node_find(seen, head, name)) != NULL) {
+    if ((cp = node_find(seen, head, name, size)) != NULL) {
       prd_cache_destroy(made);
       return cp;
     }
