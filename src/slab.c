@@ -128,6 +128,14 @@
  *    other size class can take them.  The working set is a hedge against a cache that frees
  *    and regrows slabs in a loop; half the decay delay keeps that hedge (a slab the cache
  *    needs again within it stays) without stranding a finished phase's memory for 15 s.
+ *    A cache whose deferred buffers have waited in its slabs (latent slabs, latent.c: a grace
+ *    period outlasted its CPU layer, as when a reader is preempted inside its section) grows
+ *    in bursts that end at once: when the grace period ends, the burst's slabs come free
+ *    together.  Such a cache keeps free at most a quarter of its slabs in use (and
+ *    PRD_SLAB_BURST_RESERVE); past that, an allocation's picks (which merge the latent slabs)
+ *    or a free that leaves more give the least recently used back to the source at once,
+ *    down to an eighth (burst_take), instead of holding the burst's memory for a working-set
+ *    interval after each stall: docs/benchmarks.md, "Slabs of a stall given back".
  *    A packed cache (section 2) does not wait for the interval: a free of a buffer that
  *    leaves more than PRD_SLAB_PACK_RESERVE (2) slabs free gives the least recently used
  *    free ones back to the heap arena at once, so memory one size class freed serves the
@@ -250,6 +258,7 @@
 #define PRD_SLAB_PACK_MAX_BIG ((size_t)128 << 10)  /* ... 128 KiB for chunks above 4 KiB */
 #define PRD_SLAB_PACK_BIG    4096 /* chunks above it may take 128 KiB: 5120 B, 6144 B need it */
 #define PRD_SLAB_PACK_RESERVE 2   /* free slabs a packed cache keeps (section 6) */
+#define PRD_SLAB_BURST_RESERVE 16 /* free slabs a cache with latent slabs always keeps (section 6) */
 #define PRD_SLAB_GROW_BYTES  ((uint64_t)4 << 20)   /* user slabs made between growth reaps:
                                                         the heap arena's import (section 6) */
 
@@ -655,6 +664,20 @@ static prd_slab_link_t *free_tail_take(prd_cache_t *cp, uint64_t n, prd_slab_lin
   return chain;
 }
 
+/* Section 6's bound for a cache whose deferred buffers have waited in its slabs: the free
+ * slabs beyond a quarter of the slabs in use (and PRD_SLAB_BURST_RESERVE) go onto chain, down
+ * to an eighth, the least recently used first.  cache_lock held. */
+static prd_slab_link_t *burst_take(prd_cache_t *cp, prd_slab_link_t *chain)
+{
+  if (prd_likely(cp->cache_lat_slab_merges == 0) || (cp->cache_flags & PRD_CF_PACKED))
+    return chain;
+  uint64_t used = cp->cache_nfull + cp->cache_npartial + cp->cache_nowned;
+  if (cp->cache_nfree <= PRD_MAX((uint64_t)PRD_SLAB_BURST_RESERVE, used / 4))
+    return chain;
+  uint64_t keep = PRD_MAX((uint64_t)PRD_SLAB_BURST_RESERVE, used / 8);
+  return free_tail_take(cp, cp->cache_nfree - keep, chain);
+}
+
 /* Returns the free slabs outside the working set (all of them when `all`) to the source.
  * The working set (section 6, as the depot's of seed 004 / libumem): cache_free_min is the
  * fewest free slabs the cache had since the current interval began; that many slabs at the
@@ -905,7 +928,10 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
   cp->cache_bufs_inuse += nc + nf;
   if (owner != NULL)
     *slabp = own != NULL ? own->slab_base : NULL;
+  /* the picks above merged latent slabs whose grace period ended: a burst's slabs, free now */
+  prd_slab_link_t *burst = burst_take(cp, NULL);
   pthread_mutex_unlock(&cp->cache_lock);
+  slab_destroy_chain(cp, burst);
   if (prd_unlikely(bad.fb_buf != NULL))
     prd__error("cache %s: corrupt freelist word in free buffer %p of slab %p (it decodes to %p, "
                "no buffer of the slab): written after free, or by an overrun of the buffer "
@@ -1106,6 +1132,7 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
         cp->cache_nfree > PRD_SLAB_PACK_RESERVE)
       chain = free_tail_take(cp, cp->cache_nfree - PRD_SLAB_PACK_RESERVE, chain);
   }
+  chain = burst_take(cp, chain);
   pthread_mutex_unlock(&cp->cache_lock);
   slab_destroy_chain(cp, chain);
 }

@@ -754,6 +754,35 @@ static void test_refill_ramp(void)
   prd_cache_destroy(cp);
 }
 
+/* A burst through the latent slabs (a grace period that outlasted the CPU layer: a reader
+ * preempted in its section) grows the cache; when its grace period ends, its slabs come free
+ * together, and the cache keeps no more than a quarter of its slabs in use free (slab.c
+ * section 6), instead of all of them for a working-set interval. */
+static void test_burst_slabs_given_back(void)
+{
+  prd_cache_t *cp = prd_cache_create("burst", 256, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
+  enum { N = 4000 };
+  static void *objs[N];
+  for (int i = 0; i < N; i++)
+    objs[i] = prd_cache_alloc(cp, 0);
+  prd_rcu_read_lock();   /* the burst: every deferral waits in the latent slabs */
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, objs[i]);
+  prd_rcu_read_unlock();
+  prd_synchronize_rcu();
+  void *keep = prd_cache_alloc(cp, 0);   /* the merges of the ended grace period */
+  prd_cache_stats_t st = stats_of(cp);
+  uint64_t used = st.slabs_full + st.slabs_partial;
+  printf("  after the burst: %llu slabs in use, %llu free (of %llu at the peak)\n",
+         (unsigned long long)used, (unsigned long long)st.slabs_free,
+         (unsigned long long)st.slabs_peak);
+  CHECK(st.slabs_peak >= 100);
+  CHECK(st.slabs_free <= 16 || st.slabs_free <= used / 4);
+  prd_cache_free(cp, keep);
+  prd_cache_destroy(cp);
+}
+
 /* A reap makes free what the latent slabs hold past its grace period, so that their slabs
  * can go (before, they waited for the cache's next allocation to merge them). */
 static void test_reap_merges_latent_slabs(void)
@@ -1205,6 +1234,7 @@ int main(void)
   RUN(test_thread_exit);
   RUN(test_thread_churn_magazines);
   RUN(test_refill_ramp);
+  RUN(test_burst_slabs_given_back);
   RUN(test_reap_merges_latent_slabs);
   RUN(test_flood_bounded);
   RUN(test_hit_path_stays);
