@@ -754,6 +754,18 @@ static void test_refill_ramp(void)
   prd_cache_destroy(cp);
 }
 
+/* n objects of cp (made with PRD_CACHE_NOMAGAZINE) allocated, then deferred inside a read-side
+ * section, which the caller ends: no grace period ends meanwhile, so with no magazines every
+ * deferral waits in the latent slabs and none is merged early. */
+static void latent_burst(prd_cache_t *cp, void **objs, int n)
+{
+  for (int i = 0; i < n; i++)
+    objs[i] = prd_cache_alloc(cp, 0);
+  prd_rcu_read_lock();
+  for (int i = 0; i < n; i++)
+    prd_cache_free_deferred(cp, objs[i]);
+}
+
 /* A burst through the latent slabs (a grace period that outlasted the CPU layer: a reader
  * preempted in its section) grows the cache; when its grace period ends, its slabs come free
  * together, and the cache keeps no more than a quarter of its slabs in use free (slab.c
@@ -764,11 +776,7 @@ static void test_burst_slabs_given_back(void)
                                      PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
   enum { N = 4000 };
   static void *objs[N];
-  for (int i = 0; i < N; i++)
-    objs[i] = prd_cache_alloc(cp, 0);
-  prd_rcu_read_lock();   /* the burst: every deferral waits in the latent slabs */
-  for (int i = 0; i < N; i++)
-    prd_cache_free_deferred(cp, objs[i]);
+  latent_burst(cp, objs, N);   /* the burst */
   prd_rcu_read_unlock();
   prd_synchronize_rcu();
   void *keep = prd_cache_alloc(cp, 0);   /* the merges of the ended grace period */
@@ -791,11 +799,7 @@ static void test_reap_merges_latent_slabs(void)
                                      PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG);
   enum { N = 300 };
   static void *objs[N];
-  for (int i = 0; i < N; i++)
-    objs[i] = prd_cache_alloc(cp, 0);
-  prd_rcu_read_lock();   /* no grace period ends meanwhile: none is merged early */
-  for (int i = 0; i < N; i++)
-    prd_cache_free_deferred(cp, objs[i]);   /* no magazines: to the latent slabs */
+  latent_burst(cp, objs, N);
   prd_cache_stats_t st = stats_of(cp);
   CHECK_EQ(st.latent_slab_objs, N);
   prd_rcu_read_unlock();
