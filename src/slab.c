@@ -132,10 +132,14 @@
  *    period outlasted its CPU layer, as when a reader is preempted inside its section) grows
  *    in bursts that end at once: when the grace period ends, the burst's slabs come free
  *    together.  Such a cache keeps free at most a quarter of its slabs in use (and
- *    PRD_SLAB_BURST_RESERVE); past that, an allocation's picks (which merge the latent slabs)
- *    or a free that leaves more give the least recently used back to the source at once,
+ *    PRD_SLAB_BURST_RESERVE) for longer than PRD_SLAB_BURST_HOLD_NS: an allocation's picks
+ *    (which merge the latent slabs) or a free that finds more free slabs than that, and
+ *    found so at each such look for 50 ms, gives the least recently used back to the source,
  *    down to an eighth (burst_take), instead of holding the burst's memory for a working-set
- *    interval after each stall: docs/benchmarks.md, "Slabs of a stall given back".
+ *    interval after each stall: docs/benchmarks.md, "Slabs of a stall given back".  The 50 ms
+ *    are the working set's hedge at the scale of a stall: a cache whose use swings between
+ *    phases faster than that keeps its slabs (at once, such a cache created and destroyed a
+ *    slab per few buffers).
  *    A packed cache (section 2) does not wait for the interval: a free of a buffer that
  *    leaves more than PRD_SLAB_PACK_RESERVE (2) slabs free gives the least recently used
  *    free ones back to the heap arena at once, so memory one size class freed serves the
@@ -259,6 +263,7 @@
 #define PRD_SLAB_PACK_BIG    4096 /* chunks above it may take 128 KiB: 5120 B, 6144 B need it */
 #define PRD_SLAB_PACK_RESERVE 2   /* free slabs a packed cache keeps (section 6) */
 #define PRD_SLAB_BURST_RESERVE 16 /* free slabs a cache with latent slabs always keeps (section 6) */
+#define PRD_SLAB_BURST_HOLD_NS 50000000u   /* ... and how long they must stay past the bound */
 #define PRD_SLAB_GROW_BYTES  ((uint64_t)4 << 20)   /* user slabs made between growth reaps:
                                                         the heap arena's import (section 6) */
 
@@ -664,16 +669,26 @@ static prd_slab_link_t *free_tail_take(prd_cache_t *cp, uint64_t n, prd_slab_lin
   return chain;
 }
 
-/* Section 6's bound for a cache whose deferred buffers have waited in its slabs: the free
- * slabs beyond a quarter of the slabs in use (and PRD_SLAB_BURST_RESERVE) go onto chain, down
- * to an eighth, the least recently used first.  cache_lock held. */
+/* Section 6's bound for a cache whose deferred buffers have waited in its slabs: once the free
+ * slabs have stayed beyond a quarter of the slabs in use (and PRD_SLAB_BURST_RESERVE) for
+ * PRD_SLAB_BURST_HOLD_NS, those past an eighth go onto chain, the least recently used first.
+ * cache_lock held.  The clock is read only while the cache is past the bound. */
 static prd_slab_link_t *burst_take(prd_cache_t *cp, prd_slab_link_t *chain)
 {
   if (prd_likely(cp->cache_lat_slab_merges == 0) || (cp->cache_flags & PRD_CF_PACKED))
     return chain;
   uint64_t used = cp->cache_nfull + cp->cache_npartial + cp->cache_nowned;
-  if (cp->cache_nfree <= PRD_MAX((uint64_t)PRD_SLAB_BURST_RESERVE, used / 4))
+  if (cp->cache_nfree <= PRD_MAX((uint64_t)PRD_SLAB_BURST_RESERVE, used / 4)) {
+    cp->cache_burst_ns = 0;
     return chain;
+  }
+  uint64_t now = prd__now_ns();
+  if (cp->cache_burst_ns == 0 || now - cp->cache_burst_ns < PRD_SLAB_BURST_HOLD_NS) {
+    if (cp->cache_burst_ns == 0)
+      cp->cache_burst_ns = now;
+    return chain;
+  }
+  cp->cache_burst_ns = 0;
   uint64_t keep = PRD_MAX((uint64_t)PRD_SLAB_BURST_RESERVE, used / 8);
   return free_tail_take(cp, cp->cache_nfree - keep, chain);
 }

@@ -408,6 +408,8 @@ struct prd_cache {
   uint64_t cache_free_min;       /* fewest free slabs during this working-set interval */
   uint64_t cache_ws_reapable;    /* free slabs outside the working set of the last interval */
   uint64_t cache_ws_start_ns;    /* when the current interval began */
+  uint64_t cache_burst_ns;       /* when free slabs were first seen past section 6's burst
+                                    bound, since they last were not (0: not past it) */
   prd_slab_link_t cache_partial[PRD_SLAB_BUCKETS];
   prd_bufctl_t **cache_hash;     /* buffer -> bufctl (large layout) */
   size_t cache_hash_mask;        /* buckets - 1 */
