@@ -1047,8 +1047,11 @@ void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
     prd_vmem_t *outer = vmem_qc_caller;   /* an import from an arena with caches of its own */
     vmem_qc_caller = vmp;
     int saved = errno;
+    /* an arena without a source serves the request itself when the cache fails (below), so
+     * the cache must not take PRD_NOFAIL's way out (its nofail callback, or exit) first */
+    int cflags = vmflags & (vmp->vm_afunc != NULL ? PRD_NOSLEEP | PRD_NOFAIL : PRD_NOSLEEP);
     void *p = prd_cache_alloc(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1],
-                              vmflags & (PRD_NOSLEEP | PRD_NOFAIL));   /* section 14 */
+                              cflags);   /* section 14 */
     vmem_qc_caller = outer;
     /* a cache's slab is several objects in one run: an arena without a source that has no
      * such run may still have the one segment asked for (section 14, the direct serving) */

@@ -716,8 +716,11 @@ static void test_qcache_room_without_slab(void)
   CHECK(p != NULL);
   void *q = prd_vmem_alloc(ids, 1, PRD_VM_SLEEP);
   CHECK(q != NULL && q != p);
+  void *r = prd_vmem_alloc(ids, 1, PRD_VM_SLEEP | PRD_NOFAIL);   /* not the cache's exit */
+  CHECK(r != NULL && r != p && r != q);
   prd_vmem_free(ids, p, 1);
   prd_vmem_free(ids, q, 1);
+  prd_vmem_free(ids, r, 1);
   CHECK_EQ(prd_vmem_size(ids, PRD_VMEM_FREE), 4);
   /* every id, one at a time, then none left: NOSLEEP fails at once */
   void *all[4];
