@@ -204,6 +204,16 @@ static void never_body(void)
   prd_rcu_barrier();   /* stands in for the worker */
   CHECK_EQ(atomic_load(&cb_count), 3 + MANY);
   free(many);
+  /* the same for the grace-period driver, which requests start */
+  atomic_store(&failed, 0);
+  t0 = prd__now_ns();
+  for (int i = 0; i < MANY; i++)
+    prd_rcu_request_gp(prd_rcu_get_state());
+  ms = (prd__now_ns() - t0) / 1000000u;
+  printf("# %d requests in %llu ms: %d tries to start the driver\n", MANY,
+         (unsigned long long)ms, atomic_load(&failed));
+  CHECK((uint64_t)atomic_load(&failed) <= ms / 10 + 2);
+  prd_synchronize_rcu();   /* run by this thread */
   /* creates work again: the next call_rcu past the retry time starts the worker */
   atomic_store(&fail_next, 0);
   sleep_ms(20);
