@@ -45,7 +45,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -591,6 +593,52 @@ static char *json_document(size_t *lenp)
   return doc;
 }
 
+/* The appending writer's write (its file opened with O_NONBLOCK): all of doc, waiting for room
+ * at most STATS_PIPE_WAIT_MS in all (a FIFO whose reader holds it open and does not read, or
+ * reads slowly, would otherwise hold the writer, and the process at its exit, for ever: the
+ * rest is dropped, ETIMEDOUT), with SIGPIPE blocked (a reader that closed early is EPIPE, a
+ * failed write, not the end of the program; a SIGPIPE this write raised is taken back). */
+#define STATS_PIPE_WAIT_MS 1000
+static int stats_write_bounded(int fd, const char *p, size_t len)
+{
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  sigset_t pending;
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  uint64_t deadline = prd__now_ns() + (uint64_t)STATS_PIPE_WAIT_MS * 1000000u;
+  int rc = 0;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w > 0) {
+      p += w;
+      len -= (size_t)w;
+      continue;
+    }
+    if (w < 0 && errno == EINTR)
+      continue;
+    uint64_t now = prd__now_ns();
+    if (w < 0 && errno == EAGAIN && now < deadline) {
+      struct pollfd pfd = { fd, POLLOUT, 0 };
+      (void)poll(&pfd, 1, (int)((deadline - now) / 1000000u) + 1);
+      continue;
+    }
+    if (w == 0 || errno == EAGAIN)
+      errno = w == 0 ? EIO : ETIMEDOUT;
+    rc = -1;
+    break;
+  }
+  int saved = errno;
+  if (rc != 0 && saved == EPIPE && !was_pending) {
+    struct timespec zero = { 0, 0 };
+    (void)sigtimedwait(&pipe_set, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = saved;
+  return rc;
+}
+
 static int stats_file_write_in(const char *path, bool append)
 {
   size_t len;
@@ -602,13 +650,10 @@ static int stats_file_write_in(const char *path, bool append)
     /* one write(2) of one line with O_APPEND: lines of concurrent writers never interleave.
      * Opened without blocking: a FIFO that no reader has open fails at once (ENXIO, reported
      * as any unwritable file) instead of holding the writer, and the process at its exit, for
-     * ever; once open, the writes block as a pipe's do, for the reader that is there */
+     * ever; a reader that is there gets STATS_PIPE_WAIT_MS to take the line */
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd >= 0) {
-      int fl = fcntl(fd, F_GETFL);
-      if (fl >= 0)
-        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-      rc = prd__write_all(fd, doc, len);
+      rc = stats_write_bounded(fd, doc, len);
       saved = errno;
       close(fd);
     } else {

@@ -6,6 +6,8 @@
 // (no-preload: under LD_PRELOAD of libprudence-malloc a second copy of the library reads
 //  PRUDENCE_STATS_FILE too and writes its own snapshot at exit)
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -589,11 +591,66 @@ static void test_print_during_churn(void)
   CHECK(strstr(out, "tstat_arena") == NULL);
 }
 
+/* A document larger than a pipe holds (64 KiB): 300 caches, then the at-exit snapshot. */
+static int child_big_document(void)
+{
+  for (int i = 0; i < 300; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "tstat_big%d", i);
+    prd_cache_t *c = prd_cache_create(name, 48, 0, NULL, NULL, NULL, NULL, NULL, 0);
+    prd_cache_free(c, prd_cache_alloc(c, PRD_SLEEP));
+  }
+  printf("child done\n");
+  return 0;
+}
+
+/* A FIFO's reader that takes 10 bytes of the first snapshot and closes it. */
+static void *early_closer(void *arg)
+{
+  int fd = *(int *)arg;
+  struct pollfd pfd = { fd, POLLIN, 0 };
+  char b[10];
+  if (poll(&pfd, 1, 20000) == 1)
+    (void)read(fd, b, sizeof(b));
+  close(fd);
+  return NULL;
+}
+
+/* A FIFO to append to with a reader that holds it open: one that never reads (the snapshot
+ * is dropped after the writer's bound, and the child exits), one that closes after a few
+ * bytes (EPIPE: reported, not SIGPIPE's end of the child). */
+static void test_fifo_readers(void)
+{
+  char fifo[512];
+  snprintf(fifo, sizeof(fifo), "%s/held.fifo", tmpdir);
+  CHECK_EQ(mkfifo(fifo, 0600), 0);
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  CHECK(rd >= 0);
+  struct child_env ce = { fifo, NULL, "stats_append=1,stats_interval_ms=0", "--big-child" };
+  int st = prd_test_child(exec_self_alarm, &ce, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "child done");
+  CHECK_STR_CONTAINS(out, "PRUDENCE_STATS_FILE: cannot write");
+  close(rd);
+
+  rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  CHECK(rd >= 0);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, early_closer, &rd), 0);
+  st = prd_test_child(exec_self_alarm, &ce, out, sizeof(out));
+  pthread_join(t, NULL);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "child done");
+  unlink(fifo);
+}
+
 int main(int argc, char **argv)
 {
   self_exe = "/proc/self/exe";
   if (argc > 1 && strcmp(argv[1], "--periodic-child") == 0)
     return child_periodic();
+  if (argc > 1 && strcmp(argv[1], "--big-child") == 0)
+    return child_big_document();
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/prd_test_stats.XXXXXX");
   if (mkdtemp(tmpdir) == NULL) {
     perror("mkdtemp");
@@ -608,6 +665,7 @@ int main(int argc, char **argv)
   RUN(test_write_file);
   RUN(test_write_file_concurrent);
   RUN(test_env_triggers);
+  RUN(test_fifo_readers);
   RUN(test_print_during_churn);
   rmdir(tmpdir);
   return prd_test_done();
