@@ -165,6 +165,13 @@ if(NOT PRD_SANITIZE)
     add_test(NAME test_dlclose_${how} COMMAND test_dlclose $<TARGET_FILE:prudence> ${how})
     set_tests_properties(test_dlclose_${how} PROPERTIES LABELS "unit;no-asan;no-tsan" TIMEOUT 60)
   endforeach()
+  # a plugin with its own copy of the library from the static archive
+  add_library(test_dlclose_plugin MODULE ${CMAKE_SOURCE_DIR}/tests/dlopen/plugin.c)
+  target_include_directories(test_dlclose_plugin PRIVATE ${CMAKE_SOURCE_DIR}/include)
+  target_compile_options(test_dlclose_plugin PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(test_dlclose_plugin PRIVATE prudence_static)
+  add_test(NAME test_dlclose_static COMMAND test_dlclose $<TARGET_FILE:test_dlclose_plugin> local)
+  set_tests_properties(test_dlclose_static PROPERTIES LABELS "unit;no-asan;no-tsan" TIMEOUT 60)
 endif()
 
 # prd::cache_allocator across shared libraries (tests/dso): a library built with hidden

@@ -20,9 +20,11 @@
  *    pthread_create (maint.c claims with a compare-and-swap and holds no lock).  A failure
  *    (EAGAIN at a thread limit, ENOMEM) returns the error to the caller, which clears its
  *    claim, so the next need tries again: nothing remembers a failure, and
- *    the first failure of a run of failures is reported once.  Every need retries (no
- *    backoff): a persistent failure costs one failing pthread_create per need, and a need that
- *    is not retried could leave work behind (a call_rcu callback waits for the next call_rcu,
+ *    the first failure of a run of failures is reported once.  The needs that come with
+ *    every call (rcu.c's requests, call_rcu.c's calls) try again 10 ms after a failure, not
+ *    at each call (each try maps a stack and fails a clone), and the others at each need (a
+ *    barrier, a thread exit, the maintenance thread's look, itself paced); a need that is not
+ *    retried could leave work behind (a call_rcu callback waits for the next call_rcu,
  *    rcu_barrier or thread exit to retry the worker).  No caller blocks on a thread it could
  *    not start: rcu.c's waiters run the grace period on their own thread, call_rcu.c's
  *    barrier invokes the callbacks itself, and maint.c runs the maintenance work inline on
@@ -90,7 +92,18 @@
  *    threads that race both make a key, and the one that loses deletes its spare.  Memory
  *    ordering: the acq_rel compare-exchange that publishes pairs with the acquire load of
  *    every later call.
+ *
+ * 7. Staying loaded.  A library thread runs this code until the process ends, and an exit key's
+ *    destructor runs it at every thread's exit, so the object that holds it must not be
+ *    unmapped under them: a program that dlopen()s a plugin linked with libprudence.a and
+ *    dlclose()s it died of SIGSEGV later in a key destructor.  The shared libraries are linked
+ *    -z nodelete for that (CMakeLists.txt); for a copy linked into another object, the first
+ *    thread start or exit key makes that object RTLD_NODELETE (lt_pin: dladdr of this file's
+ *    data, then dlopen with RTLD_NOLOAD | RTLD_NODELETE, whose handle is kept; for the main
+ *    program the name does not match and nothing happens, nor is there need).  Once per
+ *    process, with no lock of the library held (the callers' claims are dropped first).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -152,8 +165,28 @@ static void *lt_trampoline(void *arg)
   return r;
 }
 
+/* §7: the object that holds this code made RTLD_NODELETE, once, before the first thread or
+ * exit key that outlives a dlclose could point into it.  Not in the malloc replacement, which
+ * is linked -z nodelete and whose key may be made inside the dynamic loader's own mallocs. */
+#ifndef PRD_OVERRIDE_NAMES
+static _Atomic int lt_pinned;
+#endif
+static void lt_pin(void)
+{
+#ifndef PRD_OVERRIDE_NAMES
+  if (atomic_load_explicit(&lt_pinned, memory_order_relaxed) != 0 ||
+      atomic_exchange_explicit(&lt_pinned, 1, memory_order_relaxed) != 0)
+    return;
+  Dl_info info;
+  if (dladdr((const void *)&lt_pinned, &info) != 0 && info.dli_fname != NULL &&
+      info.dli_fname[0] != '\0')
+    (void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);   /* kept */
+#endif
+}
+
 int prd__lthread_start(struct prd__lthread *lt)
 {
+  lt_pin();
   lt_register(lt);
   pthread_t th;
   pthread_attr_t attr;
@@ -414,6 +447,7 @@ bool prd__thread_key(_Atomic unsigned long *slot, void (*dtor)(void *), pthread_
 {
   unsigned long v = atomic_load_explicit(slot, memory_order_acquire);
   if (prd_unlikely(v == 0)) {
+    lt_pin();
     pthread_key_t k;
     if (pthread_key_create(&k, dtor) != 0)
       return false;
