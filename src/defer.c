@@ -505,15 +505,13 @@ static uint32_t refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
   if (lat != 0)   /* the objects that would have served this miss: their grace period */
     cc_request(cc, cc->cc_lat_gp[lat_n(cc, 1) != 0 ? 1 : 0]);
   uint32_t want = size > lat ? size - lat : 1;   /* line 14 */
+  if (want < size)
+    cc_count(cc, PRD_PC_PARTIAL, 1);   /* the latent objects' share (partial_refills) */
   /* a thread's first refills of this cache take DEFER_REFILL_FIRST objects, twice as many at
    * each refill after (the CPU cache's count starts at 0 with each thread) */
   uint64_t nref = atomic_load_explicit(&cc->cc_pcnt[PRD_PC_REFILLS], memory_order_relaxed);
   uint32_t ramp = DEFER_REFILL_FIRST << (nref < DEFER_REFILL_RAMP ? nref : DEFER_REFILL_RAMP);
-  if (want > ramp)
-    want = ramp;
-  if (want < size)
-    cc_count(cc, PRD_PC_PARTIAL, 1);
-  return PRD_MIN(want, (uint32_t)PRD_DEFER_REFILL_MAX);
+  return PRD_MIN(PRD_MIN(want, ramp), (uint32_t)PRD_DEFER_REFILL_MAX);
 }
 
 static bool in_read_section(void)
