@@ -45,7 +45,8 @@
  *    thread exit tries again, and the first call_rcu (its fast path sees wrk_alive clear)
  *    WRK_RETRY_NS after the failure: at a thread limit every try maps a stack and fails a
  *    clone, and a program queueing callbacks tried tens of thousands of times a second.
- *    Meanwhile the callbacks wait in their queues (prd_rcu_barrier runs them itself).  The worker ends like a sleep: with nothing
+ *    Meanwhile the callbacks wait in their queues (prd_rcu_barrier runs them itself).
+ *    The worker ends like a sleep: with nothing
  *    queued, no barrier pending and no application thread left (thread.c section 3) it
  *    clears wrk_running and wrk_alive under wrk_lock and returns with cb_sleeping still set,
  *    so the §3 wake-up of a later producer (worker_wake) takes wrk_lock and starts a new one,
