@@ -604,6 +604,36 @@ static int child_big_document(void)
   return 0;
 }
 
+/* Two snapshots of a large document: one periodic (the reader is not reading yet: cut by
+ * the writer's bound), then the one at exit. */
+static int child_big_twice(void)
+{
+  child_big_document();
+  printf("periodic %d\n", prd__stats_periodic(5000000000ull));
+  return 0;
+}
+
+/* A reader that starts reading 1.5 s after it is made, and keeps what it reads. */
+static char drained[2 << 20];
+static size_t drained_len;
+static void *late_reader(void *arg)
+{
+  int fd = *(int *)arg;
+  usleep(1500000);
+  for (;;) {
+    struct pollfd pfd = { fd, POLLIN, 0 };
+    if (poll(&pfd, 1, 20000) != 1)
+      break;
+    ssize_t n = read(fd, drained + drained_len, sizeof(drained) - 1 - drained_len);
+    if (n <= 0)
+      break;
+    drained_len += (size_t)n;
+  }
+  drained[drained_len] = '\0';
+  close(fd);
+  return NULL;
+}
+
 /* A FIFO's reader that takes 10 bytes of the first snapshot and closes it. */
 static void *early_closer(void *arg)
 {
@@ -641,6 +671,25 @@ static void test_fifo_readers(void)
   pthread_join(t, NULL);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(out, "child done");
+
+  /* a snapshot cut by the bound, then the next: the cut line ends before the next begins,
+   * which is whole */
+  rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  CHECK(rd >= 0);
+  CHECK_EQ(pthread_create(&t, NULL, late_reader, &rd), 0);
+  struct child_env ce2 = { fifo, NULL, "stats_append=1,stats_interval_ms=1000,maint_thread=0",
+                           "--big-twice-child" };
+  st = prd_test_child(exec_self_alarm, &ce2, out, sizeof(out));
+  pthread_join(t, NULL);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "periodic -1");
+  char *last = strrchr(drained, '{');
+  while (last != NULL && strncmp(last, "{\"schema\"", 9) != 0) {   /* the last document */
+    *last = '\0';
+    last = strrchr(drained, '{');
+  }
+  CHECK(last != NULL && (last == drained || last[-1] == '\n'));
+  CHECK(drained_len > 0 && drained[drained_len - 1] == '\n');
   unlink(fifo);
 }
 
@@ -651,6 +700,8 @@ int main(int argc, char **argv)
     return child_periodic();
   if (argc > 1 && strcmp(argv[1], "--big-child") == 0)
     return child_big_document();
+  if (argc > 1 && strcmp(argv[1], "--big-twice-child") == 0)
+    return child_big_twice();
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/prd_test_stats.XXXXXX");
   if (mkdtemp(tmpdir) == NULL) {
     perror("mkdtemp");
