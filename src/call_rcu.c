@@ -43,7 +43,7 @@
  *    allocation may queue a callback (a big block's deferred free) or come back to wrk_lock
  *    another way.  A worker that cannot be started clears the claim: the next rcu_barrier or
  *    thread exit tries again, and the first call_rcu (its fast path sees wrk_alive clear)
- *    WRK_RETRY_NS after the failure: at a thread limit every try maps a stack and fails a
+ *    10 ms after the failure (prd__lthread_may_try): at a thread limit every try maps a stack and fails a
  *    clone, and a program queueing callbacks tried tens of thousands of times a second.
  *    Meanwhile the callbacks wait in their queues (prd_rcu_barrier runs them itself).
  *    The worker ends like a sleep: with nothing
@@ -140,10 +140,6 @@ static pthread_cond_t wrk_cond = PTHREAD_COND_INITIALIZER;  /* the worker sleeps
 static pthread_cond_t wrk_done_cond = PTHREAD_COND_INITIALIZER; /* rcu_barrier waits here */
 static _Atomic bool cb_sleeping;
 static _Atomic bool wrk_alive;
-/* §4: when a call_rcu may try to start the worker again after a failed start (monotonic ns;
- * relaxed: a hint, read without wrk_lock) */
-static _Atomic uint64_t wrk_retry_ns;
-#define WRK_RETRY_NS 10000000u   /* 10 ms */
 static bool wrk_running;              /* wrk_lock */
 static _Atomic uint64_t cb_barrier_req, cb_barrier_done;
 static _Atomic uint64_t cb_invoked;
@@ -308,8 +304,7 @@ static PRD_NOINLINE void worker_start(void)
 {
   cb_init();
   pthread_mutex_lock(&wrk_lock);
-  if (!worker_start_locked())
-    atomic_store_explicit(&wrk_retry_ns, prd__now_ns() + WRK_RETRY_NS, memory_order_relaxed);
+  (void)worker_start_locked();
   pthread_mutex_unlock(&wrk_lock);
 }
 
@@ -358,10 +353,9 @@ static PRD_NOINLINE void call_rcu_slow(struct cb_thread *t)
   prd__rcu_fork_release();   /* a fork child's first call_rcu: it uses RCU (rcu.c §7) */
   if (!t->ct_registered)
     cbq_register(t);
-  /* a start that failed (a thread limit) is tried again by the first call past
-   * WRK_RETRY_NS, not by every call meanwhile: each try maps a stack and fails a clone */
-  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire) &&
-      prd__now_ns() >= atomic_load_explicit(&wrk_retry_ns, memory_order_relaxed))
+  /* a start that failed (a thread limit) is tried again by the first call 10 ms later, not
+   * by every call meanwhile (thread.c section 2) */
+  if (!atomic_load_explicit(&wrk_alive, memory_order_acquire) && prd__lthread_may_try(&wrk_lt))
     worker_start();
 }
 

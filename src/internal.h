@@ -375,6 +375,7 @@ struct prd__lthread {
   _Atomic int lt_tid;                 /* the running thread's id, 0 when none */
   _Atomic bool lt_poked;              /* the last counted application thread left: look */
   _Atomic int lt_failures;            /* failed starts since the last success */
+  _Atomic uint64_t lt_retry_ns;       /* a failed start: no new try before (0: none) */
   int lt_quick;                       /* quick looks left after a poke (the thread's own) */
   uint64_t lt_looked_ns;              /* its last look at /proc (the thread's own) */
 };
@@ -385,6 +386,9 @@ int   prd__lthread_start(struct prd__lthread *lt);
 /* The same from a caller that holds `held` (its thread's lock, with its start claimed under
  * it): held is dropped around pthread_create and taken again (thread.c section 2). */
 int   prd__lthread_start_unlocked(struct prd__lthread *lt, pthread_mutex_t *held);
+/* False within PRD_LTHREAD_RETRY_NS of lt's last failed start: a need that comes with every
+ * call tries again then, not at each call (thread.c section 2). */
+bool  prd__lthread_may_try(const struct prd__lthread *lt);
 /* The calling thread is one of the library's. */
 bool  prd__lthread_self(void);
 /* A thread's first magazine or RCU use, and its exit destructor: the count of application

@@ -1161,9 +1161,6 @@ static void *driver_main(void *arg)
  * to drv_lock.  So the start is claimed first (drv_running, drv_alive), and a request or a
  * waiter that comes meanwhile counts on it; a start that failed clears the claim, and wakes
  * the waiters, which then run the grace period themselves (prd__rcu_wait_raw). */
-static uint64_t drv_retry_ns;   /* drv_lock: no start is tried before (after a failed one) */
-#define DRV_RETRY_NS 10000000u  /* 10 ms */
-
 static bool drv_start_locked(void)
 {
   if (drv_running)
@@ -1173,18 +1170,15 @@ static bool drv_start_locked(void)
   /* a start that failed (a thread limit) is tried again 10 ms later, not at every request
    * meanwhile, each try mapping a stack and failing a clone; a waiter runs the grace period
    * itself meanwhile (§9) */
-  if (drv_retry_ns != 0 && prd__now_ns() < drv_retry_ns)
+  if (!prd__lthread_may_try(&drv_lt))
     return false;
   drv_running = true;
   atomic_store_explicit(&drv_alive, true, memory_order_relaxed);
   int rc = prd__lthread_start_unlocked(&drv_lt, &drv_lock);
-  if (rc == 0) {
-    drv_retry_ns = 0;
+  if (rc == 0)
     return true;
-  }
-  drv_running = false;   /* a request DRV_RETRY_NS later tries again (thread.c section 2) */
+  drv_running = false;   /* a request 10 ms later tries again (thread.c section 2) */
   atomic_store_explicit(&drv_alive, false, memory_order_relaxed);
-  drv_retry_ns = prd__now_ns() + DRV_RETRY_NS;
   pthread_cond_broadcast(&drv_done_cond);
   return false;
 }

@@ -21,8 +21,9 @@
  *    (EAGAIN at a thread limit, ENOMEM) returns the error to the caller, which clears its
  *    claim, so the next need tries again: nothing remembers a failure, and
  *    the first failure of a run of failures is reported once.  The needs that come with
- *    every call (rcu.c's requests, call_rcu.c's calls) try again 10 ms after a failure, not
- *    at each call (each try maps a stack and fails a clone), and the others at each need (a
+ *    every call (rcu.c's requests, call_rcu.c's calls) try again PRD_LTHREAD_RETRY_NS (10 ms)
+ *    after a failure, not at each call (each try maps a stack and fails a clone: the start
+ *    records the time, prd__lthread_may_try reads it), and the others at each need (a
  *    barrier, a thread exit, the maintenance thread's look, itself paced); a need that is not
  *    retried could leave work behind (a call_rcu callback waits for the next call_rcu,
  *    rcu_barrier or thread exit to retry the worker).  No caller blocks on a thread it could
@@ -120,6 +121,7 @@
 #define LT_COUNTED_MS 5000              /* the same while threads are counted (section 3) */
 #define LT_QUICK 8                      /* looks after a poke, 1 ms apart doubling: 255 ms */
 #define LT_PREFIX "prd-"                /* every library thread's name starts so */
+#define PRD_LTHREAD_RETRY_NS 10000000u  /* section 2: 10 ms between tries of a need at every call */
 
 static struct prd__lthread *_Atomic lt_table[LT_MAX];   /* every one ever started */
 static _Atomic int lt_apps;                     /* counted application threads alive */
@@ -200,12 +202,22 @@ int prd__lthread_start(struct prd__lthread *lt)
   pthread_attr_destroy(&attr);
   if (rc == 0) {
     atomic_store_explicit(&lt->lt_failures, 0, memory_order_relaxed);
+    atomic_store_explicit(&lt->lt_retry_ns, 0, memory_order_relaxed);
     return 0;
   }
+  atomic_store_explicit(&lt->lt_retry_ns, prd__now_ns() + PRD_LTHREAD_RETRY_NS,
+                        memory_order_relaxed);
   if (atomic_fetch_add_explicit(&lt->lt_failures, 1, memory_order_relaxed) == 0)
     prd__report("cannot create thread %s (%s): retried when next needed", lt->lt_name,
                 strerror(rc));
   return rc;
+}
+
+bool prd__lthread_may_try(const struct prd__lthread *lt)
+{
+  /* relaxed: a hint; a try it lets through early or late only costs or delays one start */
+  uint64_t t = atomic_load_explicit(&lt->lt_retry_ns, memory_order_relaxed);
+  return t == 0 || prd__now_ns() >= t;
 }
 
 int prd__lthread_start_unlocked(struct prd__lthread *lt, pthread_mutex_t *held)
