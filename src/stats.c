@@ -600,45 +600,15 @@ static char *json_document(size_t *lenp)
  * failed write, not the end of the program; a SIGPIPE this write raised is taken back). */
 #define STATS_PIPE_WAIT_MS 1000
 static _Atomic bool stats_line_open;   /* a FIFO's line was cut by the bound: end it first */
-static int stats_write_bounded(int fd, const char *p, size_t len)
+/* Writes all of p until monotonic time `deadline`, polling for room: the bytes written, with
+ * errno set (ETIMEDOUT at the deadline) when fewer than len. */
+static size_t write_until(int fd, const char *p, size_t len, uint64_t deadline)
 {
-  sigset_t pipe_set, old;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  sigset_t pending;
-  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-  uint64_t deadline = prd__now_ns() + (uint64_t)STATS_PIPE_WAIT_MS * 1000000u;
-  int rc = 0;
-  /* the rest of a line the bound cut, if any, is dropped: its newline goes first, so that the
-   * stream stays one snapshot a line (the cut one fails to parse, the next does not) */
-  bool cut = atomic_exchange_explicit(&stats_line_open, false, memory_order_relaxed);
-  while (cut) {
-    ssize_t w = write(fd, "\n", 1);
-    if (w == 1)
-      break;
-    uint64_t now = prd__now_ns();
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0 && errno == EAGAIN && now < deadline) {
-      struct pollfd pfd = { fd, POLLOUT, 0 };
-      (void)poll(&pfd, 1, (int)((deadline - now) / 1000000u) + 1);
-      continue;
-    }
-    if (w < 0 && errno == EAGAIN) {   /* still no room: this snapshot is dropped whole */
-      atomic_store_explicit(&stats_line_open, true, memory_order_relaxed);
-      errno = ETIMEDOUT;
-    }
-    len = 0;
-    rc = -1;
-    break;
-  }
-  const char *start = p;
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = write(fd, p + done, len - done);
     if (w > 0) {
-      p += w;
-      len -= (size_t)w;
+      done += (size_t)w;
       continue;
     }
     if (w < 0 && errno == EINTR)
@@ -651,12 +621,38 @@ static int stats_write_bounded(int fd, const char *p, size_t len)
     }
     if (w == 0 || errno == EAGAIN)
       errno = w == 0 ? EIO : ETIMEDOUT;
-    rc = -1;
     break;
   }
+  return done;
+}
+
+static int stats_write_bounded(int fd, const char *p, size_t len)
+{
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  sigset_t pending;
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  uint64_t deadline = prd__now_ns() + (uint64_t)STATS_PIPE_WAIT_MS * 1000000u;
+  int rc = 0;
+  /* the rest of a line the bound cut, if any, is dropped: its newline goes first, so that the
+   * stream stays one snapshot a line (the cut one fails to parse, the next does not); with no
+   * room even for that, this snapshot is dropped whole */
+  if (atomic_exchange_explicit(&stats_line_open, false, memory_order_relaxed) &&
+      write_until(fd, "\n", 1, deadline) != 1) {
+    if (errno == ETIMEDOUT)
+      atomic_store_explicit(&stats_line_open, true, memory_order_relaxed);
+    rc = -1;
+  } else {
+    size_t done = write_until(fd, p, len, deadline);
+    if (done != len) {
+      rc = -1;
+      if (errno == ETIMEDOUT && done != 0)
+        atomic_store_explicit(&stats_line_open, true, memory_order_relaxed);
+    }
+  }
   int saved = errno;
-  if (rc != 0 && saved == ETIMEDOUT && p != start)
-    atomic_store_explicit(&stats_line_open, true, memory_order_relaxed);
   if (rc != 0 && saved == EPIPE && !was_pending) {
     struct timespec zero = { 0, 0 };
     (void)sigtimedwait(&pipe_set, NULL, &zero);
