@@ -293,6 +293,9 @@ bool  prd__stats_periodic_on(void);
 
 /* The current name of CHOICE option `name` into buf; 0, or -1 (unknown, not a choice, short buf). */
 int prd__option_choice(const char *name, char *buf, size_t len);
+/* The option `name` has been read for good (options.c section 6): `why` says so in the report
+ * of a later prd_option_set, which fails with EBUSY when `refuse`. */
+void prd__option_fix(const char *name, bool refuse, const char *why);
 
 /* ---- defer.c: Prudence (seed 001 §4) ------------------------------------------------------ */
 /* Out of memory with deferred objects waiting (Algorithm 1 lines 31-32), cache_lock not held:

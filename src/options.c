@@ -14,6 +14,15 @@
  * 3. No allocation: the environment is parsed in place (this runs inside malloc later on).
  * 4. Storage: one _Atomic long per option, read with relaxed loads (prd__opt): an option is a
  *    setting, not a synchronization variable, and a reader seeing an old value briefly is fine.
+ * 5. Values: decimal digits only (a leading zero is not octal, no 0x, no sign, no blanks), with
+ *    k, M or G after a size; yes/no options take 1/0, true/false, yes/no, on/off.  Options
+ *    with a floor name it in the report (opt_floor).
+ * 6. Fixed options.  A layer that reads an option once for good says so (prd__option_fix):
+ *    the grace-period source (rcu.c, at first use), hardened for malloc (malloc.c, at its
+ *    start).  A later prd_option_set of a refusing one (rcu) is reported and fails with
+ *    EBUSY, the value unchanged, so that prd_option_get keeps saying what is in use; of the
+ *    others (hardened: caches made afterwards do take it) it is done and reported with what
+ *    stays as it was.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -81,6 +90,13 @@ static char opt_text[PRD_ARRAY_SIZE(opt_table)][OPT_TEXT_MAX];
 /* The largest MS value, 10^12 ms (about 31 years): 8 x 10^6 times it still fits 64 bits. */
 #define OPT_MS_MAX 1000000000000L
 
+/* The least value an option takes, where 0 or a small value would spin a thread (section 5):
+ * the maintenance thread wakes every maint_interval ms at most. */
+static long opt_floor(const struct prd__opt_desc *d)
+{
+  return d->od_value == &prd__options.maint_interval ? 10 : 0;
+}
+
 /* Parses value text [s, s+len) for option d; 0 on success. */
 static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, long *out)
 {
@@ -124,9 +140,12 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
     }
     return -1;
   }
+  /* decimal, digits first: strtol would also take blanks, a sign, 0x and octal's 0 */
+  if (buf[0] < '0' || buf[0] > '9')
+    return -1;
   char *end;
   errno = 0;
-  long v = strtol(buf, &end, 0);
+  long v = strtol(buf, &end, 10);
   if (errno != 0 || end == buf)
     return -1;
   long mult = 1;
@@ -145,12 +164,29 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
    * users: a larger value would wrap to a short period */
   if (kind == PRD__OPT_MS && v > OPT_MS_MAX)
     return -1;
+  if (v * mult < opt_floor(d))
+    return -1;
   /* debug holds PRD_CACHE_* debug bits only: another bit is a cache flag (NOTOUCH,
    * NOMAGAZINE, ...) or none, which would change every new cache's behaviour unasked */
   if (d->od_value == &prd__options.debug && (v & ~(long)PRD_CACHE_DEBUG_ALL) != 0)
     return -1;
   *out = v * mult;
   return 0;
+}
+
+/* Section 6: why each option is fixed (NULL: it is not), and whether a change is refused.
+ * Written once by the fixing layer (release), read by opt_set (acquire). */
+static _Atomic(const char *) opt_fixed[PRD_ARRAY_SIZE(opt_table)];
+static bool opt_fixed_refuse[PRD_ARRAY_SIZE(opt_table)];
+
+void prd__option_fix(const char *name, bool refuse, const char *why)
+{
+  const struct prd__opt_desc *d = opt_find(name, strlen(name));
+  if (d == NULL)
+    return;
+  size_t i = (size_t)(d - opt_table);
+  opt_fixed_refuse[i] = refuse;
+  atomic_store_explicit(&opt_fixed[i], why, memory_order_release);
 }
 
 static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, const char *src)
@@ -162,11 +198,28 @@ static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, 
     errno = EINVAL;
     return -1;
   }
+  size_t i = (size_t)(d - opt_table);
+  const char *fixed = atomic_load_explicit(&opt_fixed[i], memory_order_acquire);
+  if (fixed != NULL && opt_fixed_refuse[i]) {
+    /* before the parse: a CHOICE's parse writes its text slot, which the value in use names */
+    prd__report("%s: option %s is fixed: %s; not changed to '%.*s'", src, d->od_name, fixed,
+                (int)vlen, val);
+    errno = EBUSY;
+    return -1;
+  }
   if (opt_parse(d, val, vlen, &v) != 0) {
-    prd__report("%s: bad value '%.*s' for option %s (ignored)", src, (int)vlen, val, d->od_name);
+    long floor = opt_floor(d);
+    if (floor > 0)
+      prd__report("%s: bad value '%.*s' for option %s (ignored; at least %ld)", src, (int)vlen,
+                  val, d->od_name, floor);
+    else
+      prd__report("%s: bad value '%.*s' for option %s (ignored)", src, (int)vlen, val,
+                  d->od_name);
     errno = EINVAL;
     return -1;
   }
+  if (fixed != NULL && v != atomic_load_explicit(d->od_value, memory_order_relaxed))
+    prd__report("%s: option %s set to '%.*s': %s", src, d->od_name, (int)vlen, val, fixed);
   /* release: a CHOICE option's text (opt_text) before the value that points at it */
   atomic_store_explicit(d->od_value, v, memory_order_release);
   return 0;

@@ -885,6 +885,7 @@ static PRD_NOINLINE const struct prd_rcu_source *source_fix(void)
       src = found;
     }
     atomic_store_explicit(&rcu_src, src, memory_order_release);
+    prd__option_fix("rcu", true, "the grace-period source is chosen at the first use of RCU");
   }
   pthread_mutex_unlock(&src_lock);
   return src;
@@ -908,9 +909,12 @@ int prd_rcu_set_source(const struct prd_rcu_source *src)
   pthread_mutex_lock(&src_lock);
   const struct prd_rcu_source *cur = atomic_load_explicit(&rcu_src, memory_order_relaxed);
   int rc = 0;
-  if (cur == NULL)
+  if (cur == NULL) {
     atomic_store_explicit(&rcu_src, src, memory_order_release);
-  else if (cur != src)
+    /* the option says which source is in use (prd_option_get), and stays so */
+    (void)prd_option_set("rcu", src->rs_name);
+    prd__option_fix("rcu", true, "the grace-period source was set by prd_rcu_set_source");
+  } else if (cur != src)
     rc = -1;
   pthread_mutex_unlock(&src_lock);
   if (rc != 0) {

@@ -62,6 +62,86 @@ static void test_ms_range(void)
   CHECK_EQ(prd_option_set("stats_interval_ms", b), 0);
 }
 
+/* Values are decimal: a leading zero is not octal, 0x is not hex, blanks and signs are
+ * refused (decay_ms=010000 was 4096 ms, heap_dirty_pct= 5 was taken, =5 refused). */
+static void test_decimal_only(void)
+{
+  long before = prd_option_get("decay_ms");
+  CHECK_EQ(prd_option_set("decay_ms", "010000"), 0);
+  CHECK_EQ(prd_option_get("decay_ms"), 10000);
+  static const char *const bad[] = { "0x10", " 5", "5 ", "+5", "-5", "" };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    errno = 0;
+    CHECK_EQ(prd_option_set("decay_ms", bad[i]), -1);
+    CHECK_EQ(errno, EINVAL);
+    CHECK_EQ(prd_option_get("decay_ms"), 10000);
+  }
+  CHECK_EQ(prd_option_set("magazines", " 1"), -1);
+  char b[32];
+  snprintf(b, sizeof(b), "%ld", before);
+  CHECK_EQ(prd_option_set("decay_ms", b), 0);
+}
+
+/* maint_interval=0 made the maintenance thread spin (a quarter of a core while the program
+ * slept): it takes 10 ms at least. */
+static void test_floor(void)
+{
+  long before = prd_option_get("maint_interval");
+  errno = 0;
+  CHECK_EQ(prd_option_set("maint_interval", "0"), -1);
+  CHECK_EQ(errno, EINVAL);
+  CHECK_EQ(prd_option_set("maint_interval", "9"), -1);
+  CHECK_EQ(prd_option_get("maint_interval"), before);
+  CHECK_EQ(prd_option_set("maint_interval", "10"), 0);
+  CHECK_EQ(prd_option_get("maint_interval"), 10);
+  char b[32];
+  snprintf(b, sizeof(b), "%ld", before);
+  CHECK_EQ(prd_option_set("maint_interval", b), 0);
+}
+
+/* rcu before the source is chosen (this process never uses RCU): a name outside the option's
+ * list is kept for the source's choice to check (a program's own source may have it), and a
+ * name too long to keep is kept cut, never dropped for the old value. */
+static void test_rcu_names(void)
+{
+  CHECK_EQ(prd_option_set("rcu", "nonesuch"), 0);
+  CHECK_EQ(prd_option_get("rcu"), 3);
+  CHECK_EQ(prd_option_set("rcu", "builtin"), 0);
+  CHECK_EQ(prd_option_get("rcu"), 0);
+  CHECK_EQ(prd_option_set("rcu", "a-name-longer-than-the-sixty-three-bytes-an-option-value-may-have"), 0);
+  CHECK_EQ(prd_option_get("rcu"), 3);
+  CHECK_EQ(prd_option_set("rcu", "builtin"), 0);
+}
+
+/* An option read for good: rcu after the first use of RCU is refused (it was accepted, read
+ * back as set, and the built-in source stayed in use); hardened after malloc started is set
+ * for the caches made afterwards and says what stays as it was.  In a child: the source is
+ * the process's. */
+static void late_options(void *arg)
+{
+  (void)arg;
+  prd_synchronize_rcu();
+  long rcu = prd_option_get("rcu");
+  errno = 0;
+  if (prd_option_set("rcu", "urcu-memb") != -1 || errno != EBUSY || prd_option_get("rcu") != rcu)
+    _exit(2);
+  void *p = prd_malloc(40000);
+  prd_free(p);
+  if (prd_option_set("hardened", "1") != 0 || prd_option_get("hardened") != 1)
+    _exit(3);
+  _exit(0);
+}
+
+static void test_fixed_options(void)
+{
+  static char out[8192];
+  int st = prd_test_child(late_options, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "option rcu is fixed: the grace-period source is chosen at the first "
+                          "use of RCU; not changed to 'urcu-memb'");
+  CHECK_STR_CONTAINS(out, "option hardened set to '1': malloc started without it");
+}
+
 /* A report longer than the line buffer keeps its newline: it was cut before it, and the next
  * report ran on in the same line. */
 static void two_reports(void *arg)
@@ -96,6 +176,10 @@ int main(void)
   RUN(test_every_option_documented);
   RUN(test_every_documented_option_exists);
   RUN(test_ms_range);
+  RUN(test_decimal_only);
+  RUN(test_floor);
+  RUN(test_rcu_names);
+  RUN(test_fixed_options);
   RUN(test_long_report_one_line);
   return prd_test_done();
 }
