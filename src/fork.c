@@ -56,7 +56,9 @@
  *    reverse of prepare, as in the parent), the magazine layer takes over their CPU caches
  *    (flushed as at thread exit) and keeps the forking thread's, so that thread's caches stay
  *    usable, maint.c marks the maintenance thread as not running (it restarts when the child
- *    needs it), and thread.c forgets the library threads' ids.  thread.c's part takes no lock
+ *    needs it), stats.c makes its writers' lock anew (the maintenance thread may have held it
+ *    for a snapshot; it takes no lock of the order while the snapshot's locks are its own),
+ *    and thread.c forgets the library threads' ids.  thread.c's part takes no lock
  *    and runs in every child, also after a fork that took nothing (section 4).
  *
  * 4. A fork that must not wait.  prepare takes nothing (and that fork's parent and child
@@ -191,6 +193,7 @@ static void fork_child(void)
    * resets it exactly when the process had a second thread, as this prepare does) */
   prd__maint_fork_child();
   prd__mag_fork_child();
+  prd__stats_fork_child();
   prd__fork_section_leave();
   prd__lthread_fork_child();
 }

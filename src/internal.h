@@ -464,6 +464,8 @@ bool  prd__maint_running(void);
 void  prd__maint_fork_prepare(void);
 void  prd__maint_fork_release(void);
 void  prd__maint_fork_child(void);
+/* stats.c: the child's PRUDENCE_STATS_FILE writers' lock, which another thread may have held */
+void  prd__stats_fork_child(void);
 
 /* ---- pagemap.c: address -> owner (lookups inline in pagemap.h) ------------------------ */
 /* The slot of a's granule, its leaf made if needed; NULL with no memory for a leaf. */

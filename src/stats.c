@@ -32,7 +32,10 @@
  *    "path.tmp.PID.N" (N from a counter of the process, the file created with O_EXCL), and
  *    renames it over path (rename(2) is atomic): a reader sees one whole document, never half
  *    of one, also while two writers (the exit's and the periodic job's, two threads) replace
- *    the same path.
+ *    the same path.  Only a regular file is replaced (or made): a path that names a symbolic
+ *    link, a device, a FIFO, a socket or a directory is reported and left alone
+ *    (stats_not_replaced).  The exit's snapshot waits for a periodic one in progress and ends
+ *    the series (stats_write_lock, stats_exiting), so an exit leaves no temporary file.
  *    This file arms its triggers itself, from a constructor: prd__stats_init reads
  *    PRUDENCE_STATS_FILE and registers the at-exit printer, once (pthread_once), and the
  *    periodic writer runs it first too, so a snapshot asked for before the constructor (from a
@@ -51,10 +54,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "race.h"
 
 #define STATS_SNAP_INITIAL 64
 #define STATS_PATH_MAX     4096
@@ -662,8 +667,37 @@ static int stats_write_bounded(int fd, const char *p, size_t len)
   return rc;
 }
 
-static int stats_file_write_in(const char *path, bool append)
+/* What a snapshot that replaces its file refuses to replace (section 4): anything that exists
+ * and is not a regular file.  rename(2) would put a regular file in the place of a device
+ * node (run as root, PRUDENCE_STATS_FILE=/dev/null replaced the system's /dev/null), a FIFO,
+ * a socket or a symbolic link, silently.  NULL: path is a regular file or does not exist. */
+static const char *stats_not_replaced(const char *path)
 {
+  struct stat st;
+  if (lstat(path, &st) != 0 || S_ISREG(st.st_mode))
+    return NULL;
+  return S_ISLNK(st.st_mode)  ? "a symbolic link"
+         : S_ISDIR(st.st_mode) ? "a directory"
+         : S_ISFIFO(st.st_mode) ? "a FIFO"
+         : S_ISSOCK(st.st_mode) ? "a socket"
+                                : "a device";
+}
+
+static void stats_report_not_replaced(const char *who, const char *path, const char *what)
+{
+  prd__report("%s: %s is %s, which a snapshot does not replace (nothing written; name a "
+              "regular file, or a device or FIFO with stats_append=1, which writes to it)",
+              who, path, what);
+}
+
+/* -1 with errno EEXIST and *what set when path is something stats_not_replaced refuses. */
+static int stats_file_write_in(const char *path, bool append, const char **what)
+{
+  *what = NULL;
+  if (!append && (*what = stats_not_replaced(path)) != NULL) {
+    errno = EEXIST;
+    return -1;
+  }
   size_t len;
   char *doc = json_document(&len);
   if (doc == NULL)
@@ -704,6 +738,7 @@ static int stats_file_write_in(const char *path, bool append)
         rc = -1;
         saved = errno;
       }
+      PRD_RACE();   /* the temporary file exists: a process exit here left it (section 4) */
       if (rc == 0 && rename(tmp, path) != 0) {
         rc = -1;
         saved = errno;
@@ -720,10 +755,10 @@ static int stats_file_write_in(const char *path, bool append)
   return rc;
 }
 
-static int stats_file_write(const char *path, bool append)
+static int stats_file_write(const char *path, bool append, const char **what)
 {
   int old = prd__cancel_off();   /* open, write and close are cancellation points (os.c section 8) */
-  int r = stats_file_write_in(path, append);
+  int r = stats_file_write_in(path, append, what);
   prd__cancel_on(old);
   return r;
 }
@@ -736,7 +771,11 @@ int prd_stats_write_file(const char *path)
     errno = EINVAL;
     return -1;
   }
-  return stats_file_write(path, false);
+  const char *what;
+  int rc = stats_file_write(path, false, &what);
+  if (what != NULL)
+    stats_report_not_replaced("prd_stats_write_file", path, what);
+  return rc;
 }
 
 /* ==== PRUDENCE_STATS, PRUDENCE_STATS_FILE (section 4) ===================================== */
@@ -744,13 +783,56 @@ static char stats_path[STATS_PATH_MAX];      /* set once, under stats_once (prd_
 static _Atomic uint64_t stats_last_ns;       /* when the last periodic snapshot was taken */
 static _Atomic bool stats_failed_reported;
 
+/* The writers of PRUDENCE_STATS_FILE (the periodic job and the exit's snapshot) take turns:
+ * a process that ends while the maintenance thread replaces the file left its temporary
+ * file behind, one run in a few dozen with snapshots every millisecond.  The exit's writer
+ * takes the lock (bounded: it may be a signal handler's exit on the very thread that holds
+ * it) and sets stats_exiting, after which the periodic job writes no more. */
+static pthread_mutex_t stats_write_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool stats_exiting;   /* set under stats_write_lock, unless its wait ran out */
+#define STATS_EXIT_WAIT_MS 2000   /* a FIFO's reader gets STATS_PIPE_WAIT_MS of it */
+
+static int stats_file_snapshot_in(void)
+{
+  const char *what;
+  int rc = stats_file_write(stats_path, prd__opt(stats_append) != 0, &what);
+  if (rc != 0 && !atomic_exchange_explicit(&stats_failed_reported, true, memory_order_relaxed)) {
+    if (what != NULL)
+      stats_report_not_replaced("PRUDENCE_STATS_FILE", stats_path, what);
+    else
+      prd__report("PRUDENCE_STATS_FILE: cannot write %s: %s (reported once)", stats_path,
+                  strerror(errno));
+  }
+  return rc;
+}
+
 static int stats_file_snapshot(void)
 {
-  int rc = stats_file_write(stats_path, prd__opt(stats_append) != 0);
-  if (rc != 0 && !atomic_exchange_explicit(&stats_failed_reported, true, memory_order_relaxed))
-    prd__report("PRUDENCE_STATS_FILE: cannot write %s: %s (reported once)", stats_path,
-                strerror(errno));
+  pthread_mutex_lock(&stats_write_lock);
+  int rc = atomic_load_explicit(&stats_exiting, memory_order_relaxed) ? 0
+                                                                     : stats_file_snapshot_in();
+  pthread_mutex_unlock(&stats_write_lock);
   return rc;
+}
+
+/* In a fork's child (fork.c section 3): the lock is taken around a snapshot, which takes the
+ * cache and arena locks of fork.c's order inside it, never the other way round; a thread that
+ * held it is not in the child. */
+void prd__stats_fork_child(void)
+{
+  pthread_mutex_init(&stats_write_lock, NULL);
+}
+
+static void stats_file_last(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += STATS_EXIT_WAIT_MS / 1000;
+  bool locked = pthread_mutex_timedlock(&stats_write_lock, &ts) == 0;
+  atomic_store_explicit(&stats_exiting, true, memory_order_relaxed);
+  (void)stats_file_snapshot_in();
+  if (locked)
+    pthread_mutex_unlock(&stats_write_lock);
 }
 
 int prd__stats_periodic(uint64_t now_ns)
@@ -781,7 +863,7 @@ static void stats_atexit(void)
   if (prd__opt(stats))
     (void)prd_stats_print(stderr, 0);
   if (stats_path[0] != '\0')
-    (void)stats_file_snapshot();
+    stats_file_last();
 }
 
 /* The periodic snapshot as a job of the maintenance thread (maint.c section 1): run at each of

@@ -538,6 +538,84 @@ static void test_env_triggers(void)
   unlink(fifo);
 }
 
+/* A snapshot that replaces its file does not replace what is not a regular file: a symbolic
+ * link, a FIFO (and, run as root, a device node: PRUDENCE_STATS_FILE=/dev/null replaced the
+ * system's /dev/null with a JSON file).  Reported, nothing written, the thing left as it was. */
+static void test_not_replaced(void)
+{
+  char target[512], link[512], fifo[512];
+  snprintf(target, sizeof(target), "%s/target.json", tmpdir);
+  snprintf(link, sizeof(link), "%s/link.json", tmpdir);
+  snprintf(fifo, sizeof(fifo), "%s/fifo.json", tmpdir);
+  FILE *f = fopen(target, "w");
+  CHECK(f != NULL);
+  fputs("mine\n", f);
+  fclose(f);
+  CHECK_EQ(symlink(target, link), 0);
+  CHECK_EQ(mkfifo(fifo, 0600), 0);
+  prd_option_set("abort_on_error", "0");
+  errno = 0;
+  CHECK_EQ(prd_stats_write_file(link), -1);
+  CHECK_EQ(errno, EEXIST);
+  struct stat st;
+  CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+  char buf[64];
+  CHECK_EQ(read_file(target, buf, sizeof(buf)), 5);
+  /* at exit, through PRUDENCE_STATS_FILE: reported once, the program ends normally */
+  struct child_env ce = { fifo, NULL, NULL, "--periodic-child" };
+  int rc = prd_test_child(exec_self_alarm, &ce, out, sizeof(out));
+  CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+  CHECK_STR_CONTAINS(out, "PRUDENCE_STATS_FILE: ");
+  CHECK_STR_CONTAINS(out, "fifo.json is a FIFO, which a snapshot does not replace");
+  CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+  struct child_env ce2 = { link, NULL, NULL, "--periodic-child" };
+  rc = prd_test_child(exec_self_alarm, &ce2, out, sizeof(out));
+  CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+  CHECK_STR_CONTAINS(out, "link.json is a symbolic link, which a snapshot does not replace");
+  CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+  CHECK_EQ(read_file(target, buf, sizeof(buf)), 5);
+  CHECK_EQ(dir_entries(tmpdir), 3);   /* no temporary file left behind either */
+  unlink(link);
+  unlink(fifo);
+  unlink(target);
+  prd_option_set("abort_on_error", "1");
+}
+
+/* A process that exits while the periodic writer replaces the file left the writer's
+ * temporary file behind (one run in a few dozen with snapshots every millisecond): the
+ * exit's snapshot now waits for the periodic one, after which no periodic one starts.  The
+ * child's second thread writes back to back, as the maintenance thread's job; race_delay
+ * (Debug and TSan builds) widens the window between its write and its rename. */
+static void *exit_writer(void *arg)
+{
+  (void)arg;
+  for (uint64_t t = 1000000000ull;; t += 1000000000ull)
+    (void)prd__stats_periodic(t);
+  return NULL;
+}
+
+static int child_exit_during_write(void)
+{
+  pthread_t t;
+  pthread_create(&t, NULL, exit_writer, NULL);
+  struct timespec ts = { 0, (long)(getpid() % 5) * 1000000L + 1000000L };
+  nanosleep(&ts, NULL);
+  exit(0);
+}
+
+static void test_exit_during_write(void)
+{
+  char path[512];
+  snprintf(path, sizeof(path), "%s/s.json", tmpdir);
+  struct child_env ce = { path, NULL, "stats_interval_ms=1,race_delay=2", "--exit-child" };
+  for (int i = 0; i < 30; i++) {
+    int rc = prd_test_child(exec_self_alarm, &ce, out, sizeof(out));
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+  }
+  CHECK_EQ(dir_entries(tmpdir), 1);   /* s.json alone */
+  unlink(path);
+}
+
 /* ---- printing while caches and arenas come and go (TSan checks the locking) ------------- */
 #ifdef PRD_TSAN
 #define CHURN_ROUNDS 60
@@ -698,6 +776,8 @@ int main(int argc, char **argv)
   self_exe = "/proc/self/exe";
   if (argc > 1 && strcmp(argv[1], "--periodic-child") == 0)
     return child_periodic();
+  if (argc > 1 && strcmp(argv[1], "--exit-child") == 0)
+    return child_exit_during_write();
   if (argc > 1 && strcmp(argv[1], "--big-child") == 0)
     return child_big_document();
   if (argc > 1 && strcmp(argv[1], "--big-twice-child") == 0)
@@ -717,6 +797,8 @@ int main(int argc, char **argv)
   RUN(test_write_file_concurrent);
   RUN(test_env_triggers);
   RUN(test_fifo_readers);
+  RUN(test_not_replaced);
+  RUN(test_exit_during_write);
   RUN(test_print_during_churn);
   rmdir(tmpdir);
   return prd_test_done();
