@@ -17,11 +17,13 @@ if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_threads ${CMAKE_SOURCE_DIR}/tests/preload/threads.c)
   target_compile_options(preload_threads PRIVATE ${PRD_WARNINGS})
   target_link_libraries(preload_threads PRIVATE Threads::Threads)
+  add_executable(preload_libc_names ${CMAKE_SOURCE_DIR}/tests/preload/libc_names.c)
+  target_compile_options(preload_libc_names PRIVATE ${PRD_WARNINGS})
   # threads that come and go, deferring (docs/benchmarks.md): built to be run by hand
   add_executable(preload_storm ${CMAKE_SOURCE_DIR}/tests/preload/storm.c)
   target_compile_options(preload_storm PRIVATE ${PRD_WARNINGS})
   target_link_libraries(preload_storm PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
-  foreach(what python sort git gcc cxx example faults fork-stdio threads)
+  foreach(what python sort git gcc cxx example faults fork-stdio threads libc-names)
     add_test(NAME preload_${what}
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/preload/run.sh ${what}
                      $<TARGET_FILE:prudence-malloc> ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/bin)

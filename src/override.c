@@ -6,9 +6,10 @@
  *    displaces glibc's malloc completely (ANCHORS.md: libumem's users found that a missed
  *    entry point leaves two allocators fighting over one pointer): malloc, free, cfree,
  *    calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
- *    malloc_usable_size, malloc_trim, and the C++ operators new and delete in every variant (plain,
- *    sized, array, aligned; the nothrow deletes; the nothrow news are the C++ runtime's over
- *    these, section 2).  This is the only file besides malloc.c that defines names of the C
+ *    malloc_usable_size, malloc_trim, glibc's __libc_malloc, __libc_free, __libc_calloc,
+ *    __libc_realloc, __libc_memalign, __libc_valloc and __libc_pvalloc, and the C++
+ *    operators new and delete in every variant (plain, sized, array, aligned; the nothrow
+ *    deletes; the nothrow news are the C++ runtime's over these, section 2).  This is the only file besides malloc.c that defines names of the C
  *    library, and it is built only into libprudence-malloc.so.
  *
  * 2. C++ operators in C.  The operators are defined here under their Itanium-ABI mangled
@@ -60,6 +61,16 @@ PRD_EXPORT void *valloc(size_t size);
 PRD_EXPORT void *pvalloc(size_t size);
 PRD_EXPORT size_t malloc_usable_size(void *ptr);
 PRD_EXPORT int malloc_trim(size_t pad);
+/* glibc's own names of its allocator, which some programs and libraries call directly (to
+ * reach "the real malloc" under a hook): a block they get must be one free takes, and one
+ * they free may come from malloc (mimalloc and tcmalloc define them too) */
+PRD_EXPORT void *__libc_malloc(size_t size);
+PRD_EXPORT void __libc_free(void *ptr);
+PRD_EXPORT void *__libc_calloc(size_t n, size_t size);
+PRD_EXPORT void *__libc_realloc(void *ptr, size_t size);
+PRD_EXPORT void *__libc_memalign(size_t align, size_t size);
+PRD_EXPORT void *__libc_valloc(size_t size);
+PRD_EXPORT void *__libc_pvalloc(size_t size);
 
 void *calloc(size_t n, size_t size) { return prd_calloc(n, size); }
 void *realloc(void *ptr, size_t size) { return prd_realloc(ptr, size); }
@@ -72,6 +83,13 @@ void *aligned_alloc(size_t align, size_t size) { return prd_aligned_alloc(align,
 void *memalign(size_t align, size_t size) { return prd_memalign(align, size); }
 void *valloc(size_t size) { return prd_valloc(size); }
 void *pvalloc(size_t size) { return prd_pvalloc(size); }
+void *__libc_malloc(size_t size) { return prd_malloc(size); }
+void __libc_free(void *ptr) { prd_free(ptr); }
+void *__libc_calloc(size_t n, size_t size) { return prd_calloc(n, size); }
+void *__libc_realloc(void *ptr, size_t size) { return prd_realloc(ptr, size); }
+void *__libc_memalign(size_t align, size_t size) { return prd_memalign(align, size); }
+void *__libc_valloc(size_t size) { return prd_valloc(size); }
+void *__libc_pvalloc(size_t size) { return prd_pvalloc(size); }
 
 /* glibc's signature and result: 1 if memory went back to the kernel, else 0.  The kept huge
  * blocks are unmapped (malloc.c section 1b, through cache.c's reap hook), every cache's

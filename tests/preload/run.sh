@@ -108,6 +108,11 @@ print(f(ctypes.c_void_p(l.malloc(17))))')
       echo "PRUDENCE_FAULT_MMAP=$n: ls ok"
     done
     ;;
+  libc-names)
+    # tests/preload/libc_names.c: glibc's __libc_* names are the preloaded allocator's too
+    "$bin/preload_libc_names"
+    pre "$bin/preload_libc_names"
+    ;;
   threads)
     # tests/preload/threads.c: the allocator's threads take no signal, do not exist in a
     # single-threaded program, and keep no process alive; each run is bounded, so a process
