@@ -893,8 +893,8 @@ int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)
 static void cache_report_live(prd_cache_t *cp)
 {
   prd__debug_live_t lc = { -1, prd__now_ns(), 0, 0, PRD_LIVE_LISTED, 0 };
-  prd__debug_line(-1, "cache %s: destroyed with %llu buffers still allocated:", cp->cache_name,
-                  (unsigned long long)cp->cache_bufs_inuse);
+  prd__debug_line(-1, "cache %s: destroyed with %llu buffer%s still allocated:", cp->cache_name,
+                  (unsigned long long)cp->cache_bufs_inuse, cp->cache_bufs_inuse == 1 ? "" : "s");
   prd__slab_walk_allocated(cp, prd__debug_live_buf, &lc);
   if (lc.lc_seen > lc.lc_listed)
     prd__debug_line(-1, "cache %s: ... and %zu more", cp->cache_name, lc.lc_seen - lc.lc_listed);
@@ -925,8 +925,8 @@ static size_t leak_report(FILE *fp, double older_than_seconds)
                                                            memory_order_acquire);
   if (hook != NULL)
     hook(&lc);
-  prd__debug_line(lc.lc_fd, "leak report: %zu buffers allocated for at least %.3f s",
-                  lc.lc_seen, older_than_seconds);
+  prd__debug_line(lc.lc_fd, "leak report: %zu buffer%s allocated for at least %.3f s",
+                  lc.lc_seen, lc.lc_seen == 1 ? "" : "s", older_than_seconds);
   return lc.lc_seen;
 }
 

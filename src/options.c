@@ -14,8 +14,8 @@
  * 3. No allocation: the environment is parsed in place (this runs inside malloc later on).
  * 4. Storage: one _Atomic long per option, read with relaxed loads (prd__opt): an option is a
  *    setting, not a synchronization variable, and a reader seeing an old value briefly is fine.
- * 5. Values: decimal digits only (a leading zero is not octal, no 0x, no sign, no blanks), with
- *    k, M or G after a size; yes/no options take 1/0, true/false, yes/no, on/off.  Options
+ * 5. Values: decimal digits, or hexadecimal ones after 0x (a leading zero is not octal; no
+ *    sign, no blanks), with k, M or G after a size; yes/no options take 1/0, true/false, yes/no, on/off.  Options
  *    with a floor name it in the report (opt_floor).
  * 6. Fixed options.  A layer that reads an option once for good says so (prd__option_fix):
  *    the grace-period source (rcu.c, at first use), hardened for malloc (malloc.c, at its
@@ -24,6 +24,7 @@
  *    others (hardened: caches made afterwards do take it) it is done and reported with what
  *    stays as it was.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -140,13 +141,16 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
     }
     return -1;
   }
-  /* decimal, digits first: strtol would also take blanks, a sign, 0x and octal's 0 */
-  if (buf[0] < '0' || buf[0] > '9')
+  /* decimal, or hexadecimal after 0x (the debug bits are written so), digits first: strtol
+   * would also take blanks and a sign, and read a leading 0 as octal */
+  bool hex = buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X');
+  const char *digits = hex ? buf + 2 : buf;
+  if (!(hex ? isxdigit((unsigned char)digits[0]) : digits[0] >= '0' && digits[0] <= '9'))
     return -1;
   char *end;
   errno = 0;
-  long v = strtol(buf, &end, 10);
-  if (errno != 0 || end == buf)
+  long v = strtol(digits, &end, hex ? 16 : 10);
+  if (errno != 0 || end == digits)
     return -1;
   long mult = 1;
   if (*end != '\0' && kind == PRD__OPT_LONG) {

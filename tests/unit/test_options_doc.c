@@ -62,14 +62,17 @@ static void test_ms_range(void)
   CHECK_EQ(prd_option_set("stats_interval_ms", b), 0);
 }
 
-/* Values are decimal: a leading zero is not octal, 0x is not hex, blanks and signs are
- * refused (decay_ms=010000 was 4096 ms, heap_dirty_pct= 5 was taken, =5 refused). */
+/* Values are decimal, or hexadecimal after 0x: a leading zero is not octal, blanks and signs
+ * are refused (decay_ms=010000 was 4096 ms, heap_dirty_pct= 5 was taken, =5 refused). */
 static void test_decimal_only(void)
 {
   long before = prd_option_get("decay_ms");
   CHECK_EQ(prd_option_set("decay_ms", "010000"), 0);
   CHECK_EQ(prd_option_get("decay_ms"), 10000);
-  static const char *const bad[] = { "0x10", " 5", "5 ", "+5", "-5", "" };
+  CHECK_EQ(prd_option_set("decay_ms", "0x10"), 0);
+  CHECK_EQ(prd_option_get("decay_ms"), 16);
+  CHECK_EQ(prd_option_set("decay_ms", "10000"), 0);
+  static const char *const bad[] = { "0x", "0x-1", "0x 1", " 5", "5 ", "+5", "-5", "" };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     errno = 0;
     CHECK_EQ(prd_option_set("decay_ms", bad[i]), -1);

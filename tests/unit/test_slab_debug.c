@@ -193,7 +193,7 @@ static void test_audit_destroy_live(void)
   char out[16384];
   int st = prd_test_child(live_audit_child, NULL, out, sizeof(out));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  CHECK_STR_CONTAINS(out, "cache auditcache: destroyed with 1 buffers still allocated");
+  CHECK_STR_CONTAINS(out, "cache auditcache: destroyed with 1 buffer still allocated");
   CHECK_STR_CONTAINS(out, "s ago by thread 0x");
   CHECK_STR_CONTAINS(out, "\nprudence:     ");   /* at least one stack frame */
   const char *l = strstr(out, "live ");
@@ -449,7 +449,7 @@ static void test_leaks_cflag_at_exit(void)
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(out, "cache flagleaks: buffer=");
   CHECK_STR_CONTAINS(out, "s ago by thread");
-  CHECK_STR_CONTAINS(out, "leak report: 1 buffers allocated");
+  CHECK_STR_CONTAINS(out, "leak report: 1 buffer allocated");
 }
 
 /* PRUDENCE_DEBUG turns abort_on_error on; PRUDENCE_OPTIONS, read after it, can turn it off. */
