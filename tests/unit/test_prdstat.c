@@ -35,6 +35,19 @@ static void squeeze(char *dst, size_t len, const char *from)
   dst[n] = '\0';
 }
 
+/* Whether the file at path begins with PNG's signature. */
+static bool is_png(const char *path)
+{
+  unsigned char magic[8] = { 0 };
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return false;
+  bool ok = fread(magic, 1, sizeof(magic), f) == sizeof(magic) &&
+            memcmp(magic, "\x89PNG\r\n\x1a\n", sizeof(magic)) == 0;
+  fclose(f);
+  return ok;
+}
+
 static void workload(void)
 {
   /* the figures checked below are the slab layer's: no magazines parking the frees */
@@ -187,12 +200,7 @@ static void test_series_rates_and_plot(void)
     CHECK(axes != NULL && sscanf(axes, "y axes: MiB from %lf to %lf, latent from %lf to %lf",
                                  &mlo, &mhi, &llo, &lhi) == 4);
     CHECK(mlo == 0 && mhi > 0 && llo == 0 && lhi > 0);
-    f = fopen(png, "rb");
-    unsigned char magic[8] = { 0 };
-    CHECK(f != NULL && fread(magic, 1, 8, f) == 8);
-    if (f)
-      fclose(f);
-    CHECK(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0);
+    CHECK(is_png(png));
     unlink(png);
     /* default: the user cache that held the most memory */
     CHECK_EQ(run("%s %s --plot %s", prdstat, series, png), 0);
@@ -200,6 +208,25 @@ static void test_series_rates_and_plot(void)
     CHECK(run("%s %s --plot %s --cache nosuch", prdstat, series, png) != 0);
     CHECK_STR_CONTAINS(out, "no cache named 'nosuch'");
     unlink(png);
+    /* the file named is the file written, and the one said: a name without an extension too
+     * (a PNG; matplotlib left to itself writes NAME.png) */
+    CHECK_EQ(run("cd %s && %s %s --plot plain", dir, prdstat, series), 0);
+    CHECK_STR_CONTAINS(out, "prdstat: wrote plain (cache ps_series");
+    snprintf(png, sizeof(png), "%s/plain", dir);
+    CHECK(is_png(png));
+    unlink(png);
+    CHECK_EQ(run("test -e %s/plain.png", dir), 1);
+    /* a file that cannot be written: one message naming it and the error, exit status 1, no
+     * traceback, nothing written (a directory is not taken for DIR.png) */
+    CHECK_EQ(run("%s %s --plot %s/nodir/p.png", prdstat, series, dir), 1);
+    CHECK_STR_CONTAINS(out, "/nodir/p.png: No such file or directory\n");
+    CHECK(strstr(out, "Traceback") == NULL && strstr(out, "wrote") == NULL);
+    CHECK_EQ(run("%s %s --plot %s", prdstat, series, dir), 1);
+    CHECK_STR_CONTAINS(out, ": is a directory (--plot names the file to write)\n");
+    CHECK_EQ(run("test -e %s.png", dir), 1);
+    CHECK_EQ(run("%s %s --plot %s/p.txt", prdstat, series, dir), 1);
+    CHECK_STR_CONTAINS(out, "p.txt: matplotlib writes no .txt files (it writes ");
+    CHECK_EQ(run("test -e %s/p.txt", dir), 1);
   }
   while (n > 0)
     prd_cache_free(c, bufs[--n]);
