@@ -139,6 +139,34 @@ static void test_table_of_a_real_run(void)
   unlink(snap);
 }
 
+/* Snapshots prdstat cannot read as version 1 (a later version may rename fields), or whose
+ * fields prdstat reads have another type: a message that says which, exit status 1. */
+static void test_bad_snapshots(void)
+{
+#define SNAP "{\"schema\":\"prudence-stats\",\"version\":"
+  CHECK_EQ(run("echo '" SNAP "99}' | %s -", prdstat), 1);
+  CHECK_STR_CONTAINS(out, "snapshot version 99 is not supported (this prdstat reads version 1)");
+  CHECK(strstr(out, "prudence pid") == NULL);
+  CHECK_EQ(run("echo '" SNAP "\"1\"}' | %s -", prdstat), 1);
+  CHECK_STR_CONTAINS(out, "malformed snapshot: \"version\" is \"1\", not a number");
+  CHECK_EQ(run("echo '" SNAP "1,\"caches\":[{\"name\":\"x\"}],"
+               "\"arenas\":\"no\"}' | %s -", prdstat), 1);
+  CHECK_STR_CONTAINS(out, "malformed snapshot: \"arenas\" is not a list of objects");
+  CHECK(strstr(out, "no column") == NULL && strstr(out, "Traceback") == NULL);
+  CHECK_EQ(run("echo '" SNAP "1,\"caches\":[5]}' | %s -", prdstat), 1);
+  CHECK_STR_CONTAINS(out, "malformed snapshot: \"caches\" is not a list of objects with");
+  CHECK_EQ(run("echo '" SNAP "1,\"time\":\"noon\"}' | %s -", prdstat), 1);
+  CHECK_STR_CONTAINS(out, "malformed snapshot: \"time\" is not a number");
+  /* caches without the default sort column: shown unsorted; one named is still required */
+  CHECK_EQ(run("echo '" SNAP "1,\"caches\":[{\"name\":\"x\"}]}' | %s -",
+               prdstat), 0);
+  CHECK_STR_CONTAINS(out, "caches:\nname\nx\n");
+  CHECK_EQ(run("echo '" SNAP "1,\"caches\":[{\"name\":\"x\"}]}' | %s - "
+               "--sort slab_bytes", prdstat), 1);
+  CHECK_STR_CONTAINS(out, "no column named 'slab_bytes'");
+#undef SNAP
+}
+
 /* A series from this process: prd_stats_json appended to a stream after each phase. */
 static void test_series_rates_and_plot(void)
 {
@@ -302,6 +330,7 @@ int main(int argc, char **argv)
   if (mkdtemp(dir) == NULL)
     return 1;
   RUN(test_table_of_a_real_run);
+  RUN(test_bad_snapshots);
   RUN(test_series_rates_and_plot);
   RUN(test_watch);
   rmdir(dir);
