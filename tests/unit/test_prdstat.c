@@ -140,7 +140,8 @@ static void test_table_of_a_real_run(void)
 }
 
 /* Snapshots prdstat cannot read as version 1 (a later version may rename fields), or whose
- * fields prdstat reads have another type: a message that says which, exit status 1. */
+ * fields prdstat reads have another type, and --watch on a file without a snapshot: a message
+ * that says which, exit status 1. */
 static void test_bad_snapshots(void)
 {
 #define SNAP "{\"schema\":\"prudence-stats\",\"version\":"
@@ -165,6 +166,21 @@ static void test_bad_snapshots(void)
                "--sort slab_bytes", prdstat), 1);
   CHECK_STR_CONTAINS(out, "no column named 'slab_bytes'");
 #undef SNAP
+  /* --watch on a file that holds no snapshot: waited for a bounded time, said once, then
+   * ended as not a snapshot; a negative --iterations and a NaN --interval are refused */
+  CHECK_EQ(run(": > %s/empty.json && timeout -k 5 30 %s %s/empty.json --watch --interval 0.05",
+               dir, prdstat, dir), 1);
+  CHECK_STR_CONTAINS(out, "empty.json: no snapshot yet (waiting for one, 10 s at most)\n"
+                          "prdstat: ");
+  CHECK_STR_CONTAINS(out, "empty.json: no snapshot in 10 s: not a prudence statistics snapshot");
+  CHECK_EQ(run("timeout -k 5 20 %s %s/empty.json --watch --iterations -1", prdstat, dir), 1);
+  CHECK_STR_CONTAINS(out, "--iterations must be 0 (until interrupted) or more");
+  CHECK_EQ(run("timeout -k 5 20 %s %s/empty.json --watch --interval nan", prdstat, dir), 1);
+  CHECK_STR_CONTAINS(out, "--interval must be positive");
+  CHECK(strstr(out, "Traceback") == NULL);
+  char empty[512];
+  snprintf(empty, sizeof(empty), "%s/empty.json", dir);
+  unlink(empty);
 }
 
 /* A series from this process: prd_stats_json appended to a stream after each phase. */
