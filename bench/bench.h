@@ -33,14 +33,26 @@ void prd_bench_register(struct prd_bench *b);
     prd_bench_register(&prd_bench_##fn);                                              \
   }
 
+/* The most --rounds: a benchmark keeps its per-round results in arrays of this size. */
+#define BENCH_ROUNDS_MAX 64
+
 /* Options every benchmark understands; bench_parse_common removes them from argv. */
 struct bench_common {
   bool bc_json;     /* --json */
   bool bc_smoke;    /* --smoke: tiny sizes, just prove it runs */
-  int bc_rounds;    /* --rounds N (default set by the benchmark) */
+  int bc_rounds;    /* --rounds N, 1..BENCH_ROUNDS_MAX (default set by the benchmark) */
 };
-/* Parses and removes --json, --smoke, --rounds N from argv; returns the new argc. */
+/* Parses and removes --json, --smoke, --rounds N from argv (argv[0]: the benchmark's name);
+ * returns the new argc; argv[argc] is NULL after it. */
 int bench_parse_common(int argc, char **argv, struct bench_common *bc);
+
+/* The value of a benchmark's numeric option, parsed strictly: bench_arg_long, all of value a
+ * whole number (base 10) in [min, max]; bench_arg_positive, a finite number above 0 and at
+ * most max.  A value that is missing (NULL: the option was the last argument) or bad is a
+ * usage error: a message that names the benchmark, the option and the value, and exit
+ * status 2. */
+long bench_arg_long(const char *bench, const char *opt, const char *value, long min, long max);
+double bench_arg_positive(const char *bench, const char *opt, const char *value, double max);
 
 /* Monotonic nanoseconds. */
 uint64_t bench_now_ns(void);

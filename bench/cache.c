@@ -20,6 +20,7 @@
  *    "depot_visits_per_op":D}
  * (with --mode malloc or mag only, the point lines carry ns_per_pair for the compare script).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,12 +142,12 @@ static int cache_bench_main(int argc, char **argv)
   long iters = 0;
   bool want[M_N] = { true, true, true };
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-      only_threads = atoi(argv[++i]);
-    } else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
-      size = (size_t)strtoul(argv[++i], NULL, 0);
-    } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
-      iters = atol(argv[++i]);
+    if (strcmp(argv[i], "--threads") == 0) {
+      only_threads = (int)bench_arg_long(argv[0], "--threads", argv[++i], 1, MAX_THREADS);
+    } else if (strcmp(argv[i], "--size") == 0) {
+      size = (size_t)bench_arg_long(argv[0], "--size", argv[++i], 1, 1 << 20);
+    } else if (strcmp(argv[i], "--iters") == 0) {
+      iters = bench_arg_long(argv[0], "--iters", argv[++i], 1, LONG_MAX);
     } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
       const char *m = argv[++i];
       bool all = strcmp(m, "all") == 0;
@@ -164,14 +165,8 @@ static int cache_bench_main(int argc, char **argv)
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1)
     cores = 1;
-  if (only_threads < 0 || only_threads > MAX_THREADS || size == 0 || size > (1u << 20)) {
-    fprintf(stderr, "prd-bench cache: --threads 1..%d, --size 1..1048576\n", MAX_THREADS);
-    return 2;
-  }
   int rounds = bc.bc_smoke ? 2 : bc.bc_rounds;
-  if (rounds < 1 || rounds > 64)
-    rounds = ROUNDS_DEFAULT;
-  if (iters <= 0)
+  if (iters == 0)
     iters = bc.bc_smoke ? 20000 : 2000000;
   int tmin = only_threads ? only_threads : 1;
   int tmax = only_threads ? only_threads : (int)cores;
@@ -190,7 +185,7 @@ static int cache_bench_main(int argc, char **argv)
            "interleaved rounds\n%8s %14s %14s %14s\n", size, iters, rounds, "threads",
            "magazine", "slab alone", "malloc");
   for (int t = tmin; t <= tmax; t++) {
-    double v[M_N][64];
+    double v[M_N][BENCH_ROUNDS_MAX];
     for (int r = 0; r < rounds + 1; r++) {
       bench_progress(&bc, "cache", "pairs", r, rounds + 1);
       for (int m = 0; m < M_N; m++)

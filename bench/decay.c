@@ -17,6 +17,7 @@
  * --json: {"bench":"decay","live_kb":L,"rss_peak_kb":P,"rss_free_kb":F,"rss_wait_kb":W,
  *          "goal_kb":G,"goal_ms":T}
  */
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "bench.h"
 
 #define FLOOR_MIB 8
+#define MAX_MIB (LONG_MAX >> 20)   /* --live, --mib: the bytes (MiB << 20) fit a long */
 #define SAMPLE_MS 100
 
 static const size_t decay_sizes[] = { 32, 100, 512, 640, 2000, 8192, 40000, 196608 };
@@ -98,12 +100,12 @@ static int bench_decay_main(int argc, char **argv)
   argc = bench_parse_common(argc, argv, &bc);
   long live_mib = 32, mib = 256, wait_ms = 21000;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--live") == 0 && i + 1 < argc)
-      live_mib = atol(argv[++i]);
-    else if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
-      mib = atol(argv[++i]);
-    else if (strcmp(argv[i], "--wait-ms") == 0 && i + 1 < argc)
-      wait_ms = atol(argv[++i]);
+    if (strcmp(argv[i], "--live") == 0)
+      live_mib = bench_arg_long(argv[0], "--live", argv[++i], 0, MAX_MIB);
+    else if (strcmp(argv[i], "--mib") == 0)
+      mib = bench_arg_long(argv[0], "--mib", argv[++i], 1, MAX_MIB);
+    else if (strcmp(argv[i], "--wait-ms") == 0)
+      wait_ms = bench_arg_long(argv[0], "--wait-ms", argv[++i], 0, LONG_MAX);
     else {
       fprintf(stderr, "prd-bench decay: unknown argument %s\n", argv[i]);
       return 2;
@@ -113,10 +115,6 @@ static int bench_decay_main(int argc, char **argv)
     live_mib = 1;
     mib = 4;
     wait_ms = 200;
-  }
-  if (live_mib < 0 || mib <= 0 || wait_ms < 0) {
-    fprintf(stderr, "prd-bench decay: --live, --mib and --wait-ms must be positive\n");
-    return 2;
   }
   /* libprudence counts a thread named prd-* as one of its own (thread.c), and this program's
    * threads inherit "prd-bench": a server's threads are not named so */

@@ -63,6 +63,7 @@
  *    under each allocator).
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -357,21 +358,21 @@ static int default_threads(void)
   return n > 0 ? (int)n : 1;
 }
 
-/* Parses "a,b,c" of sizes. */
+/* Parses "a,b,c" of sizes (bytes, 1 or more; at most max of them); 0 on any error. */
 static size_t parse_sizes(const char *s, size_t *out, size_t max)
 {
   size_t n = 0;
-  while (*s != '\0' && n < max) {
+  for (;;) {
     char *end;
-    unsigned long v = strtoul(s, &end, 10);
-    if (end == s || v == 0)
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno == ERANGE || v < 1 || n == max || (*end != ',' && *end != '\0'))
       return 0;
-    out[n++] = v;
-    s = *end == ',' ? end + 1 : end;
-    if (*end != ',' && *end != '\0')
-      return 0;
+    out[n++] = (size_t)v;
+    if (*end == '\0')
+      return n;
+    s = end + 1;
   }
-  return n;
 }
 
 /* Parses "m1,m2" of mode names into a bitmask (0 on error). */
@@ -552,7 +553,7 @@ static void pairs_child(void *arg, char *out, size_t len)
 }
 
 #define MAX_SIZES 16
-#define MAX_ROUNDS 32
+#define MAX_RSS_MB (LONG_MAX / 1024)   /* --max-rss-mb: the limit in KiB is a long */
 
 static void usage_deferred(void)
 {
@@ -590,24 +591,30 @@ static int deferred_main(int argc, char **argv)
   }
   for (int i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (v == NULL) {
+    if (v == NULL) {   /* every option takes a value */
+      fprintf(stderr, "prd-bench %s: %s needs a value\n", argv[0], argv[i]);
       usage_deferred();
       return 2;
     }
     if (strcmp(argv[i], "--pairs") == 0)
-      pairs = atol(v);
+      pairs = bench_arg_long(argv[0], argv[i], v, 1, LONG_MAX);
     else if (strcmp(argv[i], "--threads") == 0)
-      threads = atoi(v);
+      threads = (int)bench_arg_long(argv[0], argv[i], v, 1, 64);
     else if (strcmp(argv[i], "--max-rss-mb") == 0)
-      max_rss_mb = atol(v);
-    else if (strcmp(argv[i], "--sizes") == 0)
+      max_rss_mb = bench_arg_long(argv[0], argv[i], v, 1, MAX_RSS_MB);
+    else if (strcmp(argv[i], "--sizes") == 0) {
       nsizes = parse_sizes(v, sizes, MAX_SIZES);
-    else if (strcmp(argv[i], "--modes") == 0)
+      if (nsizes == 0) {
+        fprintf(stderr, "prd-bench %s: --sizes '%s' is not a list of sizes (bytes, at least 1; "
+                "%d at most)\n", argv[0], v, MAX_SIZES);
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--modes") == 0)
       modes = parse_modes(v);
     else if (strcmp(argv[i], "--batch") == 0)
-      batch = atol(v);
+      batch = bench_arg_long(argv[0], argv[i], v, 1, LONG_MAX);
     else if (strcmp(argv[i], "--readers") == 0)
-      readers = atoi(v);
+      readers = (int)bench_arg_long(argv[0], argv[i], v, 0, 64);
     else if (strcmp(argv[i], "--source") == 0) {
       for (source = 0; source < S_COUNT && strcmp(v, source_names[source]) != 0; source++)
         ;
@@ -618,7 +625,7 @@ static int deferred_main(int argc, char **argv)
   }
   if (threads == 0)
     threads = PRD_MAX(1, default_threads() - readers);
-  int rounds = bc.bc_rounds < 1 ? 1 : bc.bc_rounds > MAX_ROUNDS ? MAX_ROUNDS : bc.bc_rounds;
+  int rounds = bc.bc_rounds;
   if (pairs < 1 || threads < 1 || threads > 64 || nsizes == 0 || modes == 0 || batch < 1 ||
       readers < 0 || readers > 64 || source == S_COUNT) {
     usage_deferred();
@@ -644,7 +651,7 @@ static int deferred_main(int argc, char **argv)
             source_names[source]);
     return 2;
   }
-  static double v[MAX_SIZES][M_COUNT][MAX_ROUNDS], rss[MAX_SIZES][M_COUNT][MAX_ROUNDS];
+  static double v[MAX_SIZES][M_COUNT][BENCH_ROUNDS_MAX], rss[MAX_SIZES][M_COUNT][BENCH_ROUNDS_MAX];
   static char last[MAX_SIZES][M_COUNT][4096];
   int failures = 0;
   if (!bc.bc_json)
@@ -973,16 +980,18 @@ static int endurance_main(int argc, char **argv)
   unsigned modes = (1u << M_PRUDENCE) | (1u << M_OBLIVIOUS) | (1u << M_MALLOC) | (1u << M_URCU);
   for (int i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (v == NULL)
+    if (v == NULL) {   /* every option takes a value */
+      fprintf(stderr, "prd-bench %s: %s needs a value\n", argv[0], argv[i]);
       return 2;
+    }
     if (strcmp(argv[i], "--seconds") == 0)
-      seconds = atof(v);
+      seconds = bench_arg_positive(argv[0], argv[i], v, 1e6);
     else if (strcmp(argv[i], "--threads") == 0)
-      threads = atoi(v);
+      threads = (int)bench_arg_long(argv[0], argv[i], v, 1, 64);
     else if (strcmp(argv[i], "--readers") == 0)
-      readers = atoi(v);
+      readers = (int)bench_arg_long(argv[0], argv[i], v, 0, 64);
     else if (strcmp(argv[i], "--max-rss-mb") == 0)
-      max_rss_mb = atol(v);
+      max_rss_mb = bench_arg_long(argv[0], argv[i], v, 1, MAX_RSS_MB);
     else if (strcmp(argv[i], "--modes") == 0)
       modes = parse_modes(v);
     else {
@@ -1208,20 +1217,22 @@ static int rcuhash_main(int argc, char **argv)
     bc.bc_rounds = 1;
   for (int i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (v == NULL)
+    if (v == NULL) {   /* every option takes a value */
+      fprintf(stderr, "prd-bench %s: %s needs a value\n", argv[0], argv[i]);
       return 2;
+    }
     if (strcmp(argv[i], "--seconds") == 0)
-      seconds = atof(v);
+      seconds = bench_arg_positive(argv[0], argv[i], v, 1e6);
     else if (strcmp(argv[i], "--threads") == 0)
-      threads = atoi(v);
+      threads = (int)bench_arg_long(argv[0], argv[i], v, 1, 128);
     else if (strcmp(argv[i], "--readers") == 0)
-      readers = atoi(v);
+      readers = (int)bench_arg_long(argv[0], argv[i], v, 0, 127);
     else if (strcmp(argv[i], "--updates") == 0)
-      updates = atoi(v);
+      updates = (int)bench_arg_long(argv[0], argv[i], v, 1, 100);
     else if (strcmp(argv[i], "--size") == 0)
-      size = strtoul(v, NULL, 10);
+      size = (size_t)bench_arg_long(argv[0], argv[i], v, (long)sizeof(struct hentry), LONG_MAX);
     else if (strcmp(argv[i], "--batch") == 0)
-      batch = strtoul(v, NULL, 10);
+      batch = (size_t)bench_arg_long(argv[0], argv[i], v, 1, LONG_MAX);
     else if (strcmp(argv[i], "--modes") == 0)
       modes = parse_modes(v);
     else {
@@ -1231,15 +1242,15 @@ static int rcuhash_main(int argc, char **argv)
       return 2;
     }
   }
-  int rounds = bc.bc_rounds < 1 ? 1 : bc.bc_rounds > MAX_ROUNDS ? MAX_ROUNDS : bc.bc_rounds;
+  int rounds = bc.bc_rounds;
   if (seconds <= 0 || threads < 1 || readers < 0 || threads + readers > 128 || updates < 1 ||
       updates > 100 || size < sizeof(struct hentry) || batch < 1 || modes == 0 ||
       (modes & 1u << M_URCU)) {
     fprintf(stderr, "prd-bench rcuhash: bad arguments (urcu is not offered)\n");
     return 2;
   }
-  static double v[M_COUNT][MAX_ROUNDS];
-  static long rss[M_COUNT][MAX_ROUNDS];
+  static double v[M_COUNT][BENCH_ROUNDS_MAX];
+  static long rss[M_COUNT][BENCH_ROUNDS_MAX];
   int failures = 0;
   for (int r = 0; r < rounds; r++)
     for (int k = 0; k < M_COUNT; k++) {
@@ -1261,7 +1272,7 @@ static int rcuhash_main(int argc, char **argv)
   for (int m = 0; m < M_COUNT; m++)
     if (modes & 1u << m) {
       med[m] = bench_median(v[m], (size_t)rounds);
-      double d[MAX_ROUNDS];
+      double d[BENCH_ROUNDS_MAX];
       for (int r = 0; r < rounds; r++)
         d[r] = (double)rss[m][r];
       mrss[m] = bench_median(d, (size_t)rounds);

@@ -34,6 +34,7 @@
  *   "set_per_s":R,"rss_kb":K,"usable_kb":U,"ratio":X,"drop_rss_kb":D,"wait_rss_kb":W}
  *   and with --latency "max_set_ms":M,"sets_over_1ms":C before the closing brace.
  */
+#include <limits.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,10 +246,10 @@ static int bench_kv_main(int argc, char **argv)
   const char *phases = "ab";
   bool keep = false, latency = false;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc)
-      keys = atol(argv[++i]);
-    else if (strcmp(argv[i], "--wait-ms") == 0 && i + 1 < argc)
-      wait_ms = atol(argv[++i]);
+    if (strcmp(argv[i], "--keys") == 0)
+      keys = bench_arg_long(argv[0], "--keys", argv[++i], 10, LONG_MAX);
+    else if (strcmp(argv[i], "--wait-ms") == 0)
+      wait_ms = bench_arg_long(argv[0], "--wait-ms", argv[++i], 0, LONG_MAX);
     else if (strcmp(argv[i], "--phase") == 0 && i + 1 < argc)
       phases = argv[++i];
     else if (strcmp(argv[i], "--keep") == 0)

@@ -1,6 +1,9 @@
 /* prd-bench: the benchmark driver.  `prd-bench list` names every benchmark; `prd-bench all`
  * runs them in turn; `--smoke` runs each in its tiny mode (used by ctest). */
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,13 +32,57 @@ int bench_parse_common(int argc, char **argv, struct bench_common *bc)
       bc->bc_json = true;
     else if (strcmp(argv[i], "--smoke") == 0)
       bc->bc_smoke = true;
-    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
-      bc->bc_rounds = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--rounds") == 0)
+      bc->bc_rounds = (int)bench_arg_long(argv[0], "--rounds", argv[++i], 1, BENCH_ROUNDS_MAX);
     else
       argv[out++] = argv[i];
   }
   argv[out] = NULL;
   return out;
+}
+
+/* A bad value of a numeric option: the usage error, want saying what is taken. */
+__attribute__((noreturn)) static void bench_arg_bad(const char *bench, const char *opt,
+                                                    const char *value, const char *want)
+{
+  if (value == NULL)
+    fprintf(stderr, "prd-bench %s: %s needs a value: %s\n", bench, opt, want);
+  else
+    fprintf(stderr, "prd-bench %s: %s '%s' is not %s\n", bench, opt, value, want);
+  exit(2);
+}
+
+long bench_arg_long(const char *bench, const char *opt, const char *value, long min, long max)
+{
+  char *end = NULL;
+  long v = 0;
+  if (value != NULL) {
+    errno = 0;
+    v = strtol(value, &end, 10);
+  }
+  if (value == NULL || end == value || *end != '\0' || errno == ERANGE || v < min || v > max) {
+    char want[96];
+    if (max == LONG_MAX)
+      snprintf(want, sizeof(want), "a whole number of at least %ld", min);
+    else
+      snprintf(want, sizeof(want), "a whole number from %ld to %ld", min, max);
+    bench_arg_bad(bench, opt, value, want);
+  }
+  return v;
+}
+
+double bench_arg_positive(const char *bench, const char *opt, const char *value, double max)
+{
+  char *end = NULL;
+  double v = 0;
+  if (value != NULL)
+    v = strtod(value, &end);
+  if (value == NULL || end == value || *end != '\0' || !isfinite(v) || !(v > 0) || v > max) {
+    char want[96];
+    snprintf(want, sizeof(want), "a number above 0 and at most %g", max);
+    bench_arg_bad(bench, opt, value, want);
+  }
+  return v;
 }
 
 uint64_t bench_now_ns(void)

@@ -516,8 +516,8 @@ static int bench_malloc_main(int argc, char **argv)
       only = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
       bench_scale = 0.25;
-    else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
-      bench_scale = atof(argv[++i]);
+    else if (strcmp(argv[i], "--scale") == 0)
+      bench_scale = bench_arg_positive(argv[0], "--scale", argv[++i], 1000);
     else {
       fprintf(stderr, "prd-bench malloc: unknown argument %s (--workload NAME, --quick, "
               "--scale X)\n", argv[i]);
@@ -526,10 +526,6 @@ static int bench_malloc_main(int argc, char **argv)
   }
   if (bc.bc_smoke)
     bench_scale = 0.002;
-  if (!(bench_scale > 0) || bench_scale > 1000) {
-    fprintf(stderr, "prd-bench malloc: --scale must be in (0, 1000]\n");
-    return 2;
-  }
   if (only != NULL) {
     const struct workload *w = find_workload(only);
     if (w == NULL) {
@@ -539,14 +535,12 @@ static int bench_malloc_main(int argc, char **argv)
     return run_one(w, bc.bc_json);
   }
   int rounds = bc.bc_smoke ? 1 : bc.bc_rounds;
-  if (rounds > 64)
-    rounds = 64;
   if (!bc.bc_json)
     printf("malloc workloads in one process (seconds, median of %d interleaved rounds)\n"
            "  %-10s %10s %10s %8s\n", rounds, "workload", "libc", "prudence", "ratio");
   double logsum = 0;
   for (size_t w = 0; w < PRD_ARRAY_SIZE(workloads); w++) {
-    double vl[64], vp[64];
+    double vl[BENCH_ROUNDS_MAX], vp[BENCH_ROUNDS_MAX];
     for (int r = 0; r < rounds; r++) {
       bench_progress(&bc, "malloc", workloads[w].wl_name, r, rounds);
       if (r % 2 == 0) {

@@ -64,7 +64,7 @@ static void bench_pairs(const struct bench_common *bc, int rounds)
   for (size_t s = 0; s < PRD_ARRAY_SIZE(sizes); s++) {
     prd_cache_t *cp = prd_cache_create("bench_pair", sizes[s], 0, NULL, NULL, NULL, NULL, NULL,
                                        PRD_CACHE_NODEBUG);
-    double vs[64], vm[64];
+    double vs[BENCH_ROUNDS_MAX], vm[BENCH_ROUNDS_MAX];
     bench_progress(bc, "slab", "pairs, one size after another", (int)s, (int)PRD_ARRAY_SIZE(sizes));
     for (int r = 0; r < rounds; r++) {
       if (r % 2 == 0) {
@@ -176,7 +176,7 @@ static double bench_object_caching(const struct bench_common *bc, int rounds, bo
   int iters = bc->bc_smoke ? 2000 : 500000;
   prd_cache_t *cp = prd_cache_create("bench_heavy", sizeof(struct heavy), 0, heavy_ctor,
                                      heavy_dtor, NULL, NULL, NULL, PRD_CACHE_NODEBUG);
-  double vc[64], vm[64];
+  double vc[BENCH_ROUNDS_MAX], vm[BENCH_ROUNDS_MAX];
   for (int r = 0; r < rounds; r++) {
     bench_progress(bc, "slab", plain ? "object caching, zero table" : "object caching", r, rounds);
     if (r % 2 == 0) {
@@ -284,8 +284,6 @@ static int slab_bench_main(int argc, char **argv)
     return 2;
   }
   int rounds = bc.bc_smoke ? 3 : bc.bc_rounds;
-  if (rounds < 1 || rounds > 64)
-    rounds = ROUNDS_DEFAULT;
   bench_pairs(&bc, rounds);
   double speedup = bench_object_caching(&bc, rounds, false);
   (void)bench_object_caching(&bc, rounds, true);

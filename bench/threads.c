@@ -67,6 +67,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -493,9 +494,9 @@ static int th_parse_list(const char *s, unsigned *v, int max)
 {
   int n = 0;
   char *end;
-  while (*s != '\0' && n < max) {
+  while (*s != '\0') {
     long x = strtol(s, &end, 10);
-    if (end == s || x < 1 || x > 1024)
+    if (end == s || x < 1 || x > 1024 || n == max)
       return -1;
     v[n++] = (unsigned)x;
     if (*end != ',' && *end != '\0')
@@ -577,20 +578,24 @@ static int bench_threads_main(int argc, char **argv)
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--workloads") == 0 && i + 1 < argc)
       workloads = argv[++i];
-    else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+    else if (strcmp(argv[i], "--threads") == 0) {
       threads_arg = argv[++i];
-    else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
-      runs = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
-      seconds = atof(argv[++i]);
+      if (threads_arg == NULL) {
+        fprintf(stderr, "prd-bench threads: --threads needs a value: a list of thread counts\n");
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--runs") == 0)
+      runs = (int)bench_arg_long(argv[0], "--runs", argv[++i], 1, TH_MAXRUNS);
+    else if (strcmp(argv[i], "--seconds") == 0)
+      seconds = bench_arg_positive(argv[0], "--seconds", argv[++i], 1e6);
     else if (strcmp(argv[i], "--allocators") == 0 && i + 1 < argc)
       allocs = argv[++i];
     else if (strcmp(argv[i], "--prudence-lib") == 0 && i + 1 < argc)
       prudence_lib = argv[++i];
     else if (strcmp(argv[i], "--sharing") == 0)
       sharing = true;
-    else if (strcmp(argv[i], "--sharing-ops") == 0 && i + 1 < argc)
-      sharing_ops = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--sharing-ops") == 0)
+      sharing_ops = bench_arg_long(argv[0], "--sharing-ops", argv[++i], 1, LONG_MAX);
     else {
       fprintf(stderr, "prd-bench threads: unknown argument %s\n", argv[i]);
       return 2;
@@ -631,9 +636,9 @@ static int bench_threads_main(int argc, char **argv)
     }
     wl[nwl++] = k;
   }
-  if (nthr <= 0 || runs < 1 || runs > TH_MAXRUNS || seconds <= 0 || sharing_ops < 1) {
-    fprintf(stderr, "prd-bench threads: --threads LIST of 1..1024, --runs 1..%d, "
-                    "--seconds > 0, --sharing-ops >= 1\n", TH_MAXRUNS);
+  if (nthr <= 0) {
+    fprintf(stderr, "prd-bench threads: --threads '%s' is not a list of thread counts from 1 "
+                    "to 1024 (%d at most)\n", threads_arg, TH_MAXTHR);
     return 2;
   }
   struct th_alloc al[TH_NALLOC];
