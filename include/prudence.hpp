@@ -15,6 +15,13 @@
 #ifndef PRUDENCE_HPP
 #define PRUDENCE_HPP
 
+// C++17 (if constexpr, aligned operator new); under an older standard the #error is the one
+// message, the rest skipped.  MSVC says the standard in _MSVC_LANG (its __cplusplus is 199711L
+// without /Zc:__cplusplus).
+#if defined(_MSVC_LANG) ? _MSVC_LANG < 201703L : __cplusplus < 201703L
+#error "prudence.hpp needs C++17 or later (-std=c++17); C++11/14 code can use <prudence.h>"
+#else
+
 #include <prudence.h>
 
 #include <cstddef>
@@ -153,4 +160,5 @@ public:
 
 } // namespace prd
 
+#endif // C++17
 #endif // PRUDENCE_HPP
