@@ -15,8 +15,8 @@
  * 4. Storage: one _Atomic long per option, read with relaxed loads (prd__opt): an option is a
  *    setting, not a synchronization variable, and a reader seeing an old value briefly is fine.
  * 5. Values: decimal digits, or hexadecimal ones after 0x (a leading zero is not octal; no
- *    sign, no blanks), with k, M or G after a size; yes/no options take 1/0, true/false, yes/no, on/off.  Options
- *    with a floor name it in the report (opt_floor).
+ *    sign, no blanks), with k, M or G after a size; yes/no options take 1/0, true/false,
+ *    yes/no, on/off.  Options with a floor name it in the report (opt_floor).
  * 6. Fixed options.  A layer that reads an option once for good says so (prd__option_fix):
  *    the grace-period source (rcu.c, at first use), hardened for malloc (malloc.c, at its
  *    start).  A later prd_option_set of a refusing one (rcu) is reported and fails with

@@ -9,8 +9,9 @@
  *    malloc_usable_size, malloc_trim, glibc's __libc_malloc, __libc_free, __libc_calloc,
  *    __libc_realloc, __libc_memalign, __libc_valloc and __libc_pvalloc, and the C++
  *    operators new and delete in every variant (plain, sized, array, aligned; the nothrow
- *    deletes; the nothrow news are the C++ runtime's over these, section 2).  This is the only file besides malloc.c that defines names of the C
- *    library, and it is built only into libprudence-malloc.so.
+ *    deletes; the nothrow news are the C++ runtime's over these, section 2).  This is the
+ *    only file besides malloc.c that defines names of the C library, and it is built only
+ *    into libprudence-malloc.so.
  *
  * 2. C++ operators in C.  The operators are defined here under their Itanium-ABI mangled
  *    names (_Znwm is operator new(size_t), ...), so the library needs no C++ runtime and a
