@@ -51,6 +51,8 @@ int bench_parse_common(int argc, char **argv, struct bench_common *bc);
  * most max.  A value that is missing (NULL: the option was the last argument) or bad is a
  * usage error: a message that names the benchmark, the option and the value, and exit
  * status 2. */
+/* Whether s starts with a decimal digit (what every numeric argument must). */
+bool bench_digits_first(const char *s);
 long bench_arg_long(const char *bench, const char *opt, const char *value, long min, long max);
 double bench_arg_positive(const char *bench, const char *opt, const char *value, double max);
 

@@ -365,8 +365,8 @@ static size_t parse_sizes(const char *s, size_t *out, size_t max)
   for (;;) {
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || errno == ERANGE || v < 1 || n == max || (*end != ',' && *end != '\0'))
+    long v = bench_digits_first(s) ? strtol(s, &end, 10) : 0;
+    if (v == 0 || errno == ERANGE || v < 1 || n == max || (*end != ',' && *end != '\0'))
       return 0;
     out[n++] = (size_t)v;
     if (*end == '\0')

@@ -52,11 +52,16 @@ __attribute__((noreturn)) static void bench_arg_bad(const char *bench, const cha
   exit(2);
 }
 
+bool bench_digits_first(const char *s)
+{
+  return s != NULL && *s >= '0' && *s <= '9';
+}
+
 long bench_arg_long(const char *bench, const char *opt, const char *value, long min, long max)
 {
-  char *end = NULL;
+  char *end = (char *)value;   /* no number read: end == value, refused */
   long v = 0;
-  if (value != NULL) {
+  if (bench_digits_first(value)) {   /* strtol alone takes blanks and a sign */
     errno = 0;
     v = strtol(value, &end, 10);
   }
@@ -73,9 +78,11 @@ long bench_arg_long(const char *bench, const char *opt, const char *value, long 
 
 double bench_arg_positive(const char *bench, const char *opt, const char *value, double max)
 {
-  char *end = NULL;
+  char *end = (char *)value;   /* no number read: end == value, refused */
   double v = 0;
-  if (value != NULL)
+  /* digits with at most one point: strtod alone takes blanks, signs, hex and exponents */
+  if (bench_digits_first(value) && strspn(value, "0123456789.") == strlen(value) &&
+      strchr(value, '.') == strrchr(value, '.'))
     v = strtod(value, &end);
   if (value == NULL || end == value || *end != '\0' || !isfinite(v) || !(v > 0) || v > max) {
     char want[96];

@@ -495,8 +495,10 @@ static int th_parse_list(const char *s, unsigned *v, int max)
   int n = 0;
   char *end;
   while (*s != '\0') {
+    if (!bench_digits_first(s))
+      return -1;
     long x = strtol(s, &end, 10);
-    if (end == s || x < 1 || x > 1024 || n == max)
+    if (x < 1 || x > 1024 || n == max)
       return -1;
     v[n++] = (unsigned)x;
     if (*end != ',' && *end != '\0')

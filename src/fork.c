@@ -57,7 +57,8 @@
  *    (flushed as at thread exit) and keeps the forking thread's, so that thread's caches stay
  *    usable, maint.c marks the maintenance thread as not running (it restarts when the child
  *    needs it), stats.c makes its writers' lock anew (the maintenance thread may have held it
- *    for a snapshot; it takes no lock of the order while the snapshot's locks are its own),
+ *    for a snapshot; it takes no lock of the order while the snapshot's locks are its own)
+ *    and options.c its option lock (a leaf),
  *    and thread.c forgets the library threads' ids.  thread.c's part takes no lock
  *    and runs in every child, also after a fork that took nothing (section 4).
  *
@@ -194,6 +195,7 @@ static void fork_child(void)
   prd__maint_fork_child();
   prd__mag_fork_child();
   prd__stats_fork_child();
+  prd__options_fork_child();
   prd__fork_section_leave();
   prd__lthread_fork_child();
 }

@@ -291,11 +291,18 @@ int   prd__stats_periodic(uint64_t now_ns);
  * thread then runs even in a single-threaded process, to take them at their interval. */
 bool  prd__stats_periodic_on(void);
 
-/* The current name of CHOICE option `name` into buf; 0, or -1 (unknown, not a choice, short buf). */
-int prd__option_choice(const char *name, char *buf, size_t len);
+/* The current name of CHOICE option `name` into buf; 0, or -1 (unknown, not a choice, short
+ * buf).  fix_why not NULL: the option is read for good, a later set refused (options.c §6). */
+int prd__option_choice(const char *name, char *buf, size_t len, const char *fix_why);
 /* The option `name` has been read for good (options.c section 6): `why` says so in the report
  * of a later prd_option_set, which fails with EBUSY when `refuse`. */
 void prd__option_fix(const char *name, bool refuse, const char *why);
+/* Sets `name` to `value` and fixes it (refused afterwards), in one step; src names the caller
+ * in a report.  0, or -1 (unknown name, bad value). */
+int prd__option_set_fixed(const char *name, const char *value, const char *src,
+                          const char *why);
+/* options.c: the child's option lock, which another thread may have held at the fork */
+void prd__options_fork_child(void);
 
 /* ---- defer.c: Prudence (seed 001 §4) ------------------------------------------------------ */
 /* Out of memory with deferred objects waiting (Algorithm 1 lines 31-32), cache_lock not held:

@@ -482,9 +482,10 @@ static bool malloc_start(void)
     return false;
   malloc_guard = (prd__opt(debug) & PRD_CACHE_REDZONE) != 0 || prd__opt(hardened) != 0;
   prd__option_fix("hardened", false, prd__opt(hardened)
-                  ? "malloc started hardened and stays so; caches made from now on follow it"
+                  ? "malloc started hardened and stays so; caches made from now on follow "
+                    "the new value"
                   : "malloc started without it and stays so (set it in PRUDENCE_OPTIONS); "
-                    "caches made from now on are hardened");
+                    "caches made from now on follow the new value");
   static bool hc_job_registered;   /* under malloc_init_lock */
   if (!hc_job_registered) {
     hc_job_registered = prd__maint_register(hc_job, NULL, hc_job_needs, false) == 0;

@@ -17,14 +17,14 @@
  * 5. Values: decimal digits, or hexadecimal ones after 0x (a leading zero is not octal; no
  *    sign, no blanks), with k, M or G after a size; yes/no options take 1/0, true/false,
  *    yes/no, on/off.  Options with a floor name it in the report (opt_floor).
- * 6. Fixed options.  A layer that reads an option once for good says so (prd__option_fix):
- *    the grace-period source (rcu.c, at first use), hardened for malloc (malloc.c, at its
- *    start).  A later prd_option_set of a refusing one (rcu) is reported and fails with
+ * 6. Fixed options.  A layer that reads an option once for good says so: the grace-period
+ *    source (rcu.c, at first use: prd__option_choice reads and fixes it in one hold of
+ *    opt_lock; prd_rcu_set_source: prd__option_set_fixed), hardened for malloc (malloc.c, at
+ *    its start: prd__option_fix).  A later prd_option_set of a refusing one (rcu) is reported and fails with
  *    EBUSY, the value unchanged, so that prd_option_get keeps saying what is in use; of the
  *    others (hardened: caches made afterwards do take it) it is done and reported with what
  *    stays as it was.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -98,7 +98,9 @@ static long opt_floor(const struct prd__opt_desc *d)
   return d->od_value == &prd__options.maint_interval ? 10 : 0;
 }
 
-/* Parses value text [s, s+len) for option d; 0 on success. */
+/* Parses value text [s, s+len) for option d; 0 on success, OPT_BELOW_FLOOR for a number
+ * under opt_floor, -1 for anything else. */
+#define OPT_BELOW_FLOOR (-2)
 static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, long *out)
 {
   enum prd__opt_kind kind = d->od_kind;
@@ -141,16 +143,18 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
     }
     return -1;
   }
-  /* decimal, or hexadecimal after 0x (the debug bits are written so), digits first: strtol
-   * would also take blanks and a sign, and read a leading 0 as octal */
+  /* decimal, or hexadecimal after 0x (the debug bits are written so): the digits are
+   * counted first, as strtol would also take blanks, a sign, a second 0x, and read a
+   * leading 0 as octal */
   bool hex = buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X');
   const char *digits = hex ? buf + 2 : buf;
-  if (!(hex ? isxdigit((unsigned char)digits[0]) : digits[0] >= '0' && digits[0] <= '9'))
+  size_t ndig = strspn(digits, hex ? "0123456789abcdefABCDEF" : "0123456789");
+  if (ndig == 0)
     return -1;
   char *end;
   errno = 0;
   long v = strtol(digits, &end, hex ? 16 : 10);
-  if (errno != 0 || end == digits)
+  if (errno != 0 || end != digits + ndig)
     return -1;
   long mult = 1;
   if (*end != '\0' && kind == PRD__OPT_LONG) {
@@ -169,7 +173,7 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
   if (kind == PRD__OPT_MS && v > OPT_MS_MAX)
     return -1;
   if (v * mult < opt_floor(d))
-    return -1;
+    return OPT_BELOW_FLOOR;
   /* debug holds PRD_CACHE_* debug bits only: another bit is a cache flag (NOTOUCH,
    * NOMAGAZINE, ...) or none, which would change every new cache's behaviour unasked */
   if (d->od_value == &prd__options.debug && (v & ~(long)PRD_CACHE_DEBUG_ALL) != 0)
@@ -178,9 +182,13 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
   return 0;
 }
 
-/* Section 6: why each option is fixed (NULL: it is not), and whether a change is refused.
- * Written once by the fixing layer (release), read by opt_set (acquire). */
-static _Atomic(const char *) opt_fixed[PRD_ARRAY_SIZE(opt_table)];
+/* Section 6: why each option is fixed (NULL: it is not), and whether a change is refused,
+ * under opt_lock, which also makes a set (its check, a CHOICE's text, the value) one step
+ * against a fix and a CHOICE's read: a set that passed the check before a fix read the value
+ * stored its value after, and the option named a source not in use.  A leaf: nothing is
+ * called under it but the report's write; a fork's child makes it anew (prd__options_fork_child). */
+static pthread_mutex_t opt_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *opt_fixed[PRD_ARRAY_SIZE(opt_table)];
 static bool opt_fixed_refuse[PRD_ARRAY_SIZE(opt_table)];
 
 void prd__option_fix(const char *name, bool refuse, const char *why)
@@ -188,45 +196,80 @@ void prd__option_fix(const char *name, bool refuse, const char *why)
   const struct prd__opt_desc *d = opt_find(name, strlen(name));
   if (d == NULL)
     return;
-  size_t i = (size_t)(d - opt_table);
-  opt_fixed_refuse[i] = refuse;
-  atomic_store_explicit(&opt_fixed[i], why, memory_order_release);
+  pthread_mutex_lock(&opt_lock);
+  opt_fixed_refuse[d - opt_table] = refuse;
+  opt_fixed[d - opt_table] = why;
+  pthread_mutex_unlock(&opt_lock);
 }
 
-static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, const char *src)
+void prd__options_fork_child(void)
 {
-  const struct prd__opt_desc *d = opt_find(name, nlen);
-  long v;
-  if (d == NULL) {
-    prd__report("%s: unknown option '%.*s' (ignored)", src, (int)nlen, name);
-    errno = EINVAL;
-    return -1;
-  }
+  pthread_mutex_init(&opt_lock, NULL);
+}
+
+/* opt_set with opt_lock held; `force`: a fixed option too (prd__option_set_fixed). */
+static int opt_set_locked(const struct prd__opt_desc *d, const char *val, size_t vlen,
+                          const char *src, bool force)
+{
   size_t i = (size_t)(d - opt_table);
-  const char *fixed = atomic_load_explicit(&opt_fixed[i], memory_order_acquire);
-  if (fixed != NULL && opt_fixed_refuse[i]) {
+  const char *fixed = opt_fixed[i];
+  if (fixed != NULL && opt_fixed_refuse[i] && !force) {
     /* before the parse: a CHOICE's parse writes its text slot, which the value in use names */
     prd__report("%s: option %s is fixed: %s; not changed to '%.*s'", src, d->od_name, fixed,
                 (int)vlen, val);
     errno = EBUSY;
     return -1;
   }
-  if (opt_parse(d, val, vlen, &v) != 0) {
-    long floor = opt_floor(d);
-    if (floor > 0)
-      prd__report("%s: bad value '%.*s' for option %s (ignored; at least %ld)", src, (int)vlen,
-                  val, d->od_name, floor);
+  long v;
+  int why = opt_parse(d, val, vlen, &v);
+  if (why != 0) {
+    if (why == OPT_BELOW_FLOOR)
+      prd__report("%s: value '%.*s' for option %s is below its least, %ld (ignored)", src,
+                  (int)vlen, val, d->od_name, opt_floor(d));
     else
       prd__report("%s: bad value '%.*s' for option %s (ignored)", src, (int)vlen, val,
                   d->od_name);
     errno = EINVAL;
     return -1;
   }
-  if (fixed != NULL && v != atomic_load_explicit(d->od_value, memory_order_relaxed))
+  if (fixed != NULL && !force && v != atomic_load_explicit(d->od_value, memory_order_relaxed))
     prd__report("%s: option %s set to '%.*s': %s", src, d->od_name, (int)vlen, val, fixed);
   /* release: a CHOICE option's text (opt_text) before the value that points at it */
   atomic_store_explicit(d->od_value, v, memory_order_release);
   return 0;
+}
+
+static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, const char *src)
+{
+  const struct prd__opt_desc *d = opt_find(name, nlen);
+  if (d == NULL) {
+    prd__report("%s: unknown option '%.*s' (ignored)", src, (int)nlen, name);
+    errno = EINVAL;
+    return -1;
+  }
+  pthread_mutex_lock(&opt_lock);
+  int rc = opt_set_locked(d, val, vlen, src, false);
+  int saved = errno;
+  pthread_mutex_unlock(&opt_lock);
+  errno = saved;
+  return rc;
+}
+
+int prd__option_set_fixed(const char *name, const char *value, const char *src,
+                          const char *why)
+{
+  prd__init();
+  const struct prd__opt_desc *d = opt_find(name, strlen(name));
+  if (d == NULL)
+    return -1;
+  pthread_mutex_lock(&opt_lock);
+  int rc = opt_set_locked(d, value, strlen(value), src, true);
+  if (rc == 0) {
+    opt_fixed_refuse[d - opt_table] = true;
+    opt_fixed[d - opt_table] = why;
+  }
+  pthread_mutex_unlock(&opt_lock);
+  return rc;
 }
 
 /* "a=1,b=2": each entry set in turn; a bad entry is reported and the rest still apply. */
@@ -346,7 +389,7 @@ void prd__options_foreach(void (*fn)(void *arg, const char *name, long def, cons
     fn(arg, opt_table[i].od_name, opt_table[i].od_default, opt_table[i].od_doc);
 }
 
-int prd__option_choice(const char *name, char *buf, size_t len)
+int prd__option_choice(const char *name, char *buf, size_t len, const char *fix_why)
 {
   prd__init();
   const struct prd__opt_desc *d = opt_find(name, strlen(name));
@@ -354,14 +397,22 @@ int prd__option_choice(const char *name, char *buf, size_t len)
   const char *s;
   if (d == NULL || d->od_kind != PRD__OPT_CHOICE || len == 0)
     return -1;
+  pthread_mutex_lock(&opt_lock);
   s = opt_choice_at(d->od_doc, atomic_load_explicit(d->od_value, memory_order_acquire), &nlen);
   if (s == NULL) {   /* a name outside the list (opt_text) */
     s = opt_text[d - opt_table];
     nlen = strlen(s);
   }
-  if (nlen >= len)
-    return -1;
-  memcpy(buf, s, nlen);
-  buf[nlen] = '\0';
-  return 0;
+  int rc = -1;
+  if (nlen < len) {
+    memcpy(buf, s, nlen);
+    buf[nlen] = '\0';
+    rc = 0;
+  }
+  if (fix_why != NULL) {   /* read for good: no set comes between this read and the fix */
+    opt_fixed_refuse[d - opt_table] = true;
+    opt_fixed[d - opt_table] = fix_why;
+  }
+  pthread_mutex_unlock(&opt_lock);
+  return rc;
 }

@@ -878,14 +878,14 @@ static PRD_NOINLINE const struct prd_rcu_source *source_fix(void)
   if (src == NULL) {
     char name[64];
     src = &prd_rcu_builtin;
-    if (prd__option_choice("rcu", name, sizeof(name)) == 0) {
+    if (prd__option_choice("rcu", name, sizeof(name),
+                           "the grace-period source is chosen at the first use of RCU") == 0) {
       const struct prd_rcu_source *found = source_find(name);
       if (found == NULL)
         source_missing(name); /* does not return */
       src = found;
     }
     atomic_store_explicit(&rcu_src, src, memory_order_release);
-    prd__option_fix("rcu", true, "the grace-period source is chosen at the first use of RCU");
   }
   pthread_mutex_unlock(&src_lock);
   return src;
@@ -912,8 +912,8 @@ int prd_rcu_set_source(const struct prd_rcu_source *src)
   if (cur == NULL) {
     atomic_store_explicit(&rcu_src, src, memory_order_release);
     /* the option says which source is in use (prd_option_get), and stays so */
-    (void)prd_option_set("rcu", src->rs_name);
-    prd__option_fix("rcu", true, "the grace-period source was set by prd_rcu_set_source");
+    (void)prd__option_set_fixed("rcu", src->rs_name, "prd_rcu_set_source",
+                                "the grace-period source was set by prd_rcu_set_source");
   } else if (cur != src)
     rc = -1;
   pthread_mutex_unlock(&src_lock);

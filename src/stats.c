@@ -683,11 +683,12 @@ static const char *stats_not_replaced(const char *path)
                                 : "a device";
 }
 
-static void stats_report_not_replaced(const char *who, const char *path, const char *what)
+static void stats_report_not_replaced(const char *who, const char *path, const char *what,
+                                      bool env)
 {
   prd__report("%s: %s is %s, which a snapshot does not replace (nothing written; name a "
-              "regular file, or a device or FIFO with stats_append=1, which writes to it)",
-              who, path, what);
+              "regular file%s)", who, path, what,
+              env ? ", or a device or FIFO with stats_append=1, which writes to it" : "");
 }
 
 /* -1 with errno EEXIST and *what set when path is something stats_not_replaced refuses. */
@@ -763,6 +764,17 @@ static int stats_file_write(const char *path, bool append, const char **what)
   return r;
 }
 
+/* The writers of snapshot files (the periodic job, prd_stats_write_file and the exit's
+ * snapshot) take turns: a process that ends while the maintenance thread replaces the file
+ * left its temporary file behind, one run in a few dozen with snapshots every millisecond.
+ * The exit's writer takes the lock (bounded: it may be a signal handler's exit on the very
+ * thread that holds it), so a write in progress ends first, and sets stats_exiting, after
+ * which the periodic job writes no more (a prd_stats_write_file that starts after the exit's
+ * snapshot is the caller's: the process may end during it). */
+static pthread_mutex_t stats_write_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool stats_exiting;   /* set under stats_write_lock, unless its wait ran out */
+#define STATS_EXIT_WAIT_MS 2000   /* a FIFO's reader gets STATS_PIPE_WAIT_MS of it */
+
 int prd_stats_write_file(const char *path)
 {
   if (path == NULL || path[0] == '\0' || strlen(path) >= STATS_PATH_MAX) {
@@ -772,9 +784,13 @@ int prd_stats_write_file(const char *path)
     return -1;
   }
   const char *what;
+  pthread_mutex_lock(&stats_write_lock);   /* an exit waits for it too (section 4) */
   int rc = stats_file_write(path, false, &what);
+  int saved = errno;
+  pthread_mutex_unlock(&stats_write_lock);
   if (what != NULL)
-    stats_report_not_replaced("prd_stats_write_file", path, what);
+    stats_report_not_replaced("prd_stats_write_file", path, what, false);
+  errno = saved;
   return rc;
 }
 
@@ -783,22 +799,13 @@ static char stats_path[STATS_PATH_MAX];      /* set once, under stats_once (prd_
 static _Atomic uint64_t stats_last_ns;       /* when the last periodic snapshot was taken */
 static _Atomic bool stats_failed_reported;
 
-/* The writers of PRUDENCE_STATS_FILE (the periodic job and the exit's snapshot) take turns:
- * a process that ends while the maintenance thread replaces the file left its temporary
- * file behind, one run in a few dozen with snapshots every millisecond.  The exit's writer
- * takes the lock (bounded: it may be a signal handler's exit on the very thread that holds
- * it) and sets stats_exiting, after which the periodic job writes no more. */
-static pthread_mutex_t stats_write_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic bool stats_exiting;   /* set under stats_write_lock, unless its wait ran out */
-#define STATS_EXIT_WAIT_MS 2000   /* a FIFO's reader gets STATS_PIPE_WAIT_MS of it */
-
 static int stats_file_snapshot_in(void)
 {
   const char *what;
   int rc = stats_file_write(stats_path, prd__opt(stats_append) != 0, &what);
   if (rc != 0 && !atomic_exchange_explicit(&stats_failed_reported, true, memory_order_relaxed)) {
     if (what != NULL)
-      stats_report_not_replaced("PRUDENCE_STATS_FILE", stats_path, what);
+      stats_report_not_replaced("PRUDENCE_STATS_FILE", stats_path, what, true);
     else
       prd__report("PRUDENCE_STATS_FILE: cannot write %s: %s (reported once)", stats_path,
                   strerror(errno));

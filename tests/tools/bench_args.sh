@@ -50,6 +50,21 @@ refused "threads --runs abc" "prd-bench threads: --runs 'abc' is not"
 refused "threads --seconds inf" "prd-bench threads: --seconds 'inf' is not"
 refused "threads --threads 1,x" "prd-bench threads: --threads '1,x' is not a list of thread counts"
 refused "threads --threads" "prd-bench threads: --threads needs a value"
+# a blank, a sign, hexadecimal or an exponent before or inside the digits: strtol and strtod
+# alone took them
+refused "vmem --rounds +2" "prd-bench vmem: --rounds '+2' is not"
+refused "deferred --sizes +8" "prd-bench deferred: --sizes '+8' is not a list of sizes"
+refused "threads --threads 1,+2" "prd-bench threads: --threads '1,+2' is not"
+refused "endurance --seconds 0x1p-3" "prd-bench endurance: --seconds '0x1p-3' is not"
+refused "endurance --seconds 1e-1" "prd-bench endurance: --seconds '1e-1' is not"
+
+for arg in "--rounds= 2" "--sizes=8, 16" "--seconds= 0.1"; do   # a blank inside one argument
+  opt=${arg%%=*}; val=${arg#*=}
+  case $opt in --rounds) b=vmem ;; --sizes) b=deferred ;; *) b=rcuhash ;; esac
+  timeout -k 5 30 $bench $b $opt "$val" >"$tmp/out" 2>"$tmp/err"
+  if [ $? = 2 ] && grep -qF -- "$opt '$val' is not" "$tmp/err"; then echo "ok - $b $opt '$val'"
+  else echo "FAIL: $b $opt '$val':"; cat "$tmp/err"; fails=$((fails + 1)); fi
+done
 
 # a good value is the one used
 timeout -k 5 60 $bench vmem --smoke --rounds 2 >"$tmp/out" 2>"$tmp/err"

@@ -1,6 +1,9 @@
 /* docs/options.md must list exactly the options of the table in src/options.h: a test that
  * fails when they drift (add a row to docs/options.md when you add an option).  And the range
  * it states for options in milliseconds, and that a report stays on its line. */
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "internal.h"
 #include "prd_test.h"
 
@@ -72,7 +75,8 @@ static void test_decimal_only(void)
   CHECK_EQ(prd_option_set("decay_ms", "0x10"), 0);
   CHECK_EQ(prd_option_get("decay_ms"), 16);
   CHECK_EQ(prd_option_set("decay_ms", "10000"), 0);
-  static const char *const bad[] = { "0x", "0x-1", "0x 1", " 5", "5 ", "+5", "-5", "" };
+  static const char *const bad[] = { "0x", "0x-1", "0x 1", "0x0x10", "00x5", " 5", "5 ", "+5",
+                                     "-5", "" };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     errno = 0;
     CHECK_EQ(prd_option_set("decay_ms", bad[i]), -1);
@@ -100,6 +104,57 @@ static void test_floor(void)
   char b[32];
   snprintf(b, sizeof(b), "%ld", before);
   CHECK_EQ(prd_option_set("maint_interval", b), 0);
+}
+
+/* rcu set by two threads while the first use of RCU chooses the source: a set that passed
+ * the fixed test before the choice stored its name after it, and the option named a source
+ * not in use (an outside tester: 46 runs in 100).  Each round in a child of its own (the
+ * source is the process's). */
+static struct prd_rcu_source race_src;
+static atomic_int race_go, race_stop;
+
+static void *rcu_setter(void *arg)
+{
+  (void)arg;
+  atomic_store(&race_go, 1);
+  for (unsigned i = 0; !atomic_load(&race_stop); i++)
+    (void)prd_option_set("rcu", (i & 1) ? "racesrc" : "builtin");
+  return NULL;
+}
+
+static void rcu_race_child(void *arg)
+{
+  (void)arg;
+  prd_option_set("verbose", "0");
+  race_src = prd_rcu_builtin;
+  race_src.rs_name = "racesrc";
+  if (prd_rcu_register_source(&race_src) != 0)
+    _exit(2);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, rcu_setter, NULL);
+  while (!atomic_load(&race_go))
+    ;
+  for (volatile int k = 0; k < 20000; k++)
+    ;
+  prd_synchronize_rcu();
+  atomic_store(&race_stop, 1);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  long want = strcmp(prd_rcu_get_source()->rs_name, "builtin") == 0 ? 0 : 3;
+  _exit(prd_option_get("rcu") == want ? 0 : 1);
+}
+
+static void test_rcu_fix_race(void)
+{
+  static char out[1 << 16];
+  int bad = 0;
+  for (int i = 0; i < 20; i++) {
+    int st = prd_test_child(rcu_race_child, NULL, out, sizeof(out));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      bad++;
+  }
+  CHECK_EQ(bad, 0);
 }
 
 /* rcu before the source is chosen (this process never uses RCU): a name outside the option's
@@ -182,6 +237,7 @@ int main(void)
   RUN(test_decimal_only);
   RUN(test_floor);
   RUN(test_rcu_names);
+  RUN(test_rcu_fix_race);
   RUN(test_fixed_options);
   RUN(test_long_report_one_line);
   return prd_test_done();

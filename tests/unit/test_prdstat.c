@@ -149,7 +149,7 @@ static void test_bad_snapshots(void)
   CHECK_STR_CONTAINS(out, "snapshot version 99 is not supported (this prdstat reads version 1)");
   CHECK(strstr(out, "prudence pid") == NULL);
   CHECK_EQ(run("echo '" SNAP "\"1\"}' | %s -", prdstat), 1);
-  CHECK_STR_CONTAINS(out, "malformed snapshot: \"version\" is \"1\", not a number");
+  CHECK_STR_CONTAINS(out, "malformed snapshot: \"version\" is \"1\", not a whole number");
   CHECK_EQ(run("echo '" SNAP "1,\"caches\":[{\"name\":\"x\"}],"
                "\"arenas\":\"no\"}' | %s -", prdstat), 1);
   CHECK_STR_CONTAINS(out, "malformed snapshot: \"arenas\" is not a list of objects");
@@ -158,6 +158,13 @@ static void test_bad_snapshots(void)
   CHECK_STR_CONTAINS(out, "malformed snapshot: \"caches\" is not a list of objects with");
   CHECK_EQ(run("echo '" SNAP "1,\"time\":\"noon\"}' | %s -", prdstat), 1);
   CHECK_STR_CONTAINS(out, "malformed snapshot: \"time\" is not a number");
+  /* an explicit null, and a field deeper than the top level: named malformed, no traceback */
+  CHECK_EQ(run("echo '" SNAP "1,\"caches\":null}' | %s -", prdstat), 1);
+  CHECK_STR_CONTAINS(out, "malformed snapshot: \"caches\" is not a list");
+  CHECK_EQ(run("echo '" SNAP "1,\"os\":{\"mapped_bytes\":\"lots\"},\"caches\":[]}' | %s -",
+               prdstat), 1);
+  CHECK_STR_CONTAINS(out, "malformed snapshot (");
+  CHECK(strstr(out, "Traceback") == NULL);
   /* caches without the default sort column: shown unsorted; one named is still required */
   CHECK_EQ(run("echo '" SNAP "1,\"caches\":[{\"name\":\"x\"}]}' | %s -",
                prdstat), 0);
