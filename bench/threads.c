@@ -501,8 +501,8 @@ static int th_parse_list(const char *s, unsigned *v, int max)
     if (x < 1 || x > 1024 || n == max)
       return -1;
     v[n++] = (unsigned)x;
-    if (*end != ',' && *end != '\0')
-      return -1;
+    if ((*end != ',' && *end != '\0') || (*end == ',' && end[1] == '\0'))
+      return -1;   /* a trailing comma too, as --sizes refuses it */
     s = *end == ',' ? end + 1 : end;
   }
   return n;

@@ -176,30 +176,51 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
     return OPT_BELOW_FLOOR;
   /* debug holds PRD_CACHE_* debug bits only: another bit is a cache flag (NOTOUCH,
    * NOMAGAZINE, ...) or none, which would change every new cache's behaviour unasked */
-  if (d->od_value == &prd__options.debug && (v & ~(long)PRD_CACHE_DEBUG_ALL) != 0)
+  if (d->od_value == &prd__options.debug && ((v * mult) & ~(long)PRD_CACHE_DEBUG_ALL) != 0)
     return -1;
   *out = v * mult;
   return 0;
 }
 
-/* Section 6: why each option is fixed (NULL: it is not), and whether a change is refused,
- * under opt_lock, which also makes a set (its check, a CHOICE's text, the value) one step
- * against a fix and a CHOICE's read: a set that passed the check before a fix read the value
- * stored its value after, and the option named a source not in use.  A leaf: nothing is
- * called under it but the report's write; a fork's child makes it anew (prd__options_fork_child). */
+/* Section 6: why each option is fixed (NULL: it is not) and whether a change is refused
+ * (written before the reason's release store, read after its acquire load).  A CHOICE
+ * option's set, its read and its fix hold opt_lock, so that a set that passed the fixed test
+ * cannot store its name after a fix read the value (the option then named a source not in
+ * use), nor write the text slot under a reader.  Only those: a yes/no or number option is
+ * set without a lock, as before there were fixed options (a signal handler may set one while
+ * the thread it interrupted does).  Reports are written after the lock is dropped (a report
+ * blocked on a full stderr held every set and the first use of RCU).  A leaf; a fork's child
+ * makes it anew (prd__options_fork_child). */
 static pthread_mutex_t opt_lock = PTHREAD_MUTEX_INITIALIZER;
-static const char *opt_fixed[PRD_ARRAY_SIZE(opt_table)];
+static _Atomic(const char *) opt_fixed[PRD_ARRAY_SIZE(opt_table)];
 static bool opt_fixed_refuse[PRD_ARRAY_SIZE(opt_table)];
+
+static void opt_lock_for(const struct prd__opt_desc *d)
+{
+  if (d->od_kind == PRD__OPT_CHOICE)
+    pthread_mutex_lock(&opt_lock);
+}
+
+static void opt_unlock_for(const struct prd__opt_desc *d)
+{
+  if (d->od_kind == PRD__OPT_CHOICE)
+    pthread_mutex_unlock(&opt_lock);
+}
+
+static void opt_fix_in(const struct prd__opt_desc *d, bool refuse, const char *why)
+{
+  opt_fixed_refuse[d - opt_table] = refuse;
+  atomic_store_explicit(&opt_fixed[d - opt_table], why, memory_order_release);
+}
 
 void prd__option_fix(const char *name, bool refuse, const char *why)
 {
   const struct prd__opt_desc *d = opt_find(name, strlen(name));
   if (d == NULL)
     return;
-  pthread_mutex_lock(&opt_lock);
-  opt_fixed_refuse[d - opt_table] = refuse;
-  opt_fixed[d - opt_table] = why;
-  pthread_mutex_unlock(&opt_lock);
+  opt_lock_for(d);
+  opt_fix_in(d, refuse, why);
+  opt_unlock_for(d);
 }
 
 void prd__options_fork_child(void)
@@ -207,36 +228,55 @@ void prd__options_fork_child(void)
   pthread_mutex_init(&opt_lock, NULL);
 }
 
-/* opt_set with opt_lock held; `force`: a fixed option too (prd__option_set_fixed). */
-static int opt_set_locked(const struct prd__opt_desc *d, const char *val, size_t vlen,
-                          const char *src, bool force)
+enum opt_outcome { OPT_DONE, OPT_DONE_NOTED, OPT_FIXED, OPT_BAD, OPT_LOW };
+
+/* One set, its lock held when it has one; `force`: a fixed option too
+ * (prd__option_set_fixed).  *fixed: the fixed reason seen, for the report. */
+static enum opt_outcome opt_set_in(const struct prd__opt_desc *d, const char *val, size_t vlen,
+                                   bool force, const char **fixed)
 {
   size_t i = (size_t)(d - opt_table);
-  const char *fixed = opt_fixed[i];
-  if (fixed != NULL && opt_fixed_refuse[i] && !force) {
-    /* before the parse: a CHOICE's parse writes its text slot, which the value in use names */
+  *fixed = atomic_load_explicit(&opt_fixed[i], memory_order_acquire);
+  /* before the parse: a CHOICE's parse writes its text slot, which the value in use names */
+  if (*fixed != NULL && opt_fixed_refuse[i] && !force)
+    return OPT_FIXED;
+  long v;
+  int why = opt_parse(d, val, vlen, &v);
+  if (why != 0)
+    return why == OPT_BELOW_FLOOR ? OPT_LOW : OPT_BAD;
+  bool noted = *fixed != NULL && !force &&
+               v != atomic_load_explicit(d->od_value, memory_order_relaxed);
+  /* release: a CHOICE option's text (opt_text) before the value that points at it */
+  atomic_store_explicit(d->od_value, v, memory_order_release);
+  return noted ? OPT_DONE_NOTED : OPT_DONE;
+}
+
+/* The report of a set's outcome, with no lock held; its result and errno. */
+static int opt_outcome(const struct prd__opt_desc *d, const char *val, size_t vlen,
+                       const char *src, enum opt_outcome o, const char *fixed)
+{
+  switch (o) {
+  case OPT_DONE:
+    return 0;
+  case OPT_DONE_NOTED:
+    prd__report("%s: option %s set to '%.*s': %s", src, d->od_name, (int)vlen, val, fixed);
+    return 0;
+  case OPT_FIXED:
     prd__report("%s: option %s is fixed: %s; not changed to '%.*s'", src, d->od_name, fixed,
                 (int)vlen, val);
     errno = EBUSY;
     return -1;
+  case OPT_LOW:
+    prd__report("%s: value '%.*s' for option %s is below its least, %ld (ignored)", src,
+                (int)vlen, val, d->od_name, opt_floor(d));
+    break;
+  case OPT_BAD:
+    prd__report("%s: bad value '%.*s' for option %s (ignored)", src, (int)vlen, val,
+                d->od_name);
+    break;
   }
-  long v;
-  int why = opt_parse(d, val, vlen, &v);
-  if (why != 0) {
-    if (why == OPT_BELOW_FLOOR)
-      prd__report("%s: value '%.*s' for option %s is below its least, %ld (ignored)", src,
-                  (int)vlen, val, d->od_name, opt_floor(d));
-    else
-      prd__report("%s: bad value '%.*s' for option %s (ignored)", src, (int)vlen, val,
-                  d->od_name);
-    errno = EINVAL;
-    return -1;
-  }
-  if (fixed != NULL && !force && v != atomic_load_explicit(d->od_value, memory_order_relaxed))
-    prd__report("%s: option %s set to '%.*s': %s", src, d->od_name, (int)vlen, val, fixed);
-  /* release: a CHOICE option's text (opt_text) before the value that points at it */
-  atomic_store_explicit(d->od_value, v, memory_order_release);
-  return 0;
+  errno = EINVAL;
+  return -1;
 }
 
 static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, const char *src)
@@ -247,12 +287,11 @@ static int opt_set(const char *name, size_t nlen, const char *val, size_t vlen, 
     errno = EINVAL;
     return -1;
   }
-  pthread_mutex_lock(&opt_lock);
-  int rc = opt_set_locked(d, val, vlen, src, false);
-  int saved = errno;
-  pthread_mutex_unlock(&opt_lock);
-  errno = saved;
-  return rc;
+  const char *fixed;
+  opt_lock_for(d);
+  enum opt_outcome o = opt_set_in(d, val, vlen, false, &fixed);
+  opt_unlock_for(d);
+  return opt_outcome(d, val, vlen, src, o, fixed);
 }
 
 int prd__option_set_fixed(const char *name, const char *value, const char *src,
@@ -262,14 +301,14 @@ int prd__option_set_fixed(const char *name, const char *value, const char *src,
   const struct prd__opt_desc *d = opt_find(name, strlen(name));
   if (d == NULL)
     return -1;
-  pthread_mutex_lock(&opt_lock);
-  int rc = opt_set_locked(d, value, strlen(value), src, true);
-  if (rc == 0) {
-    opt_fixed_refuse[d - opt_table] = true;
-    opt_fixed[d - opt_table] = why;
-  }
-  pthread_mutex_unlock(&opt_lock);
-  return rc;
+  const char *fixed;
+  size_t vlen = strlen(value);
+  opt_lock_for(d);
+  enum opt_outcome o = opt_set_in(d, value, vlen, true, &fixed);
+  if (o == OPT_DONE || o == OPT_DONE_NOTED)
+    opt_fix_in(d, true, why);
+  opt_unlock_for(d);
+  return opt_outcome(d, value, vlen, src, o, fixed);
 }
 
 /* "a=1,b=2": each entry set in turn; a bad entry is reported and the rest still apply. */
@@ -397,7 +436,7 @@ int prd__option_choice(const char *name, char *buf, size_t len, const char *fix_
   const char *s;
   if (d == NULL || d->od_kind != PRD__OPT_CHOICE || len == 0)
     return -1;
-  pthread_mutex_lock(&opt_lock);
+  opt_lock_for(d);
   s = opt_choice_at(d->od_doc, atomic_load_explicit(d->od_value, memory_order_acquire), &nlen);
   if (s == NULL) {   /* a name outside the list (opt_text) */
     s = opt_text[d - opt_table];
@@ -409,10 +448,8 @@ int prd__option_choice(const char *name, char *buf, size_t len, const char *fix_
     buf[nlen] = '\0';
     rc = 0;
   }
-  if (fix_why != NULL) {   /* read for good: no set comes between this read and the fix */
-    opt_fixed_refuse[d - opt_table] = true;
-    opt_fixed[d - opt_table] = fix_why;
-  }
-  pthread_mutex_unlock(&opt_lock);
+  if (fix_why != NULL)   /* read for good: no set comes between this read and the fix */
+    opt_fix_in(d, true, fix_why);
+  opt_unlock_for(d);
   return rc;
 }

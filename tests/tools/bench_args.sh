@@ -55,6 +55,7 @@ refused "threads --threads" "prd-bench threads: --threads needs a value"
 refused "vmem --rounds +2" "prd-bench vmem: --rounds '+2' is not"
 refused "deferred --sizes +8" "prd-bench deferred: --sizes '+8' is not a list of sizes"
 refused "threads --threads 1,+2" "prd-bench threads: --threads '1,+2' is not"
+refused "threads --threads 1," "prd-bench threads: --threads '1,' is not"
 refused "endurance --seconds 0x1p-3" "prd-bench endurance: --seconds '0x1p-3' is not"
 refused "endurance --seconds 1e-1" "prd-bench endurance: --seconds '1e-1' is not"
 

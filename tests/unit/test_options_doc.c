@@ -2,7 +2,9 @@
  * fails when they drift (add a row to docs/options.md when you add an option).  And the range
  * it states for options in milliseconds, and that a report stays on its line. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/time.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -84,9 +86,54 @@ static void test_decimal_only(void)
     CHECK_EQ(prd_option_get("decay_ms"), 10000);
   }
   CHECK_EQ(prd_option_set("magazines", " 1"), -1);
+  /* debug holds debug bits only, after a size suffix too (16k was taken as 16384) */
+  CHECK_EQ(prd_option_set("debug", "16k"), -1);
+  CHECK_EQ(prd_option_set("debug", "0x10k"), -1);
+  CHECK_EQ(prd_option_get("debug"), 0);
   char b[32];
   snprintf(b, sizeof(b), "%ld", before);
   CHECK_EQ(prd_option_set("decay_ms", b), 0);
+}
+
+/* A number option set from a signal handler while the interrupted thread sets one: no lock
+ * is taken for such options (a lock of the rcu option's kind deadlocked here). */
+static volatile sig_atomic_t sig_sets;
+static void set_in_handler(int sig)
+{
+  (void)sig;
+  int saved = errno;   /* a handler's duty: the parse sets it */
+  if (prd_option_set("decay_ms", "9") == 0)
+    sig_sets++;
+  errno = saved;
+}
+
+static void signal_sets(void *arg)
+{
+  (void)arg;
+  prd_option_set("verbose", "0");
+  signal(SIGALRM, set_in_handler);
+  struct itimerval it = { { 0, 200 }, { 0, 200 } };
+  setitimer(ITIMER_REAL, &it, NULL);
+  /* half a second of sets under the timer's signals (a deadlock hangs here) */
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    for (int i = 0; i < 1000; i++)
+      (void)prd_option_set("decay_ms", "0x10");
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 500000000L);
+  struct itimerval off = { { 0, 0 }, { 0, 0 } };
+  setitimer(ITIMER_REAL, &off, NULL);
+  _exit(0);
+}
+
+static void test_set_in_signal_handler(void)
+{
+  static char out[1 << 16];
+  int st = prd_test_child(signal_sets, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fprintf(stderr, "%.2000s\n", out);
 }
 
 /* maint_interval=0 made the maintenance thread spin (a quarter of a core while the program
@@ -236,6 +283,7 @@ int main(void)
   RUN(test_ms_range);
   RUN(test_decimal_only);
   RUN(test_floor);
+  RUN(test_set_in_signal_handler);
   RUN(test_rcu_names);
   RUN(test_rcu_fix_race);
   RUN(test_fixed_options);
