@@ -126,7 +126,7 @@ static const char *const opt_names[] = { "slab_working_set", "defer_latent_max_k
                                          "defer_depot_kb", "magazines", "rcu_expedited",
                                          "maint_interval", "malloc_mmap_threshold" };
 static const long opt_values[][3] = { { 0, 1, 15000 }, { 0, 8, 16384 }, { 0, 4, 8192 },
-                                      { 0, 1, 1 }, { 0, 1, 0 }, { 1, 50, 15000 },
+                                      { 0, 1, 1 }, { 0, 1, 0 }, { 10, 50, 15000 },
                                       { 0, 65536, 4194304 } };
 
 static struct prd_rcu_head heads[NHEADS];
