@@ -43,10 +43,10 @@
  *    allocation may queue a callback (a big block's deferred free) or come back to wrk_lock
  *    another way.  A worker that cannot be started clears the claim: the next rcu_barrier or
  *    thread exit tries again, and the first call_rcu (its fast path sees wrk_alive clear)
- *    10 ms after the failure (prd__lthread_may_try): at a thread limit every try maps a stack and fails a
- *    clone, and a program queueing callbacks tried tens of thousands of times a second.
- *    Meanwhile the callbacks wait in their queues (prd_rcu_barrier runs them itself).
- *    The worker ends like a sleep: with nothing
+ *    10 ms after the failure (prd__lthread_may_try): at a thread limit every try maps a
+ *    stack and fails a clone, and a program queueing callbacks tried tens of thousands of
+ *    times a second.  Meanwhile the callbacks wait in their queues (prd_rcu_barrier runs them
+ *    itself).  The worker ends like a sleep: with nothing
  *    queued, no barrier pending and no application thread left (thread.c section 3) it
  *    clears wrk_running and wrk_alive under wrk_lock and returns with cb_sleeping still set,
  *    so the §3 wake-up of a later producer (worker_wake) takes wrk_lock and starts a new one,

@@ -295,8 +295,8 @@ bool  prd__stats_periodic_on(void);
  * buf).  fix_why not NULL: the option is read for good, a later set refused (options.c §6). */
 int prd__option_choice(const char *name, char *buf, size_t len, const char *fix_why);
 /* The option `name` has been read for good (options.c section 6): `why` says so in the report
- * of a later prd_option_set, which fails with EBUSY when `refuse`. */
-void prd__option_fix(const char *name, bool refuse, const char *why);
+ * of a later prd_option_set (which fails with EBUSY for a CHOICE option). */
+void prd__option_fix(const char *name, const char *why);
 /* Sets `name` to `value` and fixes it (refused afterwards), in one step; src names the caller
  * in a report.  0, or -1 (unknown name, bad value). */
 int prd__option_set_fixed(const char *name, const char *value, const char *src,

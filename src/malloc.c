@@ -481,7 +481,7 @@ static bool malloc_start(void)
   if (malloc_heap == NULL)
     return false;
   malloc_guard = (prd__opt(debug) & PRD_CACHE_REDZONE) != 0 || prd__opt(hardened) != 0;
-  prd__option_fix("hardened", false, prd__opt(hardened)
+  prd__option_fix("hardened", prd__opt(hardened)
                   ? "malloc started hardened and stays so; caches made from now on follow "
                     "the new value"
                   : "malloc started without it and stays so (set it in PRUDENCE_OPTIONS); "

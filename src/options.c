@@ -20,10 +20,10 @@
  * 6. Fixed options.  A layer that reads an option once for good says so: the grace-period
  *    source (rcu.c, at first use: prd__option_choice reads and fixes it in one hold of
  *    opt_lock; prd_rcu_set_source: prd__option_set_fixed), hardened for malloc (malloc.c, at
- *    its start: prd__option_fix).  A later prd_option_set of a refusing one (rcu) is reported and fails with
- *    EBUSY, the value unchanged, so that prd_option_get keeps saying what is in use; of the
- *    others (hardened: caches made afterwards do take it) it is done and reported with what
- *    stays as it was.
+ *    its start: prd__option_fix).  A later prd_option_set of a fixed CHOICE option (rcu) is
+ *    reported and fails with EBUSY, the value unchanged, so that prd_option_get keeps saying
+ *    what is in use; of another (hardened: caches made afterwards do take it) it is done and
+ *    reported with what stays as it was.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -182,8 +182,8 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
   return 0;
 }
 
-/* Section 6: why each option is fixed (NULL: it is not) and whether a change is refused
- * (written before the reason's release store, read after its acquire load).  A CHOICE
+/* Section 6: why each option is fixed (NULL: it is not); a fixed CHOICE option refuses a
+ * change, another takes it with a report.  A CHOICE
  * option's set, its read and its fix hold opt_lock, so that a set that passed the fixed test
  * cannot store its name after a fix read the value (the option then named a source not in
  * use), nor write the text slot under a reader.  Only those: a yes/no or number option is
@@ -193,7 +193,6 @@ static int opt_parse(const struct prd__opt_desc *d, const char *s, size_t len, l
  * makes it anew (prd__options_fork_child). */
 static pthread_mutex_t opt_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(const char *) opt_fixed[PRD_ARRAY_SIZE(opt_table)];
-static bool opt_fixed_refuse[PRD_ARRAY_SIZE(opt_table)];
 
 static void opt_lock_for(const struct prd__opt_desc *d)
 {
@@ -207,19 +206,19 @@ static void opt_unlock_for(const struct prd__opt_desc *d)
     pthread_mutex_unlock(&opt_lock);
 }
 
-static void opt_fix_in(const struct prd__opt_desc *d, bool refuse, const char *why)
+/* release: pairs with opt_set_in's acquire load (the reason's text before its pointer) */
+static void opt_fix_in(const struct prd__opt_desc *d, const char *why)
 {
-  opt_fixed_refuse[d - opt_table] = refuse;
   atomic_store_explicit(&opt_fixed[d - opt_table], why, memory_order_release);
 }
 
-void prd__option_fix(const char *name, bool refuse, const char *why)
+void prd__option_fix(const char *name, const char *why)
 {
   const struct prd__opt_desc *d = opt_find(name, strlen(name));
   if (d == NULL)
     return;
   opt_lock_for(d);
-  opt_fix_in(d, refuse, why);
+  opt_fix_in(d, why);
   opt_unlock_for(d);
 }
 
@@ -238,7 +237,7 @@ static enum opt_outcome opt_set_in(const struct prd__opt_desc *d, const char *va
   size_t i = (size_t)(d - opt_table);
   *fixed = atomic_load_explicit(&opt_fixed[i], memory_order_acquire);
   /* before the parse: a CHOICE's parse writes its text slot, which the value in use names */
-  if (*fixed != NULL && opt_fixed_refuse[i] && !force)
+  if (*fixed != NULL && d->od_kind == PRD__OPT_CHOICE && !force)
     return OPT_FIXED;
   long v;
   int why = opt_parse(d, val, vlen, &v);
@@ -306,7 +305,7 @@ int prd__option_set_fixed(const char *name, const char *value, const char *src,
   opt_lock_for(d);
   enum opt_outcome o = opt_set_in(d, value, vlen, true, &fixed);
   if (o == OPT_DONE || o == OPT_DONE_NOTED)
-    opt_fix_in(d, true, why);
+    opt_fix_in(d, why);
   opt_unlock_for(d);
   return opt_outcome(d, value, vlen, src, o, fixed);
 }
@@ -449,7 +448,7 @@ int prd__option_choice(const char *name, char *buf, size_t len, const char *fix_
     rc = 0;
   }
   if (fix_why != NULL)   /* read for good: no set comes between this read and the fix */
-    opt_fix_in(d, true, fix_why);
+    opt_fix_in(d, fix_why);
   opt_unlock_for(d);
   return rc;
 }
