@@ -55,6 +55,10 @@ int bench_parse_common(int argc, char **argv, struct bench_common *bc);
 bool bench_digits_first(const char *s);
 long bench_arg_long(const char *bench, const char *opt, const char *value, long min, long max);
 double bench_arg_positive(const char *bench, const char *opt, const char *value, double max);
+/* The value of an option that takes a word or a list (a mode, a path): value, or, when it is
+ * missing, the usage error that names the option and what it takes (want), exit status 2. */
+const char *bench_arg_text(const char *bench, const char *opt, const char *value,
+                           const char *want);
 
 /* Monotonic nanoseconds. */
 uint64_t bench_now_ns(void);

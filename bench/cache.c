@@ -148,8 +148,8 @@ static int cache_bench_main(int argc, char **argv)
       size = (size_t)bench_arg_long(argv[0], "--size", argv[++i], 1, 1 << 20);
     } else if (strcmp(argv[i], "--iters") == 0) {
       iters = bench_arg_long(argv[0], "--iters", argv[++i], 1, LONG_MAX);
-    } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
-      const char *m = argv[++i];
+    } else if (strcmp(argv[i], "--mode") == 0) {
+      const char *m = bench_arg_text(argv[0], "--mode", argv[++i], "all, mag, slab or malloc");
       bool all = strcmp(m, "all") == 0;
       for (int k = 0; k < M_N; k++)
         want[k] = all || strcmp(m, mode_name[k]) == 0;

@@ -250,8 +250,8 @@ static int bench_kv_main(int argc, char **argv)
       keys = bench_arg_long(argv[0], "--keys", argv[++i], 10, LONG_MAX);
     else if (strcmp(argv[i], "--wait-ms") == 0)
       wait_ms = bench_arg_long(argv[0], "--wait-ms", argv[++i], 0, LONG_MAX);
-    else if (strcmp(argv[i], "--phase") == 0 && i + 1 < argc)
-      phases = argv[++i];
+    else if (strcmp(argv[i], "--phase") == 0)
+      phases = bench_arg_text(argv[0], "--phase", argv[++i], "a, b or ab");
     else if (strcmp(argv[i], "--keep") == 0)
       keep = true;
     else if (strcmp(argv[i], "--latency") == 0)

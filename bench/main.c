@@ -52,6 +52,14 @@ __attribute__((noreturn)) static void bench_arg_bad(const char *bench, const cha
   exit(2);
 }
 
+const char *bench_arg_text(const char *bench, const char *opt, const char *value,
+                           const char *want)
+{
+  if (value == NULL)
+    bench_arg_bad(bench, opt, NULL, want);
+  return value;
+}
+
 bool bench_digits_first(const char *s)
 {
   return s != NULL && *s >= '0' && *s <= '9';
@@ -205,8 +213,8 @@ int main(int argc, char **argv)
     const char *outdir = NULL;
     int n = 1;
     for (int i = 2; i < argc; i++) {
-      if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
-        outdir = argv[++i];
+      if (strcmp(argv[i], "--out") == 0)
+        outdir = bench_arg_text("all", "--out", argv[++i], "a directory");
       else
         argv[n++] = argv[i];
     }

@@ -512,8 +512,8 @@ static int bench_malloc_main(int argc, char **argv)
   argc = bench_parse_common(argc, argv, &bc);
   const char *only = NULL;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--workload") == 0 && i + 1 < argc)
-      only = argv[++i];
+    if (strcmp(argv[i], "--workload") == 0)
+      only = bench_arg_text(argv[0], "--workload", argv[++i], "a workload's name");
     else if (strcmp(argv[i], "--quick") == 0)
       bench_scale = 0.25;
     else if (strcmp(argv[i], "--scale") == 0)

@@ -578,22 +578,21 @@ static int bench_threads_main(int argc, char **argv)
   bool sharing = false;
   long long sharing_ops = 1000000;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--workloads") == 0 && i + 1 < argc)
-      workloads = argv[++i];
-    else if (strcmp(argv[i], "--threads") == 0) {
-      threads_arg = argv[++i];
-      if (threads_arg == NULL) {
-        fprintf(stderr, "prd-bench threads: --threads needs a value: a list of thread counts\n");
-        return 2;
-      }
-    } else if (strcmp(argv[i], "--runs") == 0)
+    if (strcmp(argv[i], "--workloads") == 0)
+      workloads = bench_arg_text(argv[0], "--workloads", argv[++i],
+                                 "a list of loop, prodcons, larson");
+    else if (strcmp(argv[i], "--threads") == 0)
+      threads_arg = bench_arg_text(argv[0], "--threads", argv[++i], "a list of thread counts");
+    else if (strcmp(argv[i], "--runs") == 0)
       runs = (int)bench_arg_long(argv[0], "--runs", argv[++i], 1, TH_MAXRUNS);
     else if (strcmp(argv[i], "--seconds") == 0)
       seconds = bench_arg_positive(argv[0], "--seconds", argv[++i], 1e6);
-    else if (strcmp(argv[i], "--allocators") == 0 && i + 1 < argc)
-      allocs = argv[++i];
-    else if (strcmp(argv[i], "--prudence-lib") == 0 && i + 1 < argc)
-      prudence_lib = argv[++i];
+    else if (strcmp(argv[i], "--allocators") == 0)
+      allocs = bench_arg_text(argv[0], "--allocators", argv[++i],
+                              "a list of glibc, jemalloc, mimalloc, prudence");
+    else if (strcmp(argv[i], "--prudence-lib") == 0)
+      prudence_lib = bench_arg_text(argv[0], "--prudence-lib", argv[++i],
+                                    "the path of libprudence-malloc.so");
     else if (strcmp(argv[i], "--sharing") == 0)
       sharing = true;
     else if (strcmp(argv[i], "--sharing-ops") == 0)

@@ -50,6 +50,15 @@ refused "threads --runs abc" "prd-bench threads: --runs 'abc' is not"
 refused "threads --seconds inf" "prd-bench threads: --seconds 'inf' is not"
 refused "threads --threads 1,x" "prd-bench threads: --threads '1,x' is not a list of thread counts"
 refused "threads --threads" "prd-bench threads: --threads needs a value"
+# an option that takes a word or a list, given none: the same usage error (it said "unknown
+# argument" of the option itself)
+refused "threads --workloads" "prd-bench threads: --workloads needs a value"
+refused "threads --allocators" "prd-bench threads: --allocators needs a value"
+refused "threads --prudence-lib" "prd-bench threads: --prudence-lib needs a value"
+refused "cache --mode" "prd-bench cache: --mode needs a value"
+refused "kv --phase" "prd-bench kv: --phase needs a value"
+refused "malloc --workload" "prd-bench malloc: --workload needs a value"
+refused "all --out" "prd-bench all: --out needs a value"
 # a blank, a sign, hexadecimal or an exponent before or inside the digits: strtol and strtod
 # alone took them
 refused "vmem --rounds +2" "prd-bench vmem: --rounds '+2' is not"
