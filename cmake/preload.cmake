@@ -23,6 +23,10 @@ if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_storm ${CMAKE_SOURCE_DIR}/tests/preload/storm.c)
   target_compile_options(preload_storm PRIVATE ${PRD_WARNINGS})
   target_link_libraries(preload_storm PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  # what a fork child of a threaded program pays (docs/benchmarks.md): built to be run by hand
+  add_executable(preload_fork_cost ${CMAKE_SOURCE_DIR}/tests/preload/fork_cost.c)
+  target_compile_options(preload_fork_cost PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(preload_fork_cost PRIVATE Threads::Threads)
   foreach(what python sort git gcc cxx example faults fork-stdio threads libc-names)
     add_test(NAME preload_${what}
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/preload/run.sh ${what}

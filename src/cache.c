@@ -858,6 +858,7 @@ static void cache_stats_fill(prd_cache_t *cp, prd_cache_stats_t *st)
 size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max)
 {
   cache_init();
+  prd__mag_adopt();   /* a fork child counts no dead thread's cache */
   size_t n = 0;
   pthread_mutex_lock(&cache_list_lock);
   for (prd_cache_t *cp = cache_list; cp != NULL; cp = cp->cache_next, n++)
@@ -881,6 +882,7 @@ int prd_cache_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   prd_cache_stats_t full;
   size_t size = st->size;
   uint32_t version = st->version;
+  prd__mag_adopt();   /* a fork child counts no dead thread's cache */
   cache_stats_fill(cp, &full);
   memcpy(st, &full, PRD_MIN(size, sizeof(full)));
   st->size = size;

@@ -186,9 +186,12 @@ void  prd__mag_reap_threads(prd_cache_t *only);
 void  prd__mag_purge_all(void);
 /* Fills the CPU layer's fields of st. */
 void  prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st);
+/* In a fork child, takes over the CPU caches of the threads that did not survive the fork,
+ * if not done yet (no lock held). */
+void  prd__mag_adopt(void);
 /* Fork (magazine.c section 11; fork.c calls these in its whole-process order): mag_reap_lock;
  * the registry and every tc_lock; mag_id_lock and every dp_lock; their releases; in the
- * child, the take-over of the CPU caches of the threads that are gone. */
+ * child, the marks of the records of the threads that are gone, taken over later. */
 void  prd__mag_fork_prepare_reap(void);
 void  prd__mag_fork_prepare_threads(void);
 void  prd__mag_fork_prepare_depots(void);

@@ -292,11 +292,21 @@
  *    process's lock order; this layer exports the functions it calls in that order: its
  *    locks in three steps (mag_reap_lock after maint.c's maint_lock, before the slab layer's
  *    reap and list locks; the registry and every tc_lock before the cache locks; mag_id_lock
- *    and every dp_lock after them) and their release.  In the child, prd__mag_fork_child takes over
- *    the CPU caches of the threads that did not survive the fork (flushed as at thread exit)
- *    and keeps the forking thread's, so that thread's caches stay usable, and gives back every
- *    current slab (section 3, tier 4) that is not the forking thread's, one a thread inside
- *    tier 4 at the fork had not stored yet included; the maintenance
+ *    and every dp_lock after them) and their release.  In the child, prd__mag_fork_child keeps
+ *    the forking thread's CPU caches usable, gives back every current slab (section 3, tier 4)
+ *    that is not the forking thread's, one a thread inside tier 4 at the fork had not stored
+ *    yet included, and marks the records of the threads that did not survive the fork as
+ *    orphans.  It does not flush them: a flush frees their rounds into the slabs, and in a
+ *    child each page it writes is a copy (a child of a threaded program took 5-14 ms of CPU
+ *    and about 190 page faults before its first line, half of them in that flush,
+ *    docs/benchmarks.md), which a child that execs or exits at once never needs.  An orphan
+ *    is a thread that no longer runs: its CPU caches are those of an idle thread to every
+ *    visitor (the busy marks of an operation the fork cut short are cleared in the handler,
+ *    or a destroy's visit would wait for them for ever), and what the cut operation had not
+ *    stored is lost to the child (a push: one object leaks) or was not yet taken (a pop: the
+ *    object is still in the magazine, and no thread of the child holds it).  mag_adopt_orphans
+ *    flushes and unregisters the orphans as their exits would have: at the child's first
+ *    maintenance pass, reap, or statistics snapshot, whichever comes first.  The maintenance
  *    thread is restarted lazily, when the child needs it (maint.c section 5).
  *
  * 12. Lock order:
@@ -514,6 +524,7 @@ static pthread_mutex_t mag_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mag_id_lock = PTHREAD_MUTEX_INITIALIZER;
 static prd_tcache_t *mag_threads;          /* the registry */
 static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
+static _Atomic bool mag_orphans;           /* the registry holds orphans (section 11) */
 static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
 static _Atomic uint64_t mag_thread_maps;    /* records and CPU-cache arrays mapped (tests) */
 /* Net bytes a thread parks in depots before it asks for the maintenance thread (section 9):
@@ -1318,6 +1329,40 @@ static void mag_thread_exit(void *arg)
   prd__lthread_app_leave();   /* the last application thread: library threads end too */
 }
 
+/* The fork child's take-over (section 11): each orphan record is flushed and leaves the
+ * registry as its thread's exit would have done (mag_thread_exit).  No lock of this layer held
+ * but mag_reap_lock; the caller runs mag_unlocked once it holds none.  mag_orphans is read
+ * without the lock: it is set only in the child's fork handler, before any other thread of
+ * the child exists, and a stale true costs one hold of the registry lock. */
+static void mag_adopt_orphans(void)
+{
+  if (!atomic_load_explicit(&mag_orphans, memory_order_relaxed))
+    return;
+  pthread_mutex_lock(&mag_registry_lock);
+  prd_tcache_t *tc = mag_threads;
+  while (tc != NULL) {
+    prd_tcache_t *next = tc->tc_next;
+    if (tc->tc_orphan) {
+      pthread_mutex_lock(&tc->tc_lock);
+      tc_flush(tc, true, true);
+      pthread_mutex_unlock(&tc->tc_lock);
+      tc->tc_orphan = false;
+      tc_unregister_free(tc);
+    }
+    tc = next;
+  }
+  atomic_store_explicit(&mag_orphans, false, memory_order_relaxed);
+  pthread_mutex_unlock(&mag_registry_lock);
+}
+
+void prd__mag_adopt(void)
+{
+  if (!atomic_load_explicit(&mag_orphans, memory_order_relaxed))
+    return;
+  mag_adopt_orphans();
+  mag_unlocked();
+}
+
 void prd_thread_flush(void)
 {
   prd_tcache_t *tc = prd__mag_tls.mt_tc;
@@ -1432,6 +1477,7 @@ void prd__mag_reap_threads(prd_cache_t *only)
   if (only != NULL ? only->cache_magid == 0 : mag_id_count() <= 1)
     return;
   pthread_mutex_lock(&mag_reap_lock);
+  mag_adopt_orphans();
   mag_steal(only != NULL ? STEAL_ONE_CACHE_TRY : STEAL_ALL, only);
   pthread_mutex_unlock(&mag_reap_lock);
   mag_unlocked();
@@ -1531,6 +1577,7 @@ static bool mag_tick(bool trylock)
     pthread_mutex_lock(&mag_reap_lock);
   else if (pthread_mutex_trylock(&mag_reap_lock) != 0)
     return false;
+  mag_adopt_orphans();   /* a fork child's first pass takes over the dead threads' caches */
   uint32_t n = mag_id_count();
   for (uint32_t id = 1; id < n; id++) {
     prd_cache_t *cp = mag_cache_of(id);   /* cannot be destroyed: we hold mag_reap_lock */
@@ -2231,23 +2278,24 @@ void prd__mag_fork_release_reap(void)
   pthread_mutex_unlock(&mag_reap_lock);
 }
 
-/* In the child, with every lock released (after maint.c's part): the other threads are gone,
- * and this one takes over their CPU caches as their exit would have. */
+/* In the child, with every lock released (after maint.c's part): the other threads are gone.
+ * Their records stay registered, marked orphans, for mag_adopt (section 11); a CPU cache that
+ * its owner was inside of at the fork loses its busy mark, which no one would clear.  Only
+ * marks that are set are written: every write here is a copy of a page. */
 void prd__mag_fork_child(void)
 {
   prd_tcache_t *self = prd__mag_tls.mt_tc;
   pthread_mutex_lock(&mag_registry_lock);
-  prd_tcache_t *tc = mag_threads;
-  while (tc != NULL) {
-    prd_tcache_t *next = tc->tc_next;
-    if (tc != self) {
+  for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
+    if (tc == self)
+      continue;
+    if (atomic_load_explicit(&tc->tc_steal, memory_order_relaxed) != 0)
       atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
-      pthread_mutex_lock(&tc->tc_lock);
-      tc_flush(tc, true, true);
-      pthread_mutex_unlock(&tc->tc_lock);
-      tc_unregister_free(tc);
-    }
-    tc = next;
+    for (uint32_t id = 0; id < tc->tc_ncc; id++)
+      if (atomic_load_explicit(&tc->tc_cc[id].cc_busy, memory_order_relaxed) != 0)
+        atomic_store_explicit(&tc->tc_cc[id].cc_busy, 0, memory_order_relaxed);
+    tc->tc_orphan = true;
+    atomic_store_explicit(&mag_orphans, true, memory_order_relaxed);
   }
   /* a thread that forked inside tier 4 had a slab made current that its cc_own does not name
    * yet (section 3): every slab not the forking thread's goes back */

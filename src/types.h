@@ -349,6 +349,9 @@ typedef struct prd_tcache {
                                   * (under tc_lock; magazine.c section 6: the decay wake) */
   pthread_mutex_t tc_lock;
   struct prd_tcache *tc_next, *tc_prev;   /* the registry (mag_registry_lock) */
+  bool tc_orphan;                /* a fork child's record of a thread that did not survive the
+                                  * fork, not yet taken over (mag_registry_lock; magazine.c
+                                  * section 11) */
 } prd_tcache_t;
 
 struct prd_cache {
