@@ -528,6 +528,9 @@ void  *prd__os_reserve(size_t size, size_t align);
 int    prd__os_commit(void *addr, size_t size);
 /* Return memory to the kernel: the range stays mapped and reads back as zeroes. */
 int    prd__os_decommit(void *addr, size_t size);
+/* 64 random bits for a per-process secret (os.c section 10); callers that draw more than one
+ * pass different salts. */
+uint64_t prd__os_random64(uint64_t salt);
 void   prd__os_unmap(void *addr, size_t size);
 /* Make a range inaccessible (debug: unmapped slabs, guard pages) or usable again. */
 int    prd__os_protect_none(void *addr, size_t size);

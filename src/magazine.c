@@ -2038,19 +2038,11 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 }
 
 /* ---- caches ------------------------------------------------------------------------------ */
-/* The per-process secret of the free mark (section 15): random, with bit 63 set so that a
- * mark is never a user-space address; from getrandom, else from the clock and the address
- * space layout (a program still cannot produce it by accident). */
+/* The per-process secret of the free mark (section 15): random (prd__os_random64, os.c
+ * section 10), with bit 63 set so that a mark is never a user-space address. */
 static void mark_init_once(void)
 {
-  uint64_t r = 0;
-  if (syscall(SYS_getrandom, &r, sizeof(r), 1 /* GRND_NONBLOCK */) != (long)sizeof(r)) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r = ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uintptr_t)&r ^
-        ((uint64_t)(uintptr_t)&mark_once << 17);
-  }
-  prd__mark_secret = (uintptr_t)(r | (1ull << 63));
+  prd__mark_secret = (uintptr_t)(prd__os_random64(2) | (1ull << 63));
 }
 
 /* Whether cp has the free mark (section 15), else PRD_CF_NOMARK, and where it is.  None
@@ -2362,9 +2354,12 @@ static void mag_init_once(void)
   prd__mag_annot = RUNNING_ON_VALGRIND ? 1 : 0;
 #endif
 #ifndef PRD_TSAN
+  /* the barrier is tried once too, before any owner relies on it: a seccomp filter may let
+   * the query and the registration through and refuse the command (fence mode then) */
   long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   if (q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
     prd__mag_membarrier = 1;
   prd__mag_plain = prd__mag_membarrier && !prd__mag_annot;
 #else

@@ -61,9 +61,20 @@
  *    then, so a waiter on a held-briefly lock takes it as soon as it is free, and one whose
  *    holder was preempted sleeps after a short spin.  Where the C library has no such kind,
  *    a normal mutex.
+ * 10. Secrets (prd__os_random64): the per-process keys of the freelist words (slab.c section
+ *    4b) and of the free mark (magazine.c section 15).  getrandom without blocking; where it
+ *    fails (a kernel before 3.17, a seccomp filter that refuses it, a kernel that has no
+ *    entropy to give yet this early in boot), the 16 random bytes the kernel gives every
+ *    process at exec (getauxval(AT_RANDOM), there since 2.6.29; glibc draws its stack guard
+ *    from them too), mixed with the caller's salt, so that the keys stay unguessable from
+ *    outside the process.  Only where neither is there, the clock and the address space
+ *    layout, reported once: docs/options.md promises a random key.
  */
 #include <errno.h>
+#include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -354,6 +365,35 @@ void prd__os_mutex_init_short(pthread_mutex_t *m)
   }
 #endif
   pthread_mutex_init(m, NULL);
+}
+
+/* A mix of 64 bits (splitmix64's finalizer): every input bit changes about half the output. */
+static uint64_t os_mix64(uint64_t x)
+{
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t prd__os_random64(uint64_t salt)
+{
+  uint64_t r;
+  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) == (ssize_t)sizeof(r))
+    return r;
+  const unsigned char *at = (const unsigned char *)getauxval(AT_RANDOM);
+  if (at != NULL) {
+    uint64_t a, b;
+    memcpy(&a, at, sizeof(a));
+    memcpy(&b, at + 8, sizeof(b));
+    return os_mix64(a ^ os_mix64(b ^ os_mix64(salt + 0x9e3779b97f4a7c15ull)));
+  }
+  static atomic_flag told = ATOMIC_FLAG_INIT;
+  if (!atomic_flag_test_and_set(&told))
+    prd__report("no random source (getrandom failed, no AT_RANDOM): the process's keys come "
+                "from the clock and the address space layout");
+  return os_mix64(prd__now_ns() ^ ((uint64_t)(uintptr_t)&r << 17) ^ os_mix64(salt));
 }
 
 uint64_t prd__now_ns(void)

@@ -394,7 +394,10 @@ static void smp_mb_master(void)
   }
 }
 
-/* Registers membarrier; fence mode if the kernel refuses (or TSan: see §3). */
+/* Registers membarrier; fence mode if the kernel refuses (or TSan: see §3).  The barrier
+ * itself is tried once too: a seccomp filter may let the query and the registration through
+ * and refuse the command, and a refusal found at the first grace period, with readers
+ * already relying on it, can only end the process (§3). */
 static void membarrier_setup(void)
 {
 #ifdef PRD_TSAN
@@ -402,7 +405,8 @@ static void membarrier_setup(void)
 #else
   int cmds = sys_membarrier(MEMBARRIER_CMD_QUERY);
   use_membarrier = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-                   sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+                   sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+                   sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 #endif
   /* No reader is registered yet (init runs before the first registration), or in the fork
    * child this is the only thread: switching modes here is safe. */

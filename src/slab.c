@@ -239,7 +239,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1311,20 +1310,16 @@ static int cache_layout(prd_cache_t *cp, size_t size, size_t align)
   return 0;
 }
 
-/* A small-layout cache's freelist key (section 4b): the process's secret, drawn once from
- * getrandom (the clock and an address when the kernel has no entropy to give yet), mixed
- * with the cache's address; never 0.  The first caller draws it; a race draws it twice and
- * one value wins, each caller using the value it stored or found (relaxed: any value works,
- * each cache keeps the one it got). */
+/* A small-layout cache's freelist key (section 4b): the process's secret, drawn once
+ * (prd__os_random64, os.c section 10), mixed with the cache's address; never 0.  The first
+ * caller draws it; a race draws it twice and one value wins, each caller using the value it
+ * stored or found (relaxed: any value works, each cache keeps the one it got). */
 static uintptr_t slab_fl_key(const prd_cache_t *cp)
 {
   static _Atomic uintptr_t secret;
   uintptr_t s = atomic_load_explicit(&secret, memory_order_relaxed);
   if (s == 0) {
-    uintptr_t r = 0;
-    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-      r = (uintptr_t)prd__now_ns() ^ ((uintptr_t)&secret << 17);
-    r |= 1;
+    uintptr_t r = (uintptr_t)prd__os_random64(1) | 1;
     uintptr_t none = 0;
     s = atomic_compare_exchange_strong_explicit(&secret, &none, r, memory_order_relaxed,
                                                 memory_order_relaxed) ? r : none;

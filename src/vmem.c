@@ -206,8 +206,14 @@
  *    from it), and fresh imports are zero anyway.  The decommit runs under vm_lock, so no
  *    allocation can take the range while its pages go (the lock is a leaf and os.c takes
  *    none); a pass drops the lock after every VMEM_DECAY_BATCH bytes decommitted, so other
- *    threads wait at most for one batch.  A madvise that fails leaves the segment dirty: the
- *    next pass tries again.
+ *    threads wait at most for one batch.  A madvise that fails leaves the segment dirty, and
+ *    the walk stops there: a kernel or a seccomp filter that refuses it (EPERM, ENOSYS,
+ *    EINVAL) refuses it for every segment, and the dirty bytes, which then never fall, would
+ *    make every later free walk the free lists again under vm_lock, each decommit failing
+ *    (10-20 times the program's time on 4 threads).  So a refusal is reported once, with
+ *    its errno, and no purge runs until VMEM_DECOMMIT_RETRY_NS later (vm_decommit_retry_ns);
+ *    a pass or a reap tries again regardless: a refusal is retried, never remembered for
+ *    good.  The pages stay resident meanwhile, as they would with the bound off.
  *    The dirty bound (jemalloc 3's lg_dirty_mult, glibc's trim threshold).  Decay acts on
  *    time, so a program phase that frees its peak and ends (or goes on allocating other
  *    sizes) within decay_ms keeps every freed page resident until then.  So an arena with
@@ -1642,6 +1648,29 @@ prd_vmem_t *prd_heap_arena(void)
 }
 
 /* ---- decay (section 16) ---------------------------------------------------------------- */
+#define VMEM_DECOMMIT_RETRY_NS 1000000000ull   /* 1 s: a refused decommit's pause of purges */
+
+/* A decommit that failed (vm_lock held): no purge for VMEM_DECOMMIT_RETRY_NS; the first
+ * refusal after a success is reported. */
+static void decommit_refused(prd_vmem_t *vmp, int err)
+{
+  if (vmp->vm_decommit_retry_ns == 0)
+    prd__report("vmem '%s': madvise(MADV_DONTNEED) failed (%s): free pages stay resident; "
+                "tried again in 1 s", vmp->vm_name, strerror(err));
+  vmp->vm_decommit_retry_ns = prd__now_ns() + VMEM_DECOMMIT_RETRY_NS;
+}
+
+/* Decommits f (vm_lock held, vm_decommit set); false when the kernel refused. */
+static bool decommit_seg(prd_vmem_t *vmp, prd_vseg_t *f)
+{
+  if (prd__os_decommit((void *)f->vs_start, vseg_size(f)) != 0) {
+    decommit_refused(vmp, errno);
+    return false;
+  }
+  vmp->vm_decommit_retry_ns = 0;
+  return true;
+}
+
 /* One pass: decommits the AGED free segments (every dirty one when `all`), dropping the lock
  * after each VMEM_DECAY_BATCH bytes, then marks the NEW ones AGED in one more hold (a NEW one
  * aged before a restarted walk would be decommitted by that walk, a pass early).  Returns
@@ -1652,10 +1681,11 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
   bool more;
   do {
     size_t batch = 0;
+    bool refused = false;
     more = false;
     pthread_mutex_lock(&vmp->vm_lock);
     vmp->vm_reuse = 0;   /* what a growth reap left for reuse is the pass's to age (section 16) */
-    for (int n = 0; n < PRD_VMEM_FREELISTS && !more; n++) {
+    for (int n = 0; n < PRD_VMEM_FREELISTS && !more && !refused; n++) {
       prd_vseg_t *head = &vmp->vm_freelist[n];
       for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext) {
         if (f->vs_dirty == PRD_VS_CLEAN || (f->vs_dirty == PRD_VS_NEW && !all))
@@ -1664,8 +1694,10 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
           more = true;
           break;
         }
-        if (vmp->vm_decommit && prd__os_decommit((void *)f->vs_start, vseg_size(f)) != 0)
-          continue;   /* stays dirty: the next pass tries again */
+        if (vmp->vm_decommit && !decommit_seg(vmp, f)) {
+          refused = true;   /* stays dirty, as every other: the next pass tries again */
+          break;
+        }
         dirty_drop(vmp, f);
         f->vs_dirty = PRD_VS_CLEAN;
         f->vs_purged = 0;
@@ -1719,8 +1751,8 @@ static bool purge_batch(prd_vmem_t *vmp, size_t target, bool after_free)
           continue;
         if (batch >= VMEM_DECAY_BATCH)
           return true;
-        if (prd__os_decommit((void *)f->vs_start, vseg_size(f)) != 0)
-          continue;   /* stays dirty: the next purge or decay pass tries again */
+        if (!decommit_seg(vmp, f))
+          return false;   /* stays dirty: purges pause (section 16) */
         dirty_drop(vmp, f);
         f->vs_dirty = PRD_VS_CLEAN;
         f->vs_purged = after_free;
@@ -1758,7 +1790,8 @@ static void vmem_purge(prd_vmem_t *vmp, bool after_free)
   }
   if (after_free)
     vmp->vm_refault = 0;   /* counted from this purge to the next (or to a pass) */
-  if (vmp->vm_dirty > dirty_limit(vmp)) {
+  if (vmp->vm_dirty > dirty_limit(vmp) &&
+      (vmp->vm_decommit_retry_ns == 0 || prd__now_ns() >= vmp->vm_decommit_retry_ns)) {
     vmp->vm_stats.purges++;
     while (purge_batch(vmp, cap / 2 + vmp->vm_reuse, after_free)) {
       pthread_mutex_unlock(&vmp->vm_lock);

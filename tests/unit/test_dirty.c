@@ -24,8 +24,17 @@
  *               purged are taken again, so it rises (vm_dirty_scale) until the cycles purge
  *               nothing, staying within the allocated bytes; decay passes with nothing
  *               allocated take it back down
+ *   refused     a seccomp filter makes madvise(MADV_DONTNEED) fail, as old kernels and
+ *               container profiles may: one purge finds the refusal and purges pause for a
+ *               second, instead of every later free walking the free lists under the arena's
+ *               lock, every decommit failing; after the pause a free purges again
  */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 // prd-test-labels: unit
 #include "internal.h"
@@ -294,6 +303,56 @@ static int case_refault(void)
              ? 0 : 1;
 }
 
+/* madvise(_, _, MADV_DONTNEED) fails with EPERM in this process from now on. */
+static int refuse_dontneed(void)
+{
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 0, 3),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_DONTNEED, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    return -1;
+  return 0;
+}
+
+/* Guards the defect: a refused decommit left its segment dirty and the walk went on, so the
+ * dirty bytes never fell below the bound, and every free after it purged again: a walk of
+ * every free segment under vm_lock, each madvise failing (4 threads of a malloc loop ran 10-20
+ * times slower, the other threads waiting for the lock). */
+static int case_refused(void)
+{
+  setup("0", "4m");   /* the bound is 4 MiB: 64 blocks */
+  if (refuse_dontneed() != 0) {
+    printf("# refused: no seccomp filter here: skipped\n");
+    return 0;
+  }
+  uint64_t t0 = prd__now_ns();
+  for (int i = 0; i < NBLK; i += 2)   /* every other block: no coalescing, 512 segments */
+    prd_vmem_free(prd_heap_arena(), blk[i], BLK);
+  uint64_t t1 = prd__now_ns();
+  prd_vmem_stats_t st = heap_stats();
+  size_t dirty = prd__vmem_heap_dirty();
+  /* a reap tries again at once, and stops at the first refusal */
+  size_t reaped = prd__vmem_heap_decay(true);
+  /* after the pause, the next free purges (and is refused) once more */
+  usleep(1100 * 1000);
+  prd_vmem_free(prd_heap_arena(), blk[1], BLK);
+  prd_vmem_stats_t st2 = heap_stats();
+  printf("# refused: 512 frees in %.1f ms, %llu purges, dirty free %zu KiB; reap %zu; after "
+         "the pause %llu purges\n", (double)(t1 - t0) / 1e6, (unsigned long long)st.purges,
+         dirty / KIB, reaped, (unsigned long long)st2.purges);
+  fflush(stdout);
+  return st.purges == 1 && st.decommits == 0 && dirty >= 500 * BLK && reaped == 0 &&
+                 st2.purges == 2
+             ? 0 : 1;
+}
+
 static void test_bound(void) { CHECK_EQ(prd_test_bounded(case_bound, "bound", 60), 0); }
 static void test_hysteresis(void)
 {
@@ -304,6 +363,7 @@ static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60
 static void test_reap(void) { CHECK_EQ(prd_test_bounded(case_reap, "reap", 60), 0); }
 static void test_phases(void) { CHECK_EQ(prd_test_bounded(case_phases, "phases", 60), 0); }
 static void test_refault(void) { CHECK_EQ(prd_test_bounded(case_refault, "refault", 60), 0); }
+static void test_refused(void) { CHECK_EQ(prd_test_bounded(case_refused, "refused", 60), 0); }
 
 int main(void)
 {
@@ -313,5 +373,6 @@ int main(void)
   RUN(test_reap);
   RUN(test_phases);
   RUN(test_refault);
+  RUN(test_refused);
   return prd_test_done();
 }

@@ -3,7 +3,10 @@
  * owners of magazines then run without the fences that barrier stands in for, so neither a
  * grace period nor a visit to another thread's magazines can be kept.  The process ends with a
  * report, whatever abort_on_error says, instead of going on without the guarantee (each case
- * in a child).  Not under TSan, whose builds use fences instead of membarrier. */
+ * in a child).  A filter in place from the start that lets the query and the registration
+ * through and refuses only the barrier is found at start-up, when nothing relies on it yet:
+ * fence mode, and the program runs.  Not under TSan, whose builds use fences instead of
+ * membarrier. */
 // prd-test-labels: no-tsan
 #include <errno.h>
 #include <linux/audit.h>
@@ -37,6 +40,23 @@ static bool refuse_membarrier(void)
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return false;
   return syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
+}
+
+/* Only membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) fails, with EPERM, from now on. */
+static bool refuse_membarrier_command(void)
+{
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 3),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1 << 3 /* PRIVATE_EXPEDITED */, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return false;
+  return syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
 }
 
 static bool membarrier_registered(void)
@@ -112,6 +132,43 @@ static void test_grace_period_ends(void)
   check_ends(1, "rcu: membarrier(PRIVATE_EXPEDITED) failed (errno 1) after it was registered");
 }
 
+/* A child whose library starts under the filter: reaps and grace periods beside another
+ * thread's magazines and sections, then a clean exit. */
+static void start_refused(void *arg)
+{
+  (void)arg;
+  if (!refuse_membarrier_command())
+    _exit(77);
+  prd_free(prd_malloc(48));   /* the library's first use */
+  prd_synchronize_rcu();
+  pthread_t t;
+  if (pthread_create(&t, NULL, allocator, NULL) != 0)
+    _exit(3);
+  for (int i = 0; i < 200; i++) {
+    prd_reap();
+    prd_synchronize_rcu();
+  }
+  atomic_store(&stop, 1);
+  pthread_join(t, NULL);
+  _exit(0);
+}
+
+/* Guards the defect: the library registered membarrier when the query and the registration
+ * succeeded, and met the refusal of the barrier itself at the first grace period, which it
+ * can only end the process for. */
+static void test_refused_from_the_start_runs(void)
+{
+  char buf[4096];
+  int st = prd_test_child(start_refused, NULL, buf, sizeof(buf));
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+    printf("# seccomp refused: skipped\n");
+    return;
+  }
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fprintf(stderr, "%s", buf);
+}
+
 int main(void)
 {
   if (!membarrier_registered()) {
@@ -120,5 +177,6 @@ int main(void)
   }
   RUN(test_reap_ends);
   RUN(test_grace_period_ends);
+  RUN(test_refused_from_the_start_runs);
   return prd_test_done();
 }
