@@ -297,9 +297,9 @@
  *    that is not the forking thread's, one a thread inside tier 4 at the fork had not stored
  *    yet included, and marks the records of the threads that did not survive the fork as
  *    orphans.  It does not flush them: a flush frees their rounds into the slabs, and in a
- *    child each page it writes is a copy (a child of a threaded program took 5-14 ms of CPU
- *    and about 190 page faults before its first line, half of them in that flush,
- *    docs/benchmarks.md), which a child that execs or exits at once never needs.  An orphan
+ *    child each page it writes is a copy, which made the flush half of a child's page faults
+ *    and CPU time before its first line (docs/benchmarks.md, "A fork child of a threaded
+ *    program"), a cost that a child that execs or exits at once never needed.  An orphan
  *    is a thread that no longer runs: its CPU caches are those of an idle thread to every
  *    visitor (the busy marks of an operation the fork cut short are cleared in the handler,
  *    or a destroy's visit would wait for them for ever), and what the cut operation had not

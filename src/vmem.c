@@ -209,8 +209,8 @@
  *    threads wait at most for one batch.  A madvise that fails leaves the segment dirty, and
  *    the walk stops there: a kernel or a seccomp filter that refuses it (EPERM, ENOSYS,
  *    EINVAL) refuses it for every segment, and the dirty bytes, which then never fall, would
- *    make every later free walk the free lists again under vm_lock, each decommit failing
- *    (10-20 times the program's time on 4 threads).  So a refusal is reported once, with
+ *    make every later free walk the free lists again under vm_lock, each decommit failing,
+ *    while the other threads wait for the lock.  So a refusal is reported once, with
  *    its errno, and no purge runs until VMEM_DECOMMIT_RETRY_NS later (vm_decommit_retry_ns);
  *    a pass or a reap tries again regardless: a refusal is retried, never remembered for
  *    good.  The pages stay resident meanwhile, as they would with the bound off.
