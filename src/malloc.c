@@ -1766,11 +1766,51 @@ static void big_free_deferred(void *p)
   errno = saved;
 }
 
+/* Nodes for the deferrals that find no memory for one (the 32-byte class could not grow: a
+ * failed mapping, an address-space limit).  Without a node the block could only be kept for
+ * good, a transient failure made permanent; with one from here it is freed after its grace
+ * period as any other, and the node comes back when its callback runs.  A bit per node, taken
+ * and given back by compare-and-swap: no lock, so nothing for fork to take, and usable inside
+ * read-side sections and the allocator's own paths.  Only when all are in flight is a block
+ * kept. */
+#define MDN_RESERVE_WORDS 4
+static struct malloc_defer_node mdn_reserve[MDN_RESERVE_WORDS * 64];
+static _Atomic uint64_t mdn_reserve_used[MDN_RESERVE_WORDS];
+
+static struct malloc_defer_node *defer_node_reserve_take(void)
+{
+  for (int w = 0; w < MDN_RESERVE_WORDS; w++) {
+    uint64_t used = atomic_load_explicit(&mdn_reserve_used[w], memory_order_relaxed);
+    while (~used != 0) {
+      int bit = __builtin_ctzll(~used);
+      /* acquire: pairs with the release of the callback that gave the node back, whose
+       * writes to it come before this taker's */
+      if (atomic_compare_exchange_weak_explicit(&mdn_reserve_used[w], &used,
+                                                used | (1ull << bit), memory_order_acquire,
+                                                memory_order_relaxed))
+        return &mdn_reserve[w * 64 + bit];
+    }
+  }
+  return NULL;
+}
+
+/* Gives n back, to the reserve when it is one of its nodes, else to the 32-byte class. */
+static void defer_node_put(struct malloc_defer_node *n)
+{
+  uintptr_t i = (uintptr_t)(n - mdn_reserve);
+  if ((uintptr_t)n >= (uintptr_t)mdn_reserve && i < MDN_RESERVE_WORDS * 64) {
+    atomic_fetch_and_explicit(&mdn_reserve_used[i / 64], ~(1ull << (i % 64)),
+                              memory_order_release);
+    return;
+  }
+  prd_free(n);
+}
+
 static void malloc_defer_cb(struct prd_rcu_head *h)
 {
   struct malloc_defer_node *n = (struct malloc_defer_node *)h;
   void *p = n->mdn_block;
-  prd_free(n);
+  defer_node_put(n);
   big_free_deferred(p);
 }
 
@@ -1801,11 +1841,15 @@ static void free_deferred_in(void *ptr)
     return;
   default: {
     struct malloc_defer_node *n = prd_malloc(sizeof(*n));
+    if (n == NULL)
+      n = defer_node_reserve_take();
     if (n == NULL) {
-      /* no memory for the node: waiting here could deadlock inside a read-side section, and
-       * freeing now could pull the block from under a reader; the block is kept (leaked) */
-      prd__report("prd_free_deferred(%p): no memory to defer the free of a %zu-byte block: "
-                  "the block is kept", ptr, big_bytes(e));
+      /* no memory for the node and the reserve all in flight: waiting here could deadlock
+       * inside a read-side section, and freeing now could pull the block from under a
+       * reader; the block is kept (leaked) */
+      prd__report("prd_free_deferred(%p): no memory to defer the free of a %zu-byte block "
+                  "(and %d reserved nodes in flight): the block is kept", ptr, big_bytes(e),
+                  MDN_RESERVE_WORDS * 64);
       return;
     }
     n->mdn_block = ptr;
@@ -1815,7 +1859,7 @@ static void free_deferred_in(void *ptr)
     if (!atomic_compare_exchange_strong_explicit(prd__pm_slot(a, prd__pm_base(a)), &want,
                                                  e | PM_DEFERRED, memory_order_acq_rel,
                                                  memory_order_acquire)) {
-      prd_free(n);
+      defer_node_put(n);
       malloc_bad("prd_free_deferred", ptr, want & PM_DEFERRED
                                                ? "deferred twice (it is deferred already)"
                                                : "freed or resized while being deferred");
