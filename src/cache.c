@@ -589,7 +589,10 @@ static void (*_Atomic cache_leak_hook)(prd__debug_live_t *lc);   /* section 5 */
 
 /* Memory pressure: what is kept above the caches (the reap hook: malloc's kept huge blocks,
  * which may be what the kernel is short of), every cache's owner asked to give memory back,
- * then every free slab reaped. */
+ * then the threads' magazines taken back, the callbacks' frees among them (a callback frees
+ * into its thread's magazine, the allocating thread's own included, where the retry in the
+ * slab layer would not see them), then every free slab reaped.  No lock held on entry
+ * (mag_reap_lock comes before cache_reap_lock). */
 static void reclaim_all(void)
 {
   if (cache_in_reclaim)
@@ -605,6 +608,9 @@ static void reclaim_all(void)
   for (prd_cache_t *cp = first; cp != NULL; cp = cp->cache_next)
     if (cp->cache_reclaim != NULL)
       cp->cache_reclaim(cp->cache_private);
+  pthread_mutex_unlock(&cache_reap_lock);
+  prd__mag_reap_threads(NULL);
+  pthread_mutex_lock(&cache_reap_lock);
   reap_all_locked(true);
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = false;

@@ -816,6 +816,49 @@ static void test_hit_counts_add_up(void)
   prd_cache_destroy(hc_cp);
 }
 
+/* A reclaim callback that frees a few of its own cache's objects, fewer than a magazine
+ * holds, when that cache cannot grow (a fixed arena).  Guards the defect: the frees went into the allocating
+ * thread's own magazine, and the retry, which looks at the slab layer only, failed with
+ * ENOMEM beside them; the next allocation, a magazine hit, succeeded. */
+static prd_cache_t *few_cache;
+static void *few[4096];
+static size_t nfew;
+static int few_calls;
+
+static void few_reclaim(void *priv)
+{
+  (void)priv;
+  few_calls++;
+  for (int i = 0; i < 5 && nfew > 0; i++)
+    prd_cache_free(few_cache, few[--nfew]);
+}
+
+static void test_reclaim_own_cache(void)
+{
+  size_t page = prd__os_page_size();
+  size_t bytes = 16 * page;
+  void *mem = prd__os_map(bytes);
+  prd_vmem_t *arena = prd_vmem_create("fixed_own", mem, bytes, page, NULL, NULL, NULL, 0, 0);
+  few_cache = prd_cache_create("few", 256, 0, NULL, NULL, few_reclaim, NULL, arena, 0);
+  nfew = 0;
+  few_calls = 0;
+  while (nfew < PRD_ARRAY_SIZE(few) && (few[nfew] = prd_cache_alloc(few_cache, PRD_NOSLEEP)))
+    nfew++;
+  CHECK(nfew > 5);
+  errno = 0;
+  void *p = prd_cache_alloc(few_cache, PRD_SLEEP);
+  CHECK(p != NULL);
+  CHECK_EQ(few_calls, 1);
+  if (p != NULL)
+    few[nfew++] = p;
+  while (nfew > 0)
+    prd_cache_free(few_cache, few[--nfew]);
+  CHECK_EQ(prd__cache_check(few_cache), 0);
+  prd_cache_destroy(few_cache);
+  prd_vmem_destroy(arena);
+  prd__os_unmap(mem, bytes);
+}
+
 int main(void)
 {
   prd_option_set("maint_thread", "0");
@@ -838,5 +881,6 @@ int main(void)
   RUN(test_threads_lines_apart);
   RUN(test_hit_fields_one_line);
   RUN(test_hit_counts_add_up);
+  RUN(test_reclaim_own_cache);
   return prd_test_done();
 }
