@@ -103,6 +103,19 @@
  *    data, then dlopen with RTLD_NOLOAD | RTLD_NODELETE, whose handle is kept; for the main
  *    program the name does not match and nothing happens, nor is there need).  Once per
  *    process, with no lock of the library held (the callers' claims are dropped first).
+ *
+ * 8. Whose threads.  The library's threads belong to the process that loaded it (lt_pid, its
+ *    id taken when the library is loaded, or at the first start if the library was used
+ *    before its constructor ran) and to each fork child, which takes them over (section 5).
+ *    A child of clone(CLONE_VM) without CLONE_THREAD shares the library's memory but is
+ *    another process: a vfork child before its exec, a runtime's own kind of thread.  A
+ *    thread started there joins that child's thread group and dies with it, while the shared
+ *    flags go on saying it runs: the parent's call_rcu callbacks never ran and its barrier
+ *    waited for ever, and the child's exit status became its last thread's.  So no library
+ *    thread starts in a process other than lt_pid's: the start fails as a failed
+ *    pthread_create does (EAGAIN; reported once a process), but sets no pause of the tries
+ *    (the pause and the counts are shared with the owner, whose own start has not failed),
+ *    and the owner's next need starts it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -126,6 +139,7 @@
 static struct prd__lthread *_Atomic lt_table[LT_MAX];   /* every one ever started */
 static _Atomic int lt_apps;                     /* counted application threads alive */
 static _Atomic pid_t lt_leaver;                 /* the last counted thread, in its exit */
+static _Atomic pid_t lt_pid;                    /* the process whose threads these are (§8) */
 static __thread bool lt_counted __attribute__((tls_model("initial-exec")));
 static __thread bool lt_library __attribute__((tls_model("initial-exec")));
 
@@ -186,8 +200,34 @@ static void lt_pin(void)
 #endif
 }
 
+/* §8: the process id the threads belong to, taken at load (a constructor) or, if the library
+ * is used before, at the first start; a fork child stores its own (prd__lthread_fork_child). */
+static pid_t lt_owner(void)
+{
+  pid_t owner = atomic_load_explicit(&lt_pid, memory_order_relaxed);
+  if (owner == 0) {
+    pid_t me = getpid();
+    owner = atomic_compare_exchange_strong_explicit(&lt_pid, &owner, me, memory_order_relaxed,
+                                                    memory_order_relaxed) ? me : owner;
+  }
+  return owner;
+}
+
+__attribute__((constructor)) static void lt_pid_init(void)
+{
+  (void)lt_owner();
+}
+
 int prd__lthread_start(struct prd__lthread *lt)
 {
+  if (getpid() != lt_owner()) {   /* §8: a clone(CLONE_VM) child is not this process */
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&told))
+      prd__report("thread %s not started in process %d, a clone(CLONE_VM) child of process "
+                  "%d: the library's threads are that process's", lt->lt_name, (int)getpid(),
+                  (int)lt_owner());
+    return EAGAIN;   /* no retry pause: the owner's next need starts it at once */
+  }
   lt_pin();
   lt_register(lt);
   pthread_t th;
@@ -450,6 +490,7 @@ void prd__lthread_fork_child(void)
     }
   }
   lt_library = false;
+  atomic_store_explicit(&lt_pid, getpid(), memory_order_relaxed);   /* §8 */
   atomic_store_explicit(&lt_apps, lt_counted ? 1 : 0, memory_order_relaxed);
   atomic_store_explicit(&lt_leaver, 0, memory_order_relaxed);
 }

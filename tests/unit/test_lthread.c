@@ -9,8 +9,10 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -346,6 +348,42 @@ static void test_signals_blocked(void)
   in_child(signals_body);
 }
 
+/* ---- a clone(CLONE_VM) child starts none (thread.c section 8) --------------------------- */
+/* Guards: a child made by clone(CLONE_VM) without CLONE_THREAD (a vfork child before its
+ * exec, a runtime's own threads) that called prd_call_rcu started the call_rcu worker in its
+ * own thread group; the worker died with the child while the shared flags said it ran, so
+ * the parent's callbacks never ran and its barrier waited for ever; and the child's exit
+ * status became its last thread's (0, not the 5 it returned). */
+static struct prd_rcu_head clone_heads[11];
+static int clone_child(void *arg)
+{
+  (void)arg;
+  prd_call_rcu(&clone_heads[10], cb);
+  return 5;
+}
+
+static void clone_vm_body(void)
+{
+  static char stack[1 << 16] __attribute__((aligned(16)));
+  atomic_store(&cb_count, 0);
+  pid_t pid = clone(clone_child, stack + sizeof(stack), CLONE_VM | SIGCHLD, NULL);
+  CHECK(pid > 0);
+  int st = 0;
+  if (pid > 0)
+    while (waitpid(pid, &st, 0) < 0)
+      ;
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 5);
+  for (int i = 0; i < 10; i++)
+    prd_call_rcu(&clone_heads[i], cb);
+  prd_rcu_barrier();   /* alarm() ends the child if it waits for ever */
+  CHECK_EQ(atomic_load(&cb_count), 11);   /* the clone child's callback too */
+}
+
+static void test_clone_vm_child(void)
+{
+  in_child(clone_vm_body);
+}
+
 /* ---- no library thread keeps a process alive ------------------------------------------- */
 /* Guards: with the maintenance thread (and the RCU threads) running, a process whose last
  * thread called pthread_exit never ended. */
@@ -479,6 +517,7 @@ int main(void)
   RUN(test_start_fails_always);
   RUN(test_start_reenters);
   RUN(test_signals_blocked);
+  RUN(test_clone_vm_child);
   RUN(test_pthread_exit_ends_process);
   RUN(test_pthread_exit_no_proc);
   RUN(test_uncounted_thread);
