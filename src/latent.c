@@ -32,9 +32,15 @@
  *    states at the time of the first poll).  test_bound_latent_slab checks it.
  *
  * 4. Pre-movement (lines 52-57).  Deferred buffers count as free for the slab's list
- *    (slab.c section 9): a full slab with a deferred buffer becomes partial at the deferral,
- *    and a slab whose every allocated buffer is deferred goes to the free list's tail, so
- *    that allocation finds the truly free slabs first (cache_lat_premoves counts them).
+ *    (slab.c section 9) in a slab that has a free buffer: a slab whose every allocated buffer
+ *    is deferred goes to the free list's tail, so that allocation finds the truly free slabs
+ *    first, and a partial one's bucket counts its deferred buffers as free
+ *    (cache_lat_premoves counts the moves a deferral makes).  A slab with no free buffer
+ *    stays full until a merge: Algorithm 1 moves it too (a full slab becomes partial at the
+ *    deferral), but allocation can take nothing from it, and such slabs at the head of the
+ *    free list or in the low partial buckets filled the refill's scan of PRD_LAT_SCAN slabs
+ *    (section 5), so that a cache without magazines grew a slab for nearly every
+ *    allocation while a reader held its grace period (docs/benchmarks.md).
  *
  * 5. The refill choice (lines 17-21, Fig. 5).  With deferred buffers in the cache, the slab
  *    to allocate from is chosen here: first the oldest latent slabs whose grace period has

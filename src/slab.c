@@ -190,10 +190,10 @@
  *    read: a bitmap per generation just before the prd_slab_t (small layout, one bit per
  *    buffer, sized by the layout) or a list through the bufctls flagged PRD_BC_DEFERRED
  *    (large layout).  A slab with any is on the cache's FIFO of latent slabs (cache_latent).
- *    Deferred buffers stay counted in slab_refcnt but count as free for the slab's list (slab
- *    pre-movement): a full slab with one is partial, and a slab whose allocated buffers are
- *    all deferred goes to the free list's tail, where a reap passes it by until they are
- *    merged.  The call_rcu path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its
+ *    Deferred buffers stay counted in slab_refcnt but count as free for the list of a slab
+ *    that has a free buffer (slab pre-movement): a slab whose allocated buffers are all
+ *    deferred goes to the free list's tail, where a reap passes it by until they are merged;
+ *    a slab with no free buffer is full until then (latent.c section 4).  The call_rcu path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its
  *    chunk, and the small layout's freelist word follows the head.  These records and the
  *    lists' primitives are inline in slab.h, shared with latent.c, which decides which
  *    generation a buffer joins, when one is merged and, while a cache has deferred buffers,

@@ -42,17 +42,20 @@ static inline uint32_t prd__slab_ndeferred(const prd_slab_t *sp)
 }
 
 /* The list a slab belongs on, from its reference count (slab.c section 3).  Deferred buffers
- * count as free already (slab.c section 9, slab pre-movement): a full slab with a deferred
- * buffer is partial, a slab whose every allocated buffer is deferred is on the free list.
- * A thread's current slab stays on the owned list whatever its count (slab.c section 10). */
+ * count as free already (slab.c section 9, slab pre-movement) in a slab that has a free
+ * buffer to hand out: a slab whose every allocated buffer is deferred is on the free list, and
+ * the bucket of a partial one counts its deferred buffers as free.  A slab with no free buffer
+ * is full whatever waits in it: allocation could take nothing from it, and on the free list
+ * or in a low partial bucket it filled the refill's bounded scan (latent.c section 5).  A
+ * thread's current slab stays on the owned list whatever its count (slab.c section 10). */
 static inline uint32_t prd__slab_target(const prd_cache_t *cp, const prd_slab_t *sp)
 {
   if (sp->slab_owner != NULL)
     return PRD_SLAB_ON_OWNED;
-  uint32_t live = sp->slab_refcnt - prd__slab_ndeferred(sp);
-  uint32_t nfree = sp->slab_chunks - live;
-  if (nfree == 0)
+  if (sp->slab_refcnt == sp->slab_chunks)
     return PRD_SLAB_ON_FULL;
+  uint32_t live = sp->slab_refcnt - prd__slab_ndeferred(sp);
+  uint32_t nfree = sp->slab_chunks - live;   /* at least 1: refcnt < chunks */
   if (live == 0)
     return PRD_SLAB_ON_FREE;
   return (nfree - 1) >> cp->cache_bucket_shift;

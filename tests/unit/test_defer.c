@@ -316,15 +316,21 @@ static void test_latent_slab_overflow_premove(void)
   void *b[N];
   for (int i = 0; i < N; i++)
     b[i] = prd_cache_alloc(cp, 0);
+  /* one buffer of every eight freed at once: the slabs (8 buffers of 512 B) have a free
+   * buffer each, so pre-movement applies to them (a slab with none stays full) */
+  for (int i = 0; i < N; i += 8)
+    prd_cache_free(cp, b[i]);
+  prd_reap();   /* the freed ones back in their slabs */
   prd_gp_t s = prd_rcu_get_state();
   for (int i = 0; i < N; i++)
-    prd_cache_free_deferred(cp, b[i]);
+    if (i % 8 != 0)
+      prd_cache_free_deferred(cp, b[i]);
   prd_cache_stats_t st = stats_of(cp);
   if (!prd_rcu_poll_state(s)) {
     CHECK(st.latent_cache_objs <= 31);    /* the limit: the object-cache size */
     CHECK(st.latent_slab_objs > 0);       /* the rest overflowed to latent slabs */
-    CHECK(st.slab_premoves > 0);          /* full slabs moved at deferral time */
-    CHECK(st.slabs_free > 0);             /* slabs whose every object is deferred */
+    CHECK(st.slab_premoves > 0);          /* slabs moved at deferral time */
+    CHECK(st.slabs_free > 0);             /* slabs whose every allocated object is deferred */
   }
   check_counts(cp, 0);
   opt_pop("rcu_gp_delay_us", old_delay);
@@ -340,6 +346,32 @@ static void test_latent_slab_overflow_premove(void)
   check_counts(cp, N);
   for (int i = 0; i < N; i++)
     prd_cache_free(cp, b[i]);
+  prd_cache_destroy(cp);
+}
+
+/* Guards the defect: a slab whose every buffer was allocated and then deferred stayed on the
+ * free list (pre-moved), ahead of the slabs that still had free buffers, and the refill looks
+ * at the first 10 free slabs only; once ten such slabs led the list, every allocation of a
+ * cache without magazines grew a new slab and left its other buffers unused behind them (an
+ * outside tester's 100,000 allocate-then-defer calls with a reader in its section: 99,860
+ * slabs of 15 buffers, 390 MB).  A slab with no free buffer now stays full. */
+static void test_latent_slabs_fill(void)
+{
+  long old_delay = opt_push("rcu_gp_delay_us", "2000000");   /* the grace period stays pending */
+  prd_cache_t *cp = prd_cache_create("lfill", 256, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE);
+  enum { N = 3000 };
+  prd_gp_t s = prd_rcu_get_state();
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, prd_cache_alloc(cp, 0));
+  prd_cache_stats_t st = stats_of(cp);
+  if (!prd_rcu_poll_state(s)) {
+    uint64_t per_slab = st.bufs_total / (st.slabs_full + st.slabs_partial + st.slabs_free);
+    CHECK(st.slabs_peak <= N / per_slab + 2);   /* every slab filled before the next */
+  }
+  opt_pop("rcu_gp_delay_us", old_delay);
+  prd_rcu_wait_state(s);
+  check_counts(cp, 0);
   prd_cache_destroy(cp);
 }
 
@@ -1233,6 +1265,7 @@ int main(void)
   RUN(test_bound_latent_slab);
   RUN(test_bound_latent_cache);
   RUN(test_latent_slab_overflow_premove);
+  RUN(test_latent_slabs_fill);
   RUN(test_depot_latent);
   RUN(test_growth_reap_busy_depot);
   RUN(test_growth_reap_slices);
