@@ -903,7 +903,7 @@ static void cache_report_live(prd_cache_t *cp)
   prd__debug_live_t lc = { -1, prd__now_ns(), 0, 0, PRD_LIVE_LISTED, 0 };
   prd__debug_line(-1, "cache %s: destroyed with %llu buffer%s still allocated:", cp->cache_name,
                   (unsigned long long)cp->cache_bufs_inuse, cp->cache_bufs_inuse == 1 ? "" : "s");
-  prd__slab_walk_allocated(cp, prd__debug_live_buf, &lc);
+  prd__slab_walk_allocated(cp, prd__debug_live_buf, &lc, true);
   if (lc.lc_seen > lc.lc_listed)
     prd__debug_line(-1, "cache %s: ... and %zu more", cp->cache_name, lc.lc_seen - lc.lc_listed);
 }
@@ -913,7 +913,7 @@ static void leak_cache(void *arg, prd_cache_t *cp)
   if (cp->cache_flags & PRD_CF_INTERNAL)
     return;
   pthread_mutex_lock(&cp->cache_lock);
-  prd__slab_walk_allocated(cp, prd__debug_live_buf, arg);
+  prd__slab_walk_allocated(cp, prd__debug_live_buf, arg, false);
   pthread_mutex_unlock(&cp->cache_lock);
 }
 

@@ -137,9 +137,9 @@ static inline prd_bufctl_t *prd__slab_hash_find(prd_cache_t *cp, const void *buf
 /* The start of the buffer of cp whose chunk holds addr, or NULL.  cache_lock held. */
 void *prd__slab_containing(prd_cache_t *cp, const void *addr);
 /* Every allocated buffer (bcp NULL for the small layout; debugging caches: as the user
- * sees it).  cache_lock held. */
+ * sees it), those deferred in the latent slabs too when `deferred`.  cache_lock held. */
 typedef void prd__walk_fn(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp);
-void  prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg);
+void  prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg, bool deferred);
 /* The slab layer's and the latent slabs' fields of the cache's statistics. */
 void  prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 /* Checks the invariants of the cache's slab layer; returns the number broken (reported). */

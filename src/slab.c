@@ -1476,15 +1476,18 @@ void prd__slab_set_pm_tag(prd_cache_t *cp, uint32_t tag)
 }
 
 /* ---- walking, statistics, invariants -------------------------------------------------------- */
-/* Calls fn on every buffer of cp that is allocated (cache_lock held). */
-void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
+/* Calls fn on every buffer of cp that is allocated, and on those that wait in the latent
+ * slabs when `deferred` (cache_lock held).  A destroy inside a read-side section lists those
+ * as live; a leak report does not count them (the program freed them). */
+void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg, bool deferred)
 {
   for (size_t i = 0; i < PRD_SLAB_NLISTS; i++) {
-    if (prd__slab_list_id(i) == PRD_SLAB_ON_FREE)
-      continue;
     prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
     for (prd_slab_link_t *l = list->sl_next; l != list; l = l->sl_next) {
       prd_slab_t *sp = prd__slab_of_link(l);
+      if (sp->slab_refcnt == 0)
+        continue;   /* free; a slab on the free list ahead of time (its buffers deferred,
+                     * section 9) is walked */
       char *first = sp->slab_base + sp->slab_color;
       if (cp->cache_flags & PRD_CF_HASH) {
         for (uint32_t k = 0; k < sp->slab_chunks; k++) {
@@ -1494,7 +1497,7 @@ void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
           bool alloc = bcp != NULL && ((cp->cache_flags & PRD_CF_DEBUG)
                                            ? bcp->bc_dstate == PRD_BC_ALLOC
                                            : (bcp->bc_flags & PRD_BC_ALLOC) != 0);
-          if (alloc)
+          if (alloc && (deferred || !(bcp->bc_flags & PRD_BC_DEFERRED)))
             fn(arg, cp, bcp->bc_addr, bcp);
         }
         continue;
@@ -1508,9 +1511,12 @@ void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg)
           if (k < PRD_SLAB_MAX_SMALL)
             freemap[k / 64] |= 1ull << (k % 64);
         }
-      for (uint32_t k = 0; k < sp->slab_unlinked; k++)   /* the rest were never linked */
-        if (!(freemap[k / 64] & (1ull << (k % 64))))
-          fn(arg, cp, first + (size_t)k * cp->cache_chunksize, NULL);
+      for (uint32_t k = 0; k < sp->slab_unlinked; k++) {   /* the rest were never linked */
+        char *buf = first + (size_t)k * cp->cache_chunksize;
+        if (!(freemap[k / 64] & (1ull << (k % 64))) &&
+            (deferred || !prd__slab_small_is_deferred(cp, sp, buf)))
+          fn(arg, cp, buf, NULL);
+      }
     }
   }
 }
