@@ -223,9 +223,10 @@ int prd__lthread_start(struct prd__lthread *lt)
   if (getpid() != lt_owner()) {   /* §8: a clone(CLONE_VM) child is not this process */
     static atomic_flag told = ATOMIC_FLAG_INIT;
     if (!atomic_flag_test_and_set(&told))
-      prd__report("thread %s not started in process %d, a clone(CLONE_VM) child of process "
-                  "%d: the library's threads are that process's", lt->lt_name, (int)getpid(),
-                  (int)lt_owner());
+      prd__report("thread %s not started in process %d, which the library's fork handlers "
+                  "did not make (a clone(CLONE_VM) or vfork child, or a fork without "
+                  "pthread_atfork's handlers): its threads are process %d's", lt->lt_name,
+                  (int)getpid(), (int)lt_owner());
     return EAGAIN;   /* no retry pause: the owner's next need starts it at once */
   }
   lt_pin();

@@ -1651,12 +1651,14 @@ prd_vmem_t *prd_heap_arena(void)
 #define VMEM_DECOMMIT_RETRY_NS 1000000000ull   /* 1 s: a refused decommit's pause of purges */
 
 /* A decommit that failed (vm_lock held): no purge for VMEM_DECOMMIT_RETRY_NS; the first
- * refusal after a success is reported. */
+ * refusal after a success is reported, with the errno's number: strerror may allocate (an
+ * unknown number, a translated message), and under vm_lock that allocation can come back to
+ * this arena, whose lock this thread holds. */
 static void decommit_refused(prd_vmem_t *vmp, int err)
 {
   if (vmp->vm_decommit_retry_ns == 0)
-    prd__report("vmem '%s': madvise(MADV_DONTNEED) failed (%s): free pages stay resident; "
-                "tried again in 1 s", vmp->vm_name, strerror(err));
+    prd__report("vmem '%s': madvise(MADV_DONTNEED) failed (errno %d): free pages stay "
+                "resident; tried again in 1 s", vmp->vm_name, err);
   vmp->vm_decommit_retry_ns = prd__now_ns() + VMEM_DECOMMIT_RETRY_NS;
 }
 

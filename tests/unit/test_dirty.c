@@ -29,15 +29,11 @@
  *               second, instead of every later free walking the free lists under the arena's
  *               lock, every decommit failing; after the pause a free purges again
  */
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 
 // prd-test-labels: unit
 #include "internal.h"
+#include "prd_seccomp.h"
 #include "prd_test.h"
 
 #define KIB ((size_t)1 << 10)
@@ -303,24 +299,6 @@ static int case_refault(void)
              ? 0 : 1;
 }
 
-/* madvise(_, _, MADV_DONTNEED) fails with EPERM in this process from now on. */
-static int refuse_dontneed(void)
-{
-  struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 0, 3),
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_DONTNEED, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-    return -1;
-  return 0;
-}
-
 /* Guards the defect: a refused decommit left its segment dirty and the walk went on, so the
  * dirty bytes never fell below the bound, and every free after it purged again: a walk of
  * every free segment under vm_lock, each madvise failing (4 threads of a malloc loop ran 10-20
@@ -328,7 +306,7 @@ static int refuse_dontneed(void)
 static int case_refused(void)
 {
   setup("0", "4m");   /* the bound is 4 MiB: 64 blocks */
-  if (refuse_dontneed() != 0) {
+  if (prd_test_refuse(SYS_madvise, 2, MADV_DONTNEED, EPERM, true) != 0) {
     printf("# refused: no seccomp filter here: skipped\n");
     return 0;
   }

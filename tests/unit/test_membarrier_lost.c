@@ -9,20 +9,17 @@
  * membarrier. */
 // prd-test-labels: no-tsan
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "prd_seccomp.h"
 #include "prd_test.h"
 #include "prudence.h"
 #include "prudence_rcu.h"
@@ -30,33 +27,13 @@
 /* Every thread's membarrier fails with EPERM from now on; false when seccomp is refused. */
 static bool refuse_membarrier(void)
 {
-  struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return false;
-  return syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
+  return prd_test_refuse(__NR_membarrier, -1, 0, EPERM, true) == 0;
 }
 
 /* Only membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) fails, with EPERM, from now on. */
 static bool refuse_membarrier_command(void)
 {
-  struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 3),
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1 << 3 /* PRIVATE_EXPEDITED */, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return false;
-  return syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
+  return prd_test_refuse(__NR_membarrier, 0, 1 << 3 /* PRIVATE_EXPEDITED */, EPERM, false) == 0;
 }
 
 static bool membarrier_registered(void)

@@ -1,14 +1,10 @@
 /* Unit tests of the OS page layer (src/os.c) and of the options that go with it. */
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "prd_seccomp.h"
 #include "prd_test.h"
 
 static void test_map_is_zeroed_and_writable(void)
@@ -149,23 +145,6 @@ static void test_env_parsing(void)
   CHECK_STR_CONTAINS(out, "verbose=1");
 }
 
-/* getrandom fails with ENOSYS in this process from now on, as on a kernel before 3.17 or
- * under a container profile that refuses it. */
-static int refuse_getrandom(void)
-{
-  struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrandom, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-    return -1;
-  return 0;
-}
-
 /* Guards the defect: without getrandom the per-process secrets (the freelist key, the free
  * mark) came from the clock and an address, silently, where the hardened option promises a
  * random key.  They now come from the kernel's random bytes of the exec (AT_RANDOM): stable
@@ -176,7 +155,7 @@ static void test_random_without_getrandom(void)
   CHECK(prd__os_random64(7) != prd__os_random64(7));   /* getrandom works here */
   pid_t pid = fork();
   if (pid == 0) {
-    if (refuse_getrandom() != 0)
+    if (prd_test_refuse(SYS_getrandom, -1, 0, ENOSYS, false) != 0)
       _exit(3);   /* no seccomp here */
     uint64_t a = prd__os_random64(7), b = prd__os_random64(7), c = prd__os_random64(8);
     _exit(a == b && a != c && a != 0 ? 0 : 1);
