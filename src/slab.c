@@ -193,8 +193,9 @@
  *    Deferred buffers stay counted in slab_refcnt but count as free for the list of a slab
  *    that has a free buffer (slab pre-movement): a slab whose allocated buffers are all
  *    deferred goes to the free list's tail, where a reap passes it by until they are merged;
- *    a slab with no free buffer is full until then (latent.c section 4).  The call_rcu path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its
- *    chunk, and the small layout's freelist word follows the head.  These records and the
+ *    a slab with no free buffer is full until then (latent.c section 4).  The call_rcu
+ *    path's head (PRD_CF_DEFERHEAD, defer.c) follows the object in its chunk, and the small
+ *    layout's freelist word follows the head.  These records and the
  *    lists' primitives are inline in slab.h, shared with latent.c, which decides which
  *    generation a buffer joins, when one is merged and, while a cache has deferred buffers,
  *    which slab an allocation takes: slab_pick and the reap call it through the two hooks it
