@@ -44,8 +44,9 @@ static void *spinner(void *arg)
 }
 
 /* A child that destroys the cache the dead thread was using: its visit waits for owners inside
- * an operation.  The dead thread may have held one buffer at the fork (the destroy reports it:
- * the child's stderr goes to /dev/null, and it goes on).  SIGALRM ends a child that waits for ever. */
+ * an operation.  The dead thread may have held one buffer at the fork (the destroy reports
+ * it: the child's stderr goes to /dev/null, and it goes on).  SIGALRM ends a child that waits
+ * for ever. */
 static void test_cut_operation_does_not_hang(void)
 {
   spin_cache = prd_cache_create("orphan_spin", 64, 0, NULL, NULL, NULL, NULL, NULL,

@@ -817,9 +817,9 @@ static void test_hit_counts_add_up(void)
 }
 
 /* A reclaim callback that frees a few of its own cache's objects, fewer than a magazine
- * holds, when that cache cannot grow (a fixed arena).  Guards the defect: the frees went into the allocating
- * thread's own magazine, and the retry, which looks at the slab layer only, failed with
- * ENOMEM beside them; the next allocation, a magazine hit, succeeded. */
+ * holds, when that cache cannot grow (a fixed arena).  Guards the defect: the frees went into
+ * the allocating thread's own magazine, and the retry, which looks at the slab layer only,
+ * failed with ENOMEM beside them; the next allocation, a magazine hit, succeeded. */
 static prd_cache_t *few_cache;
 static void *few[4096];
 static size_t nfew;
