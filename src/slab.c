@@ -1494,11 +1494,19 @@ void prd__slab_walk_allocated(prd_cache_t *cp, prd__walk_fn *fn, void *arg, bool
         for (uint32_t k = 0; k < sp->slab_chunks; k++) {
           prd_bufctl_t *bcp = prd__slab_hash_find(cp, first + (size_t)k * cp->cache_chunksize);
           /* a debugging cache knows the user's view (an object a layer above holds free is
-           * not the user's); the others know what the slab layer handed out */
-          bool alloc = bcp != NULL && ((cp->cache_flags & PRD_CF_DEBUG)
-                                           ? bcp->bc_dstate == PRD_BC_ALLOC
-                                           : (bcp->bc_flags & PRD_BC_ALLOC) != 0);
-          if (alloc && (deferred || !(bcp->bc_flags & PRD_BC_DEFERRED)))
+           * not the user's; a deferred one is PRD_BC_DEFERRED there until its grace period
+           * ends); the others know what the slab layer handed out */
+          bool alloc, def;
+          if (bcp == NULL) {
+            alloc = def = false;
+          } else if (cp->cache_flags & PRD_CF_DEBUG) {
+            alloc = bcp->bc_dstate == PRD_BC_ALLOC || bcp->bc_dstate == PRD_BC_DEFERRED;
+            def = bcp->bc_dstate == PRD_BC_DEFERRED;
+          } else {
+            alloc = (bcp->bc_flags & PRD_BC_ALLOC) != 0;
+            def = (bcp->bc_flags & PRD_BC_DEFERRED) != 0;
+          }
+          if (alloc && (deferred || !def))
             fn(arg, cp, bcp->bc_addr, bcp);
         }
         continue;

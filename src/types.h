@@ -144,7 +144,7 @@ typedef struct prd_bufctl {
   void *bc_addr;                 /* the buffer */
   prd_slab_t *bc_slab;           /* its slab */
   uint32_t bc_flags;             /* PRD_BC_*: state as the slab layer sees it */
-  uint32_t bc_dstate;            /* debug: state as the user sees it (PRD_BC_ALLOC or 0) */
+  uint32_t bc_dstate;            /* debug: as the user sees it (PRD_BC_ALLOC, _DEFERRED or 0) */
 } prd_bufctl_t;
 #define PRD_BC_ALLOC 0x1         /* handed out by the slab layer */
 #define PRD_BC_DEFERRED 0x2      /* in its slab's latent slab (defer.c), still allocated */

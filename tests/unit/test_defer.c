@@ -1250,15 +1250,15 @@ static void test_counts_across_depot_wait(void)
 }
 
 /* A destroy inside a read-side section reports the deferred buffers as live, each by its
- * address.  Guards the defect: the walk passed over the free list, where a slab whose only
+ * address.  Guards the defects: the walk passed over the free list, where a slab whose only
  * allocated buffers are deferred waits (pre-movement), so the report gave the count and no
- * buffer. */
+ * buffer; and in a debugging cache, whose buffers it takes as the user sees them, a deferred
+ * one was not allocated to it.  arg: the cache's flags. */
 static void destroy_in_section_child(void *arg)
 {
-  (void)arg;
+  int flags = (int)(intptr_t)arg;
   prd_option_set("abort_on_error", "0");
-  prd_cache_t *cp = prd_cache_create("def20", 64, 0, NULL, NULL, NULL, NULL, NULL,
-                                     PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE);
+  prd_cache_t *cp = prd_cache_create("def20", 64, 0, NULL, NULL, NULL, NULL, NULL, flags);
   void *q[20];
   for (int i = 0; i < 20; i++)
     q[i] = prd_cache_alloc(cp, 0);
@@ -1275,15 +1275,19 @@ static void test_destroy_in_section_lists(void)
 #ifdef PRD_TSAN
   return;   /* the child starts library threads: TSan forbids threads after a fork */
 #endif
-  static char out[8192];
-  int st = prd_test_child(destroy_in_section_child, NULL, out, sizeof(out));
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  CHECK_STR_CONTAINS(out, "cache def20: destroyed with 20 buffers still allocated");
-  int n = 0;
-  for (const char *c = out; (c = strstr(c, "cache def20: buffer=")) != NULL; c++)
-    n++;
-  CHECK_EQ(n, 16);   /* the first 16, then a count */
-  CHECK_STR_CONTAINS(out, "cache def20: ... and 4 more");
+  static const int flags[] = { PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE, PRD_CACHE_AUDIT };
+  for (size_t f = 0; f < PRD_ARRAY_SIZE(flags); f++) {
+    static char out[8192];
+    int st = prd_test_child(destroy_in_section_child, (void *)(intptr_t)flags[f], out,
+                            sizeof(out));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_STR_CONTAINS(out, "cache def20: destroyed with 20 buffers still allocated");
+    int n = 0;
+    for (const char *c = out; (c = strstr(c, "cache def20: buffer=")) != NULL; c++)
+      n++;
+    CHECK_EQ(n, 16);   /* the first 16, then a count */
+    CHECK_STR_CONTAINS(out, "cache def20: ... and 4 more");
+  }
 }
 
 int main(void)
