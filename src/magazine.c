@@ -1333,11 +1333,12 @@ static void mag_thread_exit(void *arg)
  * registry as its thread's exit would have done (mag_thread_exit).  No lock of this layer held
  * but mag_reap_lock; the caller runs mag_unlocked once it holds none.  mag_orphans is read
  * without the lock: it is set only in the child's fork handler, before any other thread of
- * the child exists, and a stale true costs one hold of the registry lock. */
-static void mag_adopt_orphans(void)
+ * the child exists, and a stale true costs one hold of the registry lock.  True when it took
+ * the registry lock (work for mag_unlocked may have been noted). */
+static bool mag_adopt_orphans(void)
 {
   if (!atomic_load_explicit(&mag_orphans, memory_order_relaxed))
-    return;
+    return false;
   pthread_mutex_lock(&mag_registry_lock);
   prd_tcache_t *tc = mag_threads;
   while (tc != NULL) {
@@ -1353,14 +1354,13 @@ static void mag_adopt_orphans(void)
   }
   atomic_store_explicit(&mag_orphans, false, memory_order_relaxed);
   pthread_mutex_unlock(&mag_registry_lock);
+  return true;
 }
 
 void prd__mag_adopt(void)
 {
-  if (!atomic_load_explicit(&mag_orphans, memory_order_relaxed))
-    return;
-  mag_adopt_orphans();
-  mag_unlocked();
+  if (mag_adopt_orphans())
+    mag_unlocked();
 }
 
 void prd_thread_flush(void)
@@ -1477,7 +1477,7 @@ void prd__mag_reap_threads(prd_cache_t *only)
   if (only != NULL ? only->cache_magid == 0 : mag_id_count() <= 1)
     return;
   pthread_mutex_lock(&mag_reap_lock);
-  mag_adopt_orphans();
+  (void)mag_adopt_orphans();
   mag_steal(only != NULL ? STEAL_ONE_CACHE_TRY : STEAL_ALL, only);
   pthread_mutex_unlock(&mag_reap_lock);
   mag_unlocked();
@@ -1577,7 +1577,7 @@ static bool mag_tick(bool trylock)
     pthread_mutex_lock(&mag_reap_lock);
   else if (pthread_mutex_trylock(&mag_reap_lock) != 0)
     return false;
-  mag_adopt_orphans();   /* a fork child's first pass takes over the dead threads' caches */
+  (void)mag_adopt_orphans();   /* a fork child's first pass takes over the dead threads' caches */
   uint32_t n = mag_id_count();
   for (uint32_t id = 1; id < n; id++) {
     prd_cache_t *cp = mag_cache_of(id);   /* cannot be destroyed: we hold mag_reap_lock */

@@ -1797,8 +1797,10 @@ static struct malloc_defer_node *defer_node_reserve_take(void)
 /* Gives n back, to the reserve when it is one of its nodes, else to the 32-byte class. */
 static void defer_node_put(struct malloc_defer_node *n)
 {
-  uintptr_t i = (uintptr_t)(n - mdn_reserve);
-  if ((uintptr_t)n >= (uintptr_t)mdn_reserve && i < MDN_RESERVE_WORDS * 64) {
+  /* compared as addresses: a pointer difference with a node outside the array is undefined */
+  uintptr_t off = (uintptr_t)n - (uintptr_t)mdn_reserve;
+  if (off < sizeof(mdn_reserve)) {
+    uintptr_t i = off / sizeof(*n);
     atomic_fetch_and_explicit(&mdn_reserve_used[i / 64], ~(1ull << (i % 64)),
                               memory_order_release);
     return;
