@@ -125,7 +125,11 @@
  *    slab that found no memory) call it first, with no lock held, so that kept blocks never
  *    make an allocation of another size fail.  And prd__cache_set_leak_hook, that holding's
  *    part of a leak report (malloc.c's big blocks still allocated, which no cache holds),
- *    called after the caches' buffers are listed.
+ *    called after the caches' buffers are listed, with prd__cache_set_leak_filter, asked of
+ *    each buffer before it is listed (under its cache's lock, so it takes none): false for
+ *    one that holding has already given up, the program's free of it only waiting for a
+ *    grace period (malloc.c's deferred blocks, which are buffers of the heap arena's quantum
+ *    caches until their callbacks run).
  *    Hooks this file sets (once, at its first use, before any user cache exists):
  *    - prd__slab_set_oom_hook(cache_oom): the slab layer found no slab and the source no
  *      memory; the hook applies section 4's policy with no lock held and says retry or fail.
@@ -394,6 +398,12 @@ prd_cache_t *prd__cache_create_packed(const char *name, size_t size, size_t alig
   return cache_create(name, size, align, NULL, NULL, NULL, NULL, NULL, 0, PRD_CF_PACKED);
 }
 
+prd_cache_t *prd__cache_create_internal(const char *name, size_t size, size_t align)
+{
+  return cache_create(name, size, align, NULL, NULL, NULL, NULL, NULL,
+                      PRD_CACHE_NOMAGAZINE | PRD_CACHE_NODEBUG, PRD_CF_INTERNAL);
+}
+
 /* prd_cache_create with internal flags xflags (PRD_CF_PACKED) added after the checks. */
 static prd_cache_t *cache_create(const char *name, size_t size, size_t align, prd_ctor_fn *ctor,
                                  prd_dtor_fn *dtor, prd_reclaim_fn *reclaim, void *priv,
@@ -586,6 +596,7 @@ static void reap_all_locked(bool all)
 static void (*_Atomic cache_reap_hook)(void);   /* section 5 */
 static void (*_Atomic cache_grow_hook)(void);   /* section 5 */
 static void (*_Atomic cache_leak_hook)(prd__debug_live_t *lc);   /* section 5 */
+static bool (*_Atomic cache_leak_filter)(const void *buf);        /* section 5 */
 
 /* Memory pressure: what is kept above the caches (the reap hook: malloc's kept huge blocks,
  * which may be what the kernel is short of), every cache's owner asked to give memory back,
@@ -652,6 +663,11 @@ void prd__cache_set_grow_hook(void (*fn)(void))
 void prd__cache_set_leak_hook(void (*fn)(prd__debug_live_t *lc))
 {
   atomic_store_explicit(&cache_leak_hook, fn, memory_order_release);
+}
+
+void prd__cache_set_leak_filter(bool (*fn)(const void *buf))
+{
+  atomic_store_explicit(&cache_leak_filter, fn, memory_order_release);
 }
 
 static size_t reap_and_decommit(bool all)
@@ -908,12 +924,20 @@ static void cache_report_live(prd_cache_t *cp)
     prd__debug_line(-1, "cache %s: ... and %zu more", cp->cache_name, lc.lc_seen - lc.lc_listed);
 }
 
+/* A buffer of the leak walk, listed unless the filter (section 5) says it is freed. */
+static void leak_buf(void *arg, prd_cache_t *cp, void *buf, prd_bufctl_t *bcp)
+{
+  bool (*keep)(const void *) = atomic_load_explicit(&cache_leak_filter, memory_order_acquire);
+  if (keep == NULL || keep(buf))
+    prd__debug_live_buf(arg, cp, buf, bcp);
+}
+
 static void leak_cache(void *arg, prd_cache_t *cp)
 {
   if (cp->cache_flags & PRD_CF_INTERNAL)
     return;
   pthread_mutex_lock(&cp->cache_lock);
-  prd__slab_walk_allocated(cp, prd__debug_live_buf, arg, false);
+  prd__slab_walk_allocated(cp, leak_buf, arg, false);
   pthread_mutex_unlock(&cp->cache_lock);
 }
 

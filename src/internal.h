@@ -340,6 +340,9 @@ uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp);
 /* prd_cache_create(name, size, align) of a cache with the packed slab layout (slab.c section
  * 2: the small layout in slabs of several pages): malloc.c's size classes. */
 prd_cache_t *prd__cache_create_packed(const char *name, size_t size, size_t align);
+/* prd_cache_create of one of the library's own caches (PRD_CF_INTERNAL: no magazines, no
+ * debugging, never destroyed, left out of leak reports): malloc.c's deferral nodes. */
+prd_cache_t *prd__cache_create_internal(const char *name, size_t size, size_t align);
 /* Statistics of every cache (user caches first) into out[0 .. max-1], taken under the
  * cache-list lock; returns how many caches there are (more than max: call again, larger). */
 size_t prd__cache_snapshot(prd__cache_snap_t *out, size_t max);
@@ -366,6 +369,9 @@ void  prd__cache_set_grow_hook(void (*fn)(void));
  * lists what it holds allocated into the report (malloc.c's big blocks), counting each in
  * lc_seen. */
 void  prd__cache_set_leak_hook(void (*fn)(prd__debug_live_t *lc));
+/* Asked of each buffer a leak report would list, under its cache's lock: false leaves it out
+ * (malloc.c: a block whose prd_free_deferred waits for its grace period). */
+void  prd__cache_set_leak_filter(bool (*fn)(const void *buf));
 /* After memory went back to the heap arena outside the caches (malloc.c's large blocks), no
  * lock held: asks for the maintenance thread when decay is on, none runs and the arena holds
  * more dirty free pages than a thread is worth (cache.c section 4). */

@@ -469,6 +469,7 @@ static prd_cache_t *class_create(uint32_t c)
  * again; nothing remembers the failure (section 5).  The classes' caches are made later,
  * each at its class's first allocation (class_cache_make). */
 static void big_leaks(prd__debug_live_t *lc);
+static bool big_leak_keep(const void *buf);
 
 static bool malloc_start(void)
 {
@@ -492,6 +493,7 @@ static bool malloc_start(void)
     prd__cache_set_reap_hook(prd__malloc_huge_trim);   /* prd_reap, malloc_trim: at once */
     prd__cache_set_grow_hook(hc_grow_release);         /* a growing heap: the idle ones */
     prd__cache_set_leak_hook(big_leaks);               /* prd_leak_report: big blocks */
+    prd__cache_set_leak_filter(big_leak_keep);         /* ... and not the deferred ones */
   }
   return true;
 }
@@ -1195,6 +1197,15 @@ static void big_leaks(prd__debug_live_t *lc)
   prd__pm_walk(big_leak_one, lc);
 }
 
+/* The leak report's filter of the caches' buffers (cache.c section 5): a block of the heap
+ * arena's quantum caches (PM_LARGE) whose deferral waits for its grace period is the
+ * program's no more, though its cache still counts it allocated until the callback. */
+static bool big_leak_keep(const void *buf)
+{
+  uintptr_t e = prd__pm_get(buf);
+  return (e & PM_KIND_MASK) != PM_LARGE || !(e & PM_DEFERRED);
+}
+
 /* Allocation of `size` bytes aligned to `align` (a power of two; 0 for the default). */
 static void *malloc_aligned(size_t size, size_t align)
 {
@@ -1739,12 +1750,16 @@ void *prd_pvalloc(size_t size)
 }
 
 /* ---- deferred frees (seed 001 §5: kfree_deferred needs no cache) ---------------------------- */
-/* A big block has no cache to park it in: a node from the 32-byte class carries it through
- * prd_call_rcu, so nothing is written into the block while readers may still see it. */
+/* A big block has no cache to park it in: a node carries it through prd_call_rcu, so nothing
+ * is written into the block while readers may still see it.  The nodes come from a cache of
+ * the library's own (made at the first deferral, under malloc_init_lock as a class's cache
+ * is), so that a leak report does not list them: the program freed the blocks they carry. */
 struct malloc_defer_node {
   struct prd_rcu_head mdn_head;   /* first: the callback gets the node back from it */
   void *mdn_block;
 };
+
+static _Atomic(prd_cache_t *) mdn_cache;
 
 /* The end of a big block's deferral: its entry, flagged by the deferral (section 3), is
  * freed here and nowhere else.  The flag keeps every other call off the block meanwhile, so
@@ -1766,7 +1781,7 @@ static void big_free_deferred(void *p)
   errno = saved;
 }
 
-/* Nodes for the deferrals that find no memory for one (the 32-byte class could not grow: a
+/* Nodes for the deferrals that find no memory for one (the nodes' cache could not grow: a
  * failed mapping, an address-space limit).  Without a node the block could only be kept for
  * good, a transient failure made permanent; with one from here it is freed after its grace
  * period as any other, and the node comes back when its callback runs.  A bit per node, taken
@@ -1794,7 +1809,33 @@ static struct malloc_defer_node *defer_node_reserve_take(void)
   return NULL;
 }
 
-/* Gives n back, to the reserve when it is one of its nodes, else to the 32-byte class. */
+/* A node for a deferral: from the nodes' cache, else from the reserve; NULL when neither
+ * has one. */
+static struct malloc_defer_node *defer_node_get(void)
+{
+  /* acquire: pairs with the release below (the cache made before its pointer is seen) */
+  prd_cache_t *cp = atomic_load_explicit(&mdn_cache, memory_order_acquire);
+  if (prd_unlikely(cp == NULL)) {
+    malloc_enter();   /* malloc_init_lock is in fork's order (section 6) */
+    pthread_mutex_lock(&malloc_init_lock);
+    cp = atomic_load_explicit(&mdn_cache, memory_order_relaxed);
+    if (cp == NULL) {   /* a failure is not remembered: the next deferral tries again */
+      cp = prd__cache_create_internal("malloc_defer_node", sizeof(struct malloc_defer_node), 0);
+      atomic_store_explicit(&mdn_cache, cp, memory_order_release);
+    }
+    pthread_mutex_unlock(&malloc_init_lock);
+    malloc_leave();
+  }
+  struct malloc_defer_node *n = NULL;
+  if (cp != NULL) {
+    malloc_enter();
+    n = prd_cache_alloc(cp, PRD_SLEEP);
+    malloc_leave();
+  }
+  return n != NULL ? n : defer_node_reserve_take();
+}
+
+/* Gives n back, to the reserve when it is one of its nodes, else to the nodes' cache. */
 static void defer_node_put(struct malloc_defer_node *n)
 {
   /* compared as addresses: a pointer difference with a node outside the array is undefined */
@@ -1805,7 +1846,9 @@ static void defer_node_put(struct malloc_defer_node *n)
                               memory_order_release);
     return;
   }
-  prd_free(n);
+  malloc_enter();
+  prd_cache_free(atomic_load_explicit(&mdn_cache, memory_order_relaxed), n);
+  malloc_leave();
 }
 
 static void malloc_defer_cb(struct prd_rcu_head *h)
@@ -1842,9 +1885,7 @@ static void free_deferred_in(void *ptr)
   case PM_BOOT:
     return;
   default: {
-    struct malloc_defer_node *n = prd_malloc(sizeof(*n));
-    if (n == NULL)
-      n = defer_node_reserve_take();
+    struct malloc_defer_node *n = defer_node_get();
     if (n == NULL) {
       /* no memory for the node and the reserve all in flight: waiting here could deadlock
        * inside a read-side section, and freeing now could pull the block from under a
