@@ -5,6 +5,8 @@
  * --plot's PNG (both y axes from 0), and the errors for a bad column or a file that is not a
  * snapshot. */
 // prd-test-labels: no-preload
+// prd-test-timeout: 300
+// (300: about eight prdstat --plot runs, each importing matplotlib, 5-6 s apiece under load)
 // (no-preload: under LD_PRELOAD of libprudence-malloc the preloaded copy of the library writes
 //  its own snapshot, with its malloc caches, to the same PRUDENCE_STATS_FILE)
 #include <libgen.h>
@@ -134,7 +136,8 @@ static void test_table_of_a_real_run(void)
   CHECK(run("%s %s --cache ps_objects", prdstat, snap) != 0);
   CHECK_STR_CONTAINS(out, "--cache goes with --plot");
   /* a missing file under --watch: waited for, said once */
-  CHECK_EQ(run("timeout -k 5 1 %s %s/missing.json --watch --interval 0.05", prdstat, dir), 124);
+  /* 5 s: Python's start alone took up to 0.9 s under load, and the message comes after it */
+  CHECK_EQ(run("timeout -k 5 5 %s %s/missing.json --watch --interval 0.05", prdstat, dir), 124);
   CHECK_STR_CONTAINS(out, "missing.json: No such file or directory (waiting for it)");
   unlink(snap);
 }
