@@ -598,6 +598,9 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp);
 /* The largest size the arena's quantum caches serve (object caches, which the leak report and
  * the statistics see as caches), 0 when it has none. */
 size_t prd__vmem_qcache_limit(const prd_vmem_t *vmp);
+/* addr starts a segment of a quantum-cached size that the arena served itself (section 14:
+ * its caches were not made yet, or could not be), so no quantum cache lists it. */
+bool  prd__vmem_qdirect(prd_vmem_t *vmp, const void *addr);
 /* Checks every invariant of the arena (theory statement, section 9) under its lock; reports
  * each broken one through prd__report and returns how many were found (0: consistent). */
 int prd__vmem_check(prd_vmem_t *vmp);

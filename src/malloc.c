@@ -1173,7 +1173,9 @@ static inline size_t big_bytes(uintptr_t e)
 /* prd_leak_report's part (cache.c section 5): the big blocks still allocated that no cache
  * holds, found by their page-map entries (a block's first page has one; freed blocks have
  * none, kept huge ones neither).  Not those the heap arena's quantum caches served (up to
- * 8 pages, by prd_vmem_alloc: PM_LARGE): the report lists them as those caches' buffers.
+ * 8 pages, by prd_vmem_alloc: PM_LARGE): the report lists them as those caches' buffers;
+ * but one of those sizes the arena served itself (its caches not made yet when several
+ * threads took their first such block at once, or no memory for them) is this list's.
  * A deferred one is not listed: its callback frees it.  No stack or age: only the classes'
  * buffers are audited. */
 static void big_leak_one(void *arg, uintptr_t a, uintptr_t e)
@@ -1182,7 +1184,8 @@ static void big_leak_one(void *arg, uintptr_t a, uintptr_t e)
   uint32_t kind = e & PM_KIND_MASK;
   if ((kind != PM_LARGE && kind != PM_LARGEX && kind != PM_HUGE) || (e & PM_DEFERRED))
     return;
-  if (kind == PM_LARGE && big_bytes(e) <= prd__vmem_qcache_limit(malloc_heap))
+  if (kind == PM_LARGE && big_bytes(e) <= prd__vmem_qcache_limit(malloc_heap) &&
+      !prd__vmem_qdirect(malloc_heap, (void *)a))
     return;
   lc->lc_seen++;
   if (lc->lc_listed >= lc->lc_limit)

@@ -1209,6 +1209,14 @@ static bool vmem_qdirect_at(prd_vmem_t *vmp, void *addr)
   return direct;
 }
 
+bool prd__vmem_qdirect(prd_vmem_t *vmp, const void *addr)
+{
+  /* relaxed: as prd_vmem_free's test below (the count is nonzero while such a segment is
+   * allocated, and the caller's block is) */
+  return atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) != 0 &&
+         vmem_qdirect_at(vmp, (void *)(uintptr_t)addr);
+}
+
 void prd_vmem_free(prd_vmem_t *vmp, void *addr, size_t size)
 {
   /* a cached size goes to its cache, unless the arena served it itself before the caches

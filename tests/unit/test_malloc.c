@@ -9,6 +9,7 @@
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include "internal.h"
@@ -953,9 +954,60 @@ static void test_leak_report_deferred(void)
   prd_rcu_barrier();
 }
 
+/* The first blocks of the quantum caches' sizes, taken by several threads at once, are all in
+ * a leak report.  The defect this guards: the threads that found the heap arena making its
+ * quantum caches got their blocks from the arena itself, and the report, which left every
+ * such size to the caches' listing, listed none of them (12 of 16 missing in a typical run).
+ * Run first, in a process that has taken no block of those sizes yet. */
+enum { QD_THREADS = 16 };
+static pthread_barrier_t qd_barrier;
+static void *qd_block[QD_THREADS];
+
+static void *qd_thread(void *arg)
+{
+  pthread_barrier_wait(&qd_barrier);
+  qd_block[(uintptr_t)arg] = prd_malloc(20000);
+  return NULL;
+}
+
+static void test_leak_report_first_blocks(void)
+{
+  pthread_t t[QD_THREADS];
+  int made = 0;
+  CHECK_EQ(pthread_barrier_init(&qd_barrier, NULL, QD_THREADS), 0);
+  for (uintptr_t i = 0; i < QD_THREADS; i++)
+    made += pthread_create(&t[i], NULL, qd_thread, (void *)i) == 0;
+  CHECK_EQ(made, QD_THREADS);
+  if (made != QD_THREADS)
+    return;   /* the barrier would wait for ever */
+  for (int i = 0; i < QD_THREADS; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&qd_barrier);
+  FILE *f = tmpfile();
+  CHECK(f != NULL);
+  if (f == NULL)
+    return;
+  (void)prd_leak_report(f, 0);
+  static char out[1 << 16];
+  rewind(f);
+  size_t len = fread(out, 1, sizeof(out) - 1, f);
+  out[len] = '\0';
+  fclose(f);
+  int missing = 0;
+  for (int i = 0; i < QD_THREADS; i++) {
+    char want[64];
+    snprintf(want, sizeof(want), "=%p ", qd_block[i]);
+    missing += qd_block[i] == NULL || strstr(out, want) == NULL;
+  }
+  CHECK_EQ(missing, 0);
+  for (int i = 0; i < QD_THREADS; i++)
+    prd_free(qd_block[i]);
+}
+
 int main(void)
 {
   page = (size_t)sysconf(_SC_PAGESIZE);
+  RUN(test_leak_report_first_blocks);
   RUN(test_classes);
   RUN(test_hit_tables);
   RUN(test_malloc_sizes);
