@@ -186,8 +186,10 @@
  *    is call_rcu(free) for any block of this allocator: the page map names p's class cache
  *    and the block goes down the Prudence path of that cache (prd_cache_free_deferred:
  *    latent caches and slabs, reused as soon as its grace period has ended).  A big block has
- *    no cache: a 32-byte node (so that nothing is written into the block while readers may
- *    still see it) carries it through prd_call_rcu, whose callback frees it.
+ *    no cache: a 24-byte node (so that nothing is written into the block while readers may
+ *    still see it) carries it through prd_call_rcu, whose callback frees it; the nodes come
+ *    from an internal cache (malloc_defer_node, never in a leak report), else from a reserve
+ *    of 256 (free_deferred_in, defer_node_get).
  *
  * 5. Start-up and self-hosting.  The first call initializes under malloc_init_lock.  A
  *    start-up that cannot map memory (the page map's leaves, the heap arena, the magazine

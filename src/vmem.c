@@ -1211,22 +1211,20 @@ static bool vmem_qdirect_at(prd_vmem_t *vmp, void *addr)
 
 bool prd__vmem_qdirect(prd_vmem_t *vmp, const void *addr)
 {
-  /* relaxed: as prd_vmem_free's test below (the count is nonzero while such a segment is
-   * allocated, and the caller's block is) */
-  return atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) != 0 &&
+  /* relaxed: the segment's own allocation counted it and happens before the caller's use of
+   * the block, so the count reads nonzero while it is allocated */
+  return prd_unlikely(atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) != 0) &&
          vmem_qdirect_at(vmp, (void *)(uintptr_t)addr);
 }
 
 void prd_vmem_free(prd_vmem_t *vmp, void *addr, size_t size)
 {
   /* a cached size goes to its cache, unless the arena served it itself before the caches
-   * were made (section 14: vm_qdirect, relaxed: the segment's own allocation counted it
-   * and happens before this free, so the count reads nonzero while it is allocated) */
+   * were made (section 14, prd__vmem_qdirect) */
   if (vmp != NULL && size != 0 && size <= vmp->vm_qcache_max &&
       (size & (vmp->vm_quantum - 1)) == 0 &&
       atomic_load_explicit(&vmp->vm_qcache_state, memory_order_acquire) == 1 &&
-      (prd_likely(atomic_load_explicit(&vmp->vm_qdirect, memory_order_relaxed) == 0) ||
-       !vmem_qdirect_at(vmp, addr))) {
+      !prd__vmem_qdirect(vmp, addr)) {
     prd_cache_free(vmp->vm_qcache[(size >> vmp->vm_qshift) - 1], addr);   /* section 14 */
     return;
   }

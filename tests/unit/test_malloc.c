@@ -496,11 +496,11 @@ static void test_free_deferred_big_misuse(void)
   CHECK(strstr(out, "not allocated by prudence") == NULL);
 }
 
-/* A big block's deferral needs a 32-byte node.  Guards the defect: when the 32-byte class
- * could not grow (every mapping failing here, an address-space limit in the program that
- * found it), the block was reported and kept for good, a transient failure made permanent.
- * Now a node comes from a reserve of 256, and the block is freed after its grace period as
- * any other. */
+/* A big block's deferral needs a node (from malloc's internal node cache).  Guards the
+ * defect: when no node could be had (every mapping failing here, after the 32-byte class took
+ * what the heap had left; an address-space limit in the program that found it), the block was
+ * reported and kept for good, a transient failure made permanent.  Now a node comes from a
+ * reserve of 256, and the block is freed after its grace period as any other. */
 #define NO_NODE_BLOCKS 200
 #define PM_DEFERRED_BIT 0x10u   /* a big block's entry while its deferral waits (malloc.c 3) */
 static void deferred_no_node(void *arg)
