@@ -233,7 +233,7 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(U64, mag_size, "rounds per new magazine now (0: no magazine layer)")                        \
   X(U64, mag_allocs, "allocations through the magazine layer (hits and depot visits)")         \
   X(U64, mag_frees, "frees through the magazine layer (hits and depot visits)")                 \
-  X(U64, mag_resizes, "magazine size increases (depot contention, seed 004)")                   \
+  X(U64, mag_resizes, "magazine size changes (depot contention, seed 004; latent growth and its step down)")                   \
   X(U64, mag_alloc_hits, "allocations served by a thread's loaded or previous magazine")        \
   X(U64, mag_free_hits, "frees taken by a thread's loaded or previous magazine")                \
   X(U64, depot_full_gets, "full magazines taken from the depot")                                \

@@ -30,7 +30,9 @@
  *      slabs (seed 004's resizing, by the grace-period latency instead of depot contention).
  *      It grows while a magazine holds at most 512 KiB of objects, into rows past libumem's
  *      table (255 to 4095 rounds) that only this growth reaches (docs/benchmarks.md,
- *      "Magazine layer", measures both).
+ *      "Magazine layer", measures both); with more than 32 threads holding magazines the
+ *      limit is 16 MiB shared among them, and the cache steps back down as threads arrive
+ *      (magazine.c section 8).
  *    - Per cache, the depot's latent list: the magazine layer's tagged magazines (magazine.c
  *      section 13, after FreeBSD UMA's SMR buckets, ANCHORS.md), whole latent generations,
  *      magazine and state, that a full latent cache or an exiting thread handed over, up to

@@ -203,7 +203,7 @@
  *    "threads", lists what was checked for sharing between threads).  Each failed try-lock of the depot
  *    counts as contention; when an interval saw more than the option depot_contention
  *    (kmem's 3), and the chunk is below the row's maxbuf, the cache moves to the next row:
- *    new magazines are larger, so depot visits become rarer (sizes only grow).  An interval
+ *    new magazines are larger, so depot visits become rarer (this rule only grows them).  An interval
  *    is too slow for a burst: threads that free thousands of objects at once (a batch free
  *    after a grace period, a request's objects at its end) visit the depot every few
  *    operations, and 16 such threads on a 7-round magazine of 4 KiB objects spent nearly all
@@ -229,6 +229,17 @@
  *    slabs (docs/benchmarks.md, "Magazine layer", measures the growth and the last row).  The
  *    byte limit bounds the memory a thread's three magazines of one cache hold (1.5 MiB); a
  *    larger limit buys speed at the largest sizes for proportionally more memory.
+ *    Bonwick's magazines are per CPU, so their number is bounded; these are per thread, and a
+ *    program of hundreds of threads would hold hundreds of magazines of that size, each
+ *    flushed to the slabs at its thread's exit.  So the limit is shared: a magazine of this
+ *    growth holds at most MAG_LATENT_ALL_BYTES (16 MiB) over the number of threads on the
+ *    registry (mag_latent_bytes): 512 KiB up to 32 threads, so a program of a thread per
+ *    core keeps the whole growth on machines of up to 32 cores, and 64 KiB at the least,
+ *    from 256 threads.
+ *    The depot remembers the row the other rules reached (dp_mt_floor); when threads arrive
+ *    after this growth, the next magazine made, latent miss or interval update moves the
+ *    cache back down to the row the bound allows, not below that floor (depot_fit; empty
+ *    magazines of the old size are given back, full ones stay in use as after a growth).
  *
  * 9. Maintenance (maint.c, the process-wide maintenance thread).  The layer's periodic work
  *    is maint.c's interval job, mag_tick, registered at the layer's start
@@ -507,7 +518,12 @@ static prd_magtype_t mag_types[] = {
 #define MAG_NTYPES PRD_ARRAY_SIZE(mag_types)
 /* rows of libumem's table: the interval rule and prd__mag_set_min_rounds stop there */
 #define MAG_NUMEM 9
-#define MAG_LATENT_BYTES (512 * 1024)   /* Prudence's growth: a magazine of at most this much */
+/* Prudence's growth (section 8): a magazine of at most MAG_LATENT_ALL_BYTES shared among the
+ * threads that hold magazines, and never more than MAG_LATENT_BYTES nor held below
+ * MAG_LATENT_MIN_BYTES (mag_latent_bytes) */
+#define MAG_LATENT_BYTES (512 * 1024)
+#define MAG_LATENT_MIN_BYTES (64 * 1024)
+#define MAG_LATENT_ALL_BYTES (16 * 1024 * 1024)
 /* A burst of contention (section 8): MAG_BURST_N contended acquisitions of dp_lock within
  * MAG_BURST_NS grow the cache's magazines while one holds at most MAG_BURST_BYTES of objects.
  * The two limits are variables for the tests (prd__mag_set_burst). */
@@ -526,6 +542,18 @@ static prd_tcache_t *mag_threads;          /* the registry */
 static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
 static _Atomic bool mag_orphans;           /* the registry holds orphans (section 11) */
 static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
+static _Atomic uint32_t mag_nthreads;      /* on the registry (written under mag_registry_lock) */
+
+/* The most a magazine of Prudence's growth holds (section 8): MAG_LATENT_ALL_BYTES over the
+ * threads on the registry, within [MAG_LATENT_MIN_BYTES, MAG_LATENT_BYTES].  A relaxed read:
+ * a count a thread's arrival or exit makes stale moves the bound one thread's share, and the
+ * next growth or interval reads it again. */
+static size_t mag_latent_bytes(void)
+{
+  uint32_t n = atomic_load_explicit(&mag_nthreads, memory_order_relaxed);
+  size_t b = MAG_LATENT_ALL_BYTES / (n != 0 ? n : 1);
+  return PRD_MIN(PRD_MAX(b, (size_t)MAG_LATENT_MIN_BYTES), (size_t)MAG_LATENT_BYTES);
+}
 static _Atomic uint64_t mag_thread_maps;    /* records and CPU-cache arrays mapped (tests) */
 /* Net bytes a thread parks in depots before it asks for the maintenance thread (section 9):
  * beyond a working set's worth of magazines (37 malloc classes x 2 x 16 KiB is 1.2 MiB), and
@@ -710,6 +738,7 @@ uint32_t prd__mag_cur_size(prd_cache_t *cp)
 }
 
 /* ---- the depot (dp_lock held unless said) ------------------------------------------------- */
+static bool depot_fit(prd_cache_t *cp, prd_mag_t **old);
 /* After a contended acquisition of dp_lock (held): the burst rule of section 8.  One clock
  * read per MAG_BURST_N contended acquisitions; the window starts at the previous read. */
 static void depot_burst(prd_cache_t *cp)
@@ -724,7 +753,7 @@ static void depot_burst(prd_cache_t *cp)
   const prd_magtype_t *mt = dp->dp_magtype;
   if (burst && mt + 1 < mag_types + MAG_NTYPES &&
       (size_t)mt[1].mt_magsize * cp->cache_chunksize <= MAG_BURST_BYTES) {
-    dp->dp_magtype = mt + 1;
+    dp->dp_magtype = dp->dp_mt_floor = mt + 1;
     dp->dp_resizes++;
   }
 }
@@ -798,10 +827,14 @@ static void depot_put_full(prd_depot_t *dp, prd_mag_t *mp)
 prd_mag_t *prd__mag_new(prd_cache_t *cp)
 {
   prd_depot_t *dp = &cp->cache_depot;
+  prd_mag_t *old = NULL;
   depot_lock(cp);
+  if (dp->dp_magtype != dp->dp_mt_floor)   /* threads arrived since Prudence's growth */
+    (void)depot_fit(cp, &old);
   prd_mag_t *mp = maglist_get(&dp->dp_empty);
   const prd_magtype_t *mt = dp->dp_magtype;
   pthread_mutex_unlock(&dp->dp_lock);
+  mag_destroy_chain(cp, old, false);
   return mp != NULL ? mp : mag_new(mt);
 }
 
@@ -1029,14 +1062,35 @@ static bool depot_grow(prd_cache_t *cp, prd_mag_t **old, bool latent)
   const prd_magtype_t *mt = dp->dp_magtype;
   if (latent) {
     if (mt + 1 >= mag_types + MAG_NTYPES ||
-        (size_t)mt[1].mt_magsize * cp->cache_chunksize > MAG_LATENT_BYTES)
+        (size_t)mt[1].mt_magsize * cp->cache_chunksize > mag_latent_bytes())
       return false;
   } else if (mt + 1 >= mag_types + MAG_NUMEM || cp->cache_chunksize >= mt->mt_maxbuf) {
     return false;
   }
   dp->dp_magtype = mt + 1;
+  if (!latent)
+    dp->dp_mt_floor = mt + 1;
   dp->dp_resizes++;
   /* the empty magazines are now too small: give them back (full ones stay in use) */
+  maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, old, NULL);
+  dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
+  return true;
+}
+
+/* Prudence's growth undone as threads arrive (section 8): back down the table, not below
+ * the row the other rules reached, while a magazine holds more than mag_latent_bytes.
+ * dp_lock held; the empty magazines, now too large, go onto *old as in depot_grow. */
+static bool depot_fit(prd_cache_t *cp, prd_mag_t **old)
+{
+  prd_depot_t *dp = &cp->cache_depot;
+  const prd_magtype_t *mt = dp->dp_magtype;
+  size_t limit = mag_latent_bytes();
+  while (mt > dp->dp_mt_floor && (size_t)mt->mt_magsize * cp->cache_chunksize > limit)
+    mt--;
+  if (mt == dp->dp_magtype)
+    return false;
+  dp->dp_magtype = mt;
+  dp->dp_resizes++;
   maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, old, NULL);
   dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
   return true;
@@ -1058,6 +1112,8 @@ static void depot_update(prd_cache_t *cp)
   uint64_t cont = atomic_load_explicit(&dp->dp_contention, memory_order_relaxed);
   if (cont - dp->dp_contention_prev > (uint64_t)prd__opt(depot_contention))
     (void)depot_grow(cp, &old, false);
+  else
+    (void)depot_fit(cp, &old);
   dp->dp_contention_prev = cont;
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, old, false);
@@ -1069,6 +1125,8 @@ bool prd__mag_grow(prd_cache_t *cp)
   prd_mag_t *old = NULL;
   pthread_mutex_lock(&dp->dp_lock);
   bool grew = depot_grow(cp, &old, true);
+  if (!grew)
+    (void)depot_fit(cp, &old);   /* threads arrived since the last growth */
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, old, false);
   return grew;
@@ -1207,6 +1265,7 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     if (mag_threads != NULL)
       mag_threads->tc_prev = tc;
     mag_threads = tc;
+    atomic_fetch_add_explicit(&mag_nthreads, 1, memory_order_relaxed);
     pthread_mutex_unlock(&mag_registry_lock);
     /* no lock held: setspecific may allocate.  When it fails the record leaves the registry
      * again, unused, for the spare list (a visitor that found it meanwhile did so under the
@@ -1293,6 +1352,7 @@ static void tc_unregister_free(prd_tcache_t *tc)
     mag_threads = tc->tc_next;
   if (tc->tc_next != NULL)
     tc->tc_next->tc_prev = tc->tc_prev;
+  atomic_fetch_sub_explicit(&mag_nthreads, 1, memory_order_relaxed);
   if (mag_nspares < MAG_SPARES_MAX) {
     /* as a fresh mapping reads: every CPU cache empty, no counter, no busy mark (the flush
      * left the live caches' entries so; a cache destroyed meanwhile may have left its own) */
@@ -2094,7 +2154,7 @@ static int mag_cache_init(prd_cache_t *cp)
   const prd_magtype_t *mt = mag_types;
   while (cp->cache_chunksize <= mt->mt_minbuf)
     mt++;
-  dp->dp_magtype = mt;
+  dp->dp_magtype = dp->dp_mt_floor = mt;
   /* mag_id_get sets cache_magid; no memory for the id table: the creation fails rather than
    * make a cache that would run without magazines for its whole life */
   if (mag_id_get(cp) == 0) {
@@ -2107,8 +2167,9 @@ static int mag_cache_init(prd_cache_t *cp)
 
 /* A layer above asks for magazines of at least `rounds` rounds from the start (malloc.c's
  * size classes: libumem's starting rows were sized for kernel-era memory, and a general
- * malloc's working set per class is larger; section 8).  Sizes only grow, as in
- * depot_update; empty magazines of the old size are given back. */
+ * malloc's working set per class is larger; section 8).  It only grows the size, as the
+ * contention rule does, and the row it reaches is the floor depot_fit keeps; empty
+ * magazines of the old size are given back. */
 void prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds)
 {
   if (cp->cache_magid == 0)
@@ -2120,7 +2181,7 @@ void prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds)
   while (mt->mt_magsize < rounds && mt + 1 < mag_types + MAG_NUMEM)
     mt++;
   if (mt != dp->dp_magtype) {
-    dp->dp_magtype = mt;
+    dp->dp_magtype = dp->dp_mt_floor = mt;
     maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, &old, NULL);
     dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
   }

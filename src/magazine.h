@@ -90,7 +90,9 @@ size_t prd__mag_slab_take(prd_cache_t *cp, prd_tcache_t *tc, void **objs, size_t
 /* Rounds of cp's current magazine size. */
 uint32_t prd__mag_cur_size(prd_cache_t *cp);
 /* Moves cp's depot to the next magazine size for Prudence (section 8: a magazine of at most
- * 512 KiB of objects): true if it grew.  No lock held but possibly the caller's tc_lock. */
+ * 512 KiB of objects, less with more than 32 threads): true if it grew; when it cannot, the
+ * depot steps down to the size the threads now allow.  No lock held but possibly the
+ * caller's tc_lock. */
 bool prd__mag_grow(prd_cache_t *cp);
 /* Tests: the burst rule of section 8 takes n contended depot visits within window_ns
  * (n = 0: the defaults again).  Set while no thread visits a depot. */

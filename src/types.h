@@ -267,6 +267,7 @@ typedef struct prd_depot {
   prd_maglist_t dp_full, dp_empty;
   uint64_t dp_rounds;            /* objects in the full list's magazines */
   const prd_magtype_t *dp_magtype;   /* the size new magazines get */
+  const prd_magtype_t *dp_mt_floor;  /* the largest row a rule other than Prudence's set */
   _Atomic uint64_t dp_contention;    /* failed try-locks (counted before blocking) */
   uint64_t dp_contention_prev;   /* at the last interval update */
   uint32_t dp_burst_n;           /* contended acquisitions since dp_burst_ns (magazine.c §8) */

@@ -786,6 +786,73 @@ static void test_refill_ramp(void)
   prd_cache_destroy(cp);
 }
 
+/* Prudence's growth is bounded by the threads that hold magazines (magazine.c section 8): a
+ * magazine holds at most 16 MiB over their number, never more than 512 KiB, and the depot steps
+ * back down when threads arrive after it grew.  The threads below each take one object (and
+ * so a record on the registry), then wait until the main thread has looked. */
+struct holder {
+  prd_cache_t *h_cp;
+  pthread_barrier_t *h_bar;
+};
+
+static void *hold_magazines(void *arg)
+{
+  struct holder *h = arg;
+  void *obj = prd_cache_alloc(h->h_cp, PRD_SLEEP);
+  pthread_barrier_wait(h->h_bar);   /* every thread holds its magazines */
+  pthread_barrier_wait(h->h_bar);   /* the main thread has checked */
+  prd_cache_free(h->h_cp, obj);
+  return NULL;
+}
+
+static void test_growth_bounded_by_threads(void)
+{
+  prd_cache_t *cp = prd_cache_create("tbound", 512, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  while (prd__mag_grow(cp))
+    ;
+  uint32_t alone = prd__mag_cur_size(cp);
+  CHECK_EQ(alone, 1023);   /* 1023 x 512 B: the last row within 512 KiB */
+  /* a cache that a layer above started at 63 rounds of 4 KiB (252 KiB) steps back down no
+   * further than that */
+  prd_cache_t *cp2 = prd_cache_create("tfloor", 4096, 0, NULL, NULL, NULL, NULL, NULL,
+                                      PRD_CACHE_NODEBUG);
+  prd__mag_set_min_rounds(cp2, 63);
+  CHECK_EQ(prd__mag_cur_size(cp2), 63);
+  while (prd__mag_grow(cp2))
+    ;
+  CHECK_EQ(prd__mag_cur_size(cp2), 95);   /* 143 x 4 KiB would be past 512 KiB */
+  enum { THREADS = 100 };   /* with this one, 16 MiB / 101: rows of at most 166 KiB */
+  pthread_t t[THREADS];
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, THREADS + 1);
+  struct holder h = { cp, &bar };
+  for (int i = 0; i < THREADS; i++)
+    CHECK_EQ(pthread_create(&t[i], NULL, hold_magazines, &h), 0);
+  pthread_barrier_wait(&bar);
+  /* the next magazine any thread takes is of the stepped-down size, and a latent miss's
+   * growth does not take it back up */
+  prd__mag_free_empty(prd__mag_new(cp));
+  uint32_t crowded = prd__mag_cur_size(cp);
+  CHECK(!prd__mag_grow(cp));
+  CHECK_EQ(prd__mag_cur_size(cp), crowded);
+  prd__mag_free_empty(prd__mag_new(cp2));
+  CHECK_EQ(prd__mag_cur_size(cp2), 63);
+  printf("  magazine rounds: %u alone, %u with %d more threads\n", alone, crowded, THREADS);
+  CHECK(crowded * 512u <= (16u << 20) / (THREADS + 1));
+  CHECK(crowded >= 127);   /* never below 64 KiB of objects */
+  pthread_barrier_wait(&bar);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&bar);
+  /* the threads gone, the growth goes back up to the single thread's size */
+  while (prd__mag_grow(cp))
+    ;
+  CHECK_EQ(prd__mag_cur_size(cp), alone);
+  prd_cache_destroy(cp);
+  prd_cache_destroy(cp2);
+}
+
 /* n objects of cp (made with PRD_CACHE_NOMAGAZINE) allocated, then deferred inside a read-side
  * section, which the caller ends: no grace period ends meanwhile, so with no magazines every
  * deferral waits in the latent slabs and none is merged early. */
@@ -1318,6 +1385,7 @@ int main(void)
   RUN(test_thread_exit);
   RUN(test_thread_churn_magazines);
   RUN(test_refill_ramp);
+  RUN(test_growth_bounded_by_threads);
   RUN(test_burst_slabs_given_back);
   RUN(test_reap_merges_latent_slabs);
   RUN(test_flood_bounded);
