@@ -235,7 +235,9 @@
  *    growth holds at most MAG_LATENT_ALL_BYTES (16 MiB) over the number of threads on the
  *    registry (mag_latent_bytes): 512 KiB up to 32 threads, so a program of a thread per
  *    core keeps the whole growth on machines of up to 32 cores, and 64 KiB at the least,
- *    from 256 threads.
+ *    from 256 threads.  A thread that the idle-thread reap found idle a whole interval
+ *    (section 9; its magazines are then taken) leaves the count until its next miss
+ *    (tc_uncounted), so a pool of sleeping threads does not shrink the busy ones' magazines.
  *    The depot remembers the row the other rules reached (dp_mt_floor); when threads arrive
  *    after this growth, the next magazine made, latent miss or interval update moves the
  *    cache back down to the row the bound allows, not below that floor (depot_fit; empty
@@ -542,7 +544,7 @@ static prd_tcache_t *mag_threads;          /* the registry */
 static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
 static _Atomic bool mag_orphans;           /* the registry holds orphans (section 11) */
 static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
-static _Atomic uint32_t mag_nthreads;      /* on the registry (written under mag_registry_lock) */
+static _Atomic uint32_t mag_nthreads;      /* on the registry, less those idle (section 8) */
 
 /* The most a magazine of Prudence's growth holds (section 8): MAG_LATENT_ALL_BYTES over the
  * threads on the registry, within [MAG_LATENT_MIN_BYTES, MAG_LATENT_BYTES].  A relaxed read:
@@ -1304,6 +1306,10 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     if (old != NULL)
       prd__os_unmap(old, old_bytes);
   }
+  /* a miss of a thread the idle reap left out of the count (section 8): back in */
+  if (prd_unlikely(atomic_load_explicit(&tc->tc_uncounted, memory_order_relaxed)) &&
+      atomic_exchange_explicit(&tc->tc_uncounted, false, memory_order_relaxed))
+    atomic_fetch_add_explicit(&mag_nthreads, 1, memory_order_relaxed);
   /* the hit paths' copies (magazine.h): only this thread changes tc_cc and tc_ncc */
   prd__mag_tls.mt_cc = tc->tc_cc;
   if (prd__mag_tls.mt_hold == 0)
@@ -1352,7 +1358,8 @@ static void tc_unregister_free(prd_tcache_t *tc)
     mag_threads = tc->tc_next;
   if (tc->tc_next != NULL)
     tc->tc_next->tc_prev = tc->tc_prev;
-  atomic_fetch_sub_explicit(&mag_nthreads, 1, memory_order_relaxed);
+  if (!atomic_exchange_explicit(&tc->tc_uncounted, false, memory_order_relaxed))
+    atomic_fetch_sub_explicit(&mag_nthreads, 1, memory_order_relaxed);
   if (mag_nspares < MAG_SPARES_MAX) {
     /* as a fresh mapping reads: every CPU cache empty, no counter, no busy mark (the flush
      * left the live caches' entries so; a cache destroyed meanwhile may have left its own) */
@@ -1490,6 +1497,7 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
   uint32_t nids = mag_id_count();
   for (prd_tcache_t *tc = mag_threads; tc != NULL; tc = tc->tc_next) {
     bool own = tc == self;
+    bool idle = mode == STEAL_IDLE && !own;   /* every CPU cache idle a whole interval */
     pthread_mutex_lock(&tc->tc_lock);
     uint32_t n = PRD_MIN(tc->tc_ncc, nids);
     for (uint32_t id = 1; id < n; id++) {
@@ -1505,8 +1513,10 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
         sched_yield();
         pthread_mutex_lock(&tc->tc_lock);
       }
-      if (!own && cc_is_busy(cc))
+      if (!own && cc_is_busy(cc)) {
+        idle = false;
         continue;
+      }
       if (mode == STEAL_IDLE) {
         uint64_t ops = prd__mag_alloc_hits(cc) +
                        prd__mag_free_hits(cc) +
@@ -1514,6 +1524,7 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
                        atomic_load_explicit(&cc->cc_pcnt[PRD_PC_DEFERRED], memory_order_relaxed);
         if (ops != cc->cc_idle_mark) {
           cc->cc_idle_mark = ops;
+          idle = false;
           continue;
         }
       }
@@ -1524,6 +1535,11 @@ static void mag_steal(enum steal_mode mode, prd_cache_t *only)
       }
     }
     pthread_mutex_unlock(&tc->tc_lock);
+    /* a thread idle a whole interval leaves the count that shares Prudence's limit (section
+     * 8) until its next miss; the exchange pairs with the miss's and the exit's, so that the
+     * count moves once each way */
+    if (idle && !atomic_exchange_explicit(&tc->tc_uncounted, true, memory_order_relaxed))
+      atomic_fetch_sub_explicit(&mag_nthreads, 1, memory_order_relaxed);
     PRD_RACE();
     if (!own)
       atomic_store_explicit(&tc->tc_steal, 0, memory_order_release);   /* owner: acquire */

@@ -355,6 +355,8 @@ typedef struct prd_tcache {
   bool tc_orphan;                /* a fork child's record of a thread that did not survive the
                                   * fork, not yet taken over (mag_registry_lock; magazine.c
                                   * section 11) */
+  _Atomic bool tc_uncounted;     /* idle a whole interval: not among the threads that share
+                                  * Prudence's magazine limit (magazine.c section 8) */
 } prd_tcache_t;
 
 struct prd_cache {

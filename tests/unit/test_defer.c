@@ -788,7 +788,8 @@ static void test_refill_ramp(void)
 
 /* Prudence's growth is bounded by the threads that hold magazines (magazine.c section 8): a
  * magazine holds at most 16 MiB over their number, never more than 512 KiB, and the depot steps
- * back down when threads arrive after it grew.  The threads below each take one object (and
+ * back down when threads arrive after it grew; threads idle a whole interval do not count
+ * until their next miss.  The threads below each take one object (and
  * so a record on the registry), then wait until the main thread has looked. */
 struct holder {
   prd_cache_t *h_cp;
@@ -800,8 +801,10 @@ static void *hold_magazines(void *arg)
   struct holder *h = arg;
   void *obj = prd_cache_alloc(h->h_cp, PRD_SLEEP);
   pthread_barrier_wait(h->h_bar);   /* every thread holds its magazines */
-  pthread_barrier_wait(h->h_bar);   /* the main thread has checked */
-  prd_cache_free(h->h_cp, obj);
+  pthread_barrier_wait(h->h_bar);   /* the main thread has checked, and reaped them idle */
+  prd_cache_free(h->h_cp, obj);     /* a miss: the thread counts again */
+  pthread_barrier_wait(h->h_bar);
+  pthread_barrier_wait(h->h_bar);
   return NULL;
 }
 
@@ -841,6 +844,17 @@ static void test_growth_bounded_by_threads(void)
   printf("  magazine rounds: %u alone, %u with %d more threads\n", alone, crowded, THREADS);
   CHECK(crowded * 512u <= (16u << 20) / (THREADS + 1));
   CHECK(crowded >= 127);   /* never below 64 KiB of objects */
+  /* threads idle for a whole interval (two ticks: the first marks, the second finds nothing
+   * done since) leave the count: the growth goes on while they sleep */
+  prd__maint_tick();
+  prd__maint_tick();
+  while (prd__mag_grow(cp))
+    ;
+  CHECK_EQ(prd__mag_cur_size(cp), alone);
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar);   /* each has missed once since: counted again */
+  prd__mag_free_empty(prd__mag_new(cp));
+  CHECK_EQ(prd__mag_cur_size(cp), crowded);
   pthread_barrier_wait(&bar);
   for (int i = 0; i < THREADS; i++)
     pthread_join(t[i], NULL);
