@@ -547,9 +547,11 @@ static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) 
 static _Atomic uint32_t mag_nthreads;      /* on the registry, less those idle (section 8) */
 
 /* The most a magazine of Prudence's growth holds (section 8): MAG_LATENT_ALL_BYTES over the
- * threads on the registry, within [MAG_LATENT_MIN_BYTES, MAG_LATENT_BYTES].  A relaxed read:
- * a count a thread's arrival or exit makes stale moves the bound one thread's share, and the
- * next growth or interval reads it again. */
+ * counted threads, within [MAG_LATENT_MIN_BYTES, MAG_LATENT_BYTES].  The count only sizes
+ * magazines, so relaxed reads and updates do: a count that a thread's arrival, exit or idle
+ * reap makes stale moves the bound by one thread's share until the next growth, magazine or
+ * interval reads it again (and a miss that races the idle reap leaves its thread uncounted
+ * until its next miss). */
 static size_t mag_latent_bytes(void)
 {
   uint32_t n = atomic_load_explicit(&mag_nthreads, memory_order_relaxed);
@@ -831,7 +833,7 @@ prd_mag_t *prd__mag_new(prd_cache_t *cp)
   prd_depot_t *dp = &cp->cache_depot;
   prd_mag_t *old = NULL;
   depot_lock(cp);
-  if (dp->dp_magtype != dp->dp_mt_floor)   /* threads arrived since Prudence's growth */
+  if (dp->dp_magtype != dp->dp_mt_floor)   /* grown: threads may have arrived since */
     (void)depot_fit(cp, &old);
   prd_mag_t *mp = maglist_get(&dp->dp_empty);
   const prd_magtype_t *mt = dp->dp_magtype;
