@@ -1056,9 +1056,14 @@ static void destroy_child(void *arg)
                                      PRD_CACHE_VERIFY);
   void *p = prd_cache_alloc(cp, 0);
   prd_option_set("abort_on_error", "0");
+  /* inside a read-side section, so that the first deferral's grace period cannot end (and
+   * its buffer be merged back free) before the second: a preemption between the two calls
+   * would otherwise turn "deferred twice" into "double free" */
+  prd_rcu_read_lock();
   prd_cache_free_deferred(cp, p);
   prd_cache_free_deferred(cp, p);   /* twice: reported at the call */
   prd_cache_free_deferred(NULL, p);
+  prd_rcu_read_unlock();
   prd_rcu_barrier();
   prd_cache_destroy(cp);
   exit(prd__error_count() >= 2 ? 0 : 1);
