@@ -203,7 +203,7 @@
  *    "threads", lists what was checked for sharing between threads).  Each failed try-lock of the depot
  *    counts as contention; when an interval saw more than the option depot_contention
  *    (kmem's 3), and the chunk is below the row's maxbuf, the cache moves to the next row:
- *    new magazines are larger, so depot visits become rarer (this rule only grows them).  An interval
+ *    new magazines are larger, so depot visits become rarer (this rule only grows).  An interval
  *    is too slow for a burst: threads that free thousands of objects at once (a batch free
  *    after a grace period, a request's objects at its end) visit the depot every few
  *    operations, and 16 such threads on a 7-round magazine of 4 KiB objects spent nearly all
@@ -827,7 +827,7 @@ static void depot_put_full(prd_depot_t *dp, prd_mag_t *mp)
 /* The depot's empty magazine first (tc_lock -> dp_lock, section 12), else a new one: threads
  * that start, take a magazine and exit one after the other reuse the ones their
  * predecessors' exits left on the empty list, which would otherwise grow by one per thread.
- * The empty list holds magazines of the current size only (depot_put_empty, depot_grow). */
+ * The empty list holds magazines of the current size only (depot_put_empty, depot_set_size). */
 prd_mag_t *prd__mag_new(prd_cache_t *cp)
 {
   prd_depot_t *dp = &cp->cache_depot;
@@ -1055,11 +1055,21 @@ uint64_t prd__mag_depot_moves(prd_cache_t *cp)
   return n;
 }
 
+/* New magazines of the depot get row mt from now on (dp_lock held).  The empty list holds
+ * magazines of the current size only, so its magazines, of the old size, go onto *old for
+ * the caller to destroy after unlocking; full ones stay in use (a magazine carries its
+ * size). */
+static void depot_set_size(prd_depot_t *dp, const prd_magtype_t *mt, prd_mag_t **old)
+{
+  dp->dp_magtype = mt;
+  maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, old, NULL);
+  dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
+}
+
 /* The next magazine size, when the chunk allows (section 8): for depot contention, the next
  * row of libumem's table while the chunk is below the row's maxbuf; for Prudence (`latent`),
- * the next row of the whole table while a magazine holds at most MAG_LATENT_BYTES of objects.
- * dp_lock held; the empty magazines, now too small, go onto *old for the caller to destroy
- * after unlocking. */
+ * the next row of the whole table while a magazine holds at most mag_latent_bytes() of
+ * objects.  dp_lock held; the empty magazines, now too small, go onto *old (depot_set_size). */
 static bool depot_grow(prd_cache_t *cp, prd_mag_t **old, bool latent)
 {
   prd_depot_t *dp = &cp->cache_depot;
@@ -1071,19 +1081,16 @@ static bool depot_grow(prd_cache_t *cp, prd_mag_t **old, bool latent)
   } else if (mt + 1 >= mag_types + MAG_NUMEM || cp->cache_chunksize >= mt->mt_maxbuf) {
     return false;
   }
-  dp->dp_magtype = mt + 1;
+  depot_set_size(dp, mt + 1, old);
   if (!latent)
     dp->dp_mt_floor = mt + 1;
   dp->dp_resizes++;
-  /* the empty magazines are now too small: give them back (full ones stay in use) */
-  maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, old, NULL);
-  dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
   return true;
 }
 
 /* Prudence's growth undone as threads arrive (section 8): back down the table, not below
  * the row the other rules reached, while a magazine holds more than mag_latent_bytes.
- * dp_lock held; the empty magazines, now too large, go onto *old as in depot_grow. */
+ * dp_lock held; the empty magazines, now too large, go onto *old (depot_set_size). */
 static bool depot_fit(prd_cache_t *cp, prd_mag_t **old)
 {
   prd_depot_t *dp = &cp->cache_depot;
@@ -1093,10 +1100,8 @@ static bool depot_fit(prd_cache_t *cp, prd_mag_t **old)
     mt--;
   if (mt == dp->dp_magtype)
     return false;
-  dp->dp_magtype = mt;
+  depot_set_size(dp, mt, old);
   dp->dp_resizes++;
-  maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, old, NULL);
-  dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
   return true;
 }
 
@@ -2199,9 +2204,8 @@ void prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds)
   while (mt->mt_magsize < rounds && mt + 1 < mag_types + MAG_NUMEM)
     mt++;
   if (mt != dp->dp_magtype) {
-    dp->dp_magtype = dp->dp_mt_floor = mt;
-    maglist_take(&dp->dp_empty, dp->dp_empty.ml_total, &old, NULL);
-    dp->dp_empty.ml_min = dp->dp_empty.ml_reaplimit = 0;
+    depot_set_size(dp, mt, &old);
+    dp->dp_mt_floor = mt;
   }
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, old, false);
