@@ -69,7 +69,8 @@
  *    thread (cache_decay, registered at this file's first use) runs every decay_ms / 2: it
  *    reaps every cache, a depot that took and gave no full or tagged magazine since the last
  *    pass entirely (an idle depot has no working set to keep; a busy one keeps its working set
- *    of maint_interval), the slabs outside a working set that is at most that half period
+ *    of maint_interval, and of its tagged magazines gives back only the pass's spares,
+ *    magazine.c section 13), the slabs outside a working set that is at most that half period
  *    (slab.c section 6); then it runs the heap arena's decay pass, which decommits the free
  *    pages that stayed free for a whole pass period (vmem.c section 16).  So memory freed
  *    and left alone is back with the kernel within about four passes, 2 x decay_ms (depot,
@@ -722,7 +723,7 @@ static void cache_decay(void *arg)
   for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
     /* a depot that took and gave no full or tagged magazine for a whole pass has no working
      * set to keep: all of its magazines go to the slabs (section 4) */
-    prd__mag_depot_reap(cp, depot_idle(cp, &cp->cache_decay_depot));
+    prd__mag_depot_decay(cp, depot_idle(cp, &cp->cache_decay_depot));
     prd__slab_reap(cp, false);
   }
   pthread_mutex_unlock(&cache_reap_lock);

@@ -171,6 +171,9 @@ void  prd__mag_cache_fini(prd_cache_t *cp);
 void  prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds);
 /* Destroys the depot's magazines outside its working set (all: every one). */
 void  prd__mag_depot_reap(prd_cache_t *cp, bool all);
+/* The decay pass's reap of cp's depot: as prd__mag_depot_reap, but a busy depot keeps its
+ * tagged magazines, the circulation of its deferrals (magazine.c section 13). */
+void  prd__mag_depot_decay(prd_cache_t *cp, bool all);
 /* Destroys whole magazines of the depot for about *budget objects (at least one magazine)
  * and takes them off *budget: full ones, then tagged ones, oldest first (their objects to the
  * slabs when safe, else with their states to the latent slabs), then, once both are gone,

@@ -366,9 +366,17 @@
  *    maintenance reap only when the interval took none back (dp_lat_idle, set by
  *    depot_update): for a busy cache the list is its circulation, and its length is what the
  *    wait rule measures, so emptying it every maint_interval would make the misses grow the
- *    cache from new slabs until it filled again (docs/benchmarks.md, "Magazine layer").  A
- *    reap of everything (prd_reap, destroy) and the OOM path (prd__mag_lat_out) hand the
- *    unsafe ones to the layer above (mh_tag_out), which keeps their states.  Under dp_lock
+ *    cache from new slabs until it filled again (docs/benchmarks.md, "Magazine layer").  The
+ *    decay pass (cache.c section 4, every decay_ms / 2) takes the list's working set as
+ *    libumem's reap takes the full list's: each get counts the safe magazines it leaves behind
+ *    among the first MAG_LAT_SPARE_SCAN (16), and the pass takes the fewest a get of its period
+ *    left (dp_lat_spare_min; every safe one when no get came, all but 16 when every get saw 16),
+ *    oldest first (depot_lat_spares): magazines that no allocation needed, such as the ones a
+ *    stall of the grace periods added, which would otherwise circulate for good, while the
+ *    circulation itself stays (docs/benchmarks.md, "The decay pass and the deferrals'
+ *    circulation").  An allocation miss that finds no safe one counts no spare.  A reap of
+ *    everything (prd_reap, destroy) and the OOM path (prd__mag_lat_out) hand the unsafe ones to
+ *    the layer above (mh_tag_out), which keeps their states.  Under dp_lock
  *    only list operations and the tag tests; the slab layer and mh_tag_out are called after
  *    unlocking.
  *
@@ -857,6 +865,7 @@ static void maglist_take(prd_maglist_t *ml, uint64_t n, prd_mag_t **chain, uint6
 }
 
 /* ---- Prudence's latent magazines in the depot (section 13; dp_lock held unless said) ---- */
+#define MAG_LAT_SPARE_SCAN 16   /* tagged magazines a get counts as spares behind it (section 13) */
 #define MAG_LAT_SCAN 4   /* latent magazines an allocation miss looks at: states of several
                             threads interleave on the list, so the oldest may not be first */
 
@@ -914,21 +923,30 @@ static prd_mag_t *depot_lat_get(prd_depot_t *dp)
     if (h->mh_tag_safe(mp->mag_gp)) {
       depot_lat_unlink(dp, prev, mp);
       dp->dp_lat_gets++;
+      /* the safe ones this get left behind: spares, as far as the pass has seen */
+      uint32_t spares = 0, seen = 0;
+      for (prd_mag_t *sp = dp->dp_lat_head; sp != NULL && seen < MAG_LAT_SPARE_SCAN;
+           sp = sp->mag_next, seen++)
+        spares += h->mh_tag_safe(sp->mag_gp);
+      dp->dp_lat_spare_min = PRD_MIN(dp->dp_lat_spare_min, spares);
       return mp;
     }
+  dp->dp_lat_spare_min = 0;   /* none to take: no spare */
   return NULL;
 }
 
-/* Unlinks the safe latent magazines (every one when `all`) onto a chain for lat_chain_out. */
-static prd_mag_t *depot_lat_take(prd_depot_t *dp, bool all)
+/* Unlinks the safe latent magazines (every one when `all`), oldest first and at most `max`,
+ * onto a chain for lat_chain_out. */
+static prd_mag_t *depot_lat_take(prd_depot_t *dp, bool all, uint64_t max)
 {
   prd_mag_t *chain = NULL, *prev = NULL, *mp = dp->dp_lat_head;
-  while (mp != NULL) {
+  for (uint64_t n = 0; mp != NULL && n < max;) {
     prd_mag_t *next = mp->mag_next;
     if (all || mag_hooks()->mh_tag_safe(mp->mag_gp)) {
       depot_lat_unlink(dp, prev, mp);
       mp->mag_next = chain;
       chain = mp;
+      n++;
     } else {
       prev = mp;
     }
@@ -967,16 +985,38 @@ void prd__mag_lat_out(prd_cache_t *cp)
     return;
   prd_depot_t *dp = &cp->cache_depot;
   pthread_mutex_lock(&dp->dp_lock);
-  prd_mag_t *chain = depot_lat_take(dp, true);
+  prd_mag_t *chain = depot_lat_take(dp, true, UINT64_MAX);
   pthread_mutex_unlock(&dp->dp_lock);
   lat_chain_out(cp, chain);
 }
 
+/* The decay pass's share of the safe tagged magazines (section 13): the spares of its period,
+ * the fewest a get left behind; every safe one when no get came; when every get saw a whole
+ * window of spares (MAG_LAT_SPARE_SCAN: it counts no further), all but a window's worth, at
+ * least the window. */
+static uint64_t depot_lat_spares(prd_depot_t *dp)
+{
+  uint32_t spare = dp->dp_lat_spare_min;
+  if (spare == UINT32_MAX)
+    return UINT64_MAX;
+  if (spare < MAG_LAT_SPARE_SCAN)
+    return spare;
+  uint64_t safe = 0;
+  for (prd_mag_t *mp = dp->dp_lat_head; mp != NULL; mp = mp->mag_next)
+    safe += mag_hooks()->mh_tag_safe(mp->mag_gp);
+  uint64_t window = MAG_LAT_SPARE_SCAN;
+  return PRD_MAX(safe - PRD_MIN(safe, window), window);
+}
+
+/* What a reap takes of the depot's tagged magazines that are safe (section 13): all of them
+ * (prd_cache_reap), all of them when the interval took none back (the maintenance reap), the
+ * spares of the pass (the decay pass). */
+enum lat_reap { LAT_SAFE, LAT_IDLE, LAT_SPARE };
+
 /* Reaps the depot of cp (no lock held): the magazines outside the working set, or every one
- * when `all` (section 7); Prudence's latent magazines that are safe, or every one when `all`
- * (the unsafe ones to the latent slabs, section 13); with `lat_ws` (the maintenance reap) the
- * safe ones only when the last interval took none back (dp_lat_idle). */
-static void depot_reap(prd_cache_t *cp, bool all, bool lat_ws)
+ * when `all` (section 7); Prudence's latent magazines as `lat_rule` says, or every one when
+ * `all` (the unsafe ones to the latent slabs, section 13). */
+static void depot_reap(prd_cache_t *cp, bool all, enum lat_reap lat_rule)
 {
   if (cp->cache_magid == 0)
     return;
@@ -991,7 +1031,14 @@ static void depot_reap(prd_cache_t *cp, bool all, bool lat_ws)
     ml->ml_reaplimit -= PRD_MIN(n, ml->ml_reaplimit);
     maglist_take(ml, n, chains[i], i == 0 ? &dp->dp_rounds : NULL);
   }
-  prd_mag_t *lat = all || !lat_ws || dp->dp_lat_idle ? depot_lat_take(dp, all) : NULL;
+  uint64_t nlat = all || lat_rule == LAT_SAFE || (lat_rule == LAT_IDLE && dp->dp_lat_idle)
+                      ? UINT64_MAX : 0;
+  if (lat_rule == LAT_SPARE) {
+    if (!all)
+      nlat = depot_lat_spares(dp);
+    dp->dp_lat_spare_min = UINT32_MAX;   /* the next pass counts afresh */
+  }
+  prd_mag_t *lat = nlat != 0 ? depot_lat_take(dp, all, nlat) : NULL;
   pthread_mutex_unlock(&dp->dp_lock);
   mag_destroy_chain(cp, full, true);
   mag_destroy_chain(cp, empty, false);
@@ -1000,7 +1047,12 @@ static void depot_reap(prd_cache_t *cp, bool all, bool lat_ws)
 
 void prd__mag_depot_reap(prd_cache_t *cp, bool all)
 {
-  depot_reap(cp, all, false);
+  depot_reap(cp, all, LAT_SAFE);
+}
+
+void prd__mag_depot_decay(prd_cache_t *cp, bool all)
+{
+  depot_reap(cp, all, LAT_SPARE);
 }
 
 bool prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget)
@@ -1667,7 +1719,7 @@ static bool mag_tick(bool trylock)
     if (cp == NULL)
       continue;
     depot_update(cp);
-    depot_reap(cp, false, true);
+    depot_reap(cp, false, LAT_IDLE);
   }
   mag_steal(STEAL_IDLE, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
@@ -1766,7 +1818,11 @@ static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t
     depot_lock(cp);
     if (first)
       dp->dp_alloc_visits++;
-    prd_mag_t *fmp = dp->dp_lat_head != NULL ? depot_lat_get(dp) : NULL;
+    prd_mag_t *fmp = NULL;
+    if (dp->dp_lat_head != NULL)
+      fmp = depot_lat_get(dp);
+    else
+      dp->dp_lat_spare_min = 0;   /* none to take: no spare (section 13) */
     bool tagged = fmp != NULL;
     uint32_t frounds = tagged ? fmp->mag_nlat : 0;
     if (fmp == NULL && (fmp = maglist_get(&dp->dp_full)) != NULL) {
@@ -2178,6 +2234,7 @@ static int mag_cache_init(prd_cache_t *cp)
   while (cp->cache_chunksize <= mt->mt_minbuf)
     mt++;
   dp->dp_magtype = dp->dp_mt_floor = mt;
+  dp->dp_lat_spare_min = UINT32_MAX;
   /* mag_id_get sets cache_magid; no memory for the id table: the creation fails rather than
    * make a cache that would run without magazines for its whole life */
   if (mag_id_get(cp) == 0) {

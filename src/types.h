@@ -287,6 +287,8 @@ typedef struct prd_depot {
   uint64_t dp_lat_puts, dp_lat_gets;     /* handed over; taken back as loaded magazines */
   uint64_t dp_lat_gets_prev;             /* dp_lat_gets at the last interval's update */
   bool dp_lat_idle;                      /* that interval took none back: the reap may */
+  uint32_t dp_lat_spare_min;  /* the fewest safe ones a get left behind since the last decay
+                               * pass (UINT32_MAX: no get), which the next one takes */
 } prd_depot_t;
 
 /* One thread's CPU cache of one object cache (seed 004's per-CPU cache, per thread here).

@@ -496,6 +496,82 @@ static void test_growth_reap_busy_depot(void)
   opt_pop("rcu_gp_delay_us", old_delay);
 }
 
+/* The depot's tagged magazines on its list now (dp_lock: the maintenance work may run). */
+static uint64_t lat_mags(prd_cache_t *cp)
+{
+  pthread_mutex_lock(&cp->cache_depot.dp_lock);
+  uint64_t n = cp->cache_depot.dp_lat_mags;
+  pthread_mutex_unlock(&cp->cache_depot.dp_lock);
+  return n;
+}
+
+/* The decay pass (cache.c section 4) takes of a busy depot's tagged magazines only the spares
+ * of its period, the fewest safe ones an allocation's visit to the depot left behind
+ * (magazine.c section 13): the rest is the circulation of its deferrals, which, emptied every
+ * pass, came back from the slabs object by object.  Once the depot is idle, the passes give
+ * every safe one back.  In a child: no maintenance thread and an interval that never comes by
+ * itself, so prd__maint_tick drives the interval and the decay pass (its period 1 ms). */
+static void decay_busy_child(void *arg)
+{
+  (void)arg;
+  CHECK_EQ(prd_option_set("maint_thread", "0"), 0);
+  CHECK_EQ(prd_option_set("maint_interval", "100000000"), 0);
+  CHECK_EQ(prd_option_set("decay_ms", "2"), 0);
+  CHECK_EQ(prd_option_set("rcu_gp_delay_us", "2000000"), 0);   /* generations reach the depot */
+  prd_cache_t *cp = prd_cache_create("dbusy", 512, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  prd__mag_set_min_rounds(cp, 255);   /* a few whole generations per batch below */
+  enum { N = 2000 };
+  static void *b[N], *c[N], *d[N];
+  for (int i = 0; i < N; i++) {   /* these visits find the list empty: no spare */
+    b[i] = prd_cache_alloc(cp, 0);
+    c[i] = prd_cache_alloc(cp, 0);
+  }
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, b[i]);
+  prd_synchronize_rcu();   /* every tagged magazine safe */
+  uint64_t m = lat_mags(cp);
+  CHECK(m >= 3 && m - 2 < 16);   /* exact counts below (16: the spares a get counts) */
+  /* allocations until a miss takes one; with the empty visits before, the pass takes none */
+  int n = 0;
+  while (n < N && lat_mags(cp) == m)
+    d[n++] = prd_cache_alloc(cp, 0);
+  usleep(3000);
+  prd__maint_tick();   /* an interval that took one (kept) and a decay pass */
+  CHECK_EQ(lat_mags(cp), m - 1);
+  /* the next pass's get leaves m - 2 spares */
+  while (n < N && lat_mags(cp) == m - 1)
+    d[n++] = prd_cache_alloc(cp, 0);
+  CHECK_EQ(lat_mags(cp), m - 2);
+  /* more generations reach the list, waiting while this thread reads, safe after */
+  prd_rcu_read_lock();
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, c[i]);
+  prd_rcu_read_unlock();
+  uint64_t more = lat_mags(cp) - (m - 2);
+  CHECK(more > 0);
+  prd_synchronize_rcu();
+  usleep(3000);
+  prd__maint_tick();   /* the pass takes its m - 2 spares, oldest first */
+  CHECK_EQ(lat_mags(cp), more);
+  for (int i = 0; i < n; i++)
+    prd_cache_free(cp, d[i]);
+  /* idle from here: the next intervals and passes give the rest back */
+  for (int t = 0; t < 4 && lat_mags(cp) != 0; t++) {
+    usleep(3000);
+    prd__maint_tick();
+  }
+  CHECK_EQ(stats_of(cp).latent_depot_objs, 0);
+  check_counts(cp, 0);
+  prd_cache_destroy(cp);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_decay_busy_depot(void)
+{
+  prd_test_child_ok(decay_busy_child);
+}
+
 /* The growth reap gives a phase's objects back a slice at a time (cache.c section 4): the
  * allocation that crosses the mark takes the first slice, each new slab after it the next,
  * until the depot is empty; a depot that moves a magazine again meanwhile keeps the rest. */
@@ -1381,6 +1457,7 @@ int main(void)
   /* first, while this process has no thread: its child starts the RCU threads (TSan
    * refuses new threads in the child of a multi-threaded fork) */
   RUN(test_bad_input);
+  RUN(test_decay_busy_depot);
   RUN(test_double_defer_slab);
   RUN(test_hardened_double_defer);
   RUN(test_front_checks);
