@@ -70,7 +70,10 @@
  *    reaps every cache, a depot that took and gave no full or tagged magazine since the last
  *    pass entirely (an idle depot has no working set to keep; a busy one keeps its working set
  *    of maint_interval, and of its tagged magazines gives back only the pass's spares,
- *    magazine.c section 13), the slabs outside a working set that is at most that half period
+ *    magazine.c section 13), the latent slabs' deferred buffers whose grace period has ended
+ *    (otherwise merged only by a refill from the slabs, which a busy depot whose tagged
+ *    magazines circulate may never make), the slabs outside a working set that is at most that
+ *    half period
  *    (slab.c section 6); then it runs the heap arena's decay pass, which decommits the free
  *    pages that stayed free for a whole pass period (vmem.c section 16).  So memory freed
  *    and left alone is back with the kernel within about four passes, 2 x decay_ms (depot,
@@ -724,6 +727,10 @@ static void cache_decay(void *arg)
     /* a depot that took and gave no full or tagged magazine for a whole pass has no working
      * set to keep: all of its magazines go to the slabs (section 4) */
     prd__mag_depot_decay(cp, depot_idle(cp, &cp->cache_decay_depot));
+    /* deferred buffers of the latent slabs whose grace period has ended: free now, else they
+     * wait for a refill from the slabs, which a depot with a circulation may never make */
+    if (__atomic_load_n(&cp->cache_lat_slab_objs, __ATOMIC_RELAXED) != 0)
+      (void)prd__slab_lat_merge_all(cp);
     prd__slab_reap(cp, false);
   }
   pthread_mutex_unlock(&cache_reap_lock);

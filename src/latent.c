@@ -52,7 +52,8 @@
  *    else, a free slab included, can serve.
  *
  * 6. Out of memory and destroy.  prd__slab_lat_merge_all merges every ended generation of a
- *    cache (defer.c's out-of-memory wait and cache destruction, tests); prd__slab_lat_pending
+ *    cache (defer.c's out-of-memory wait and cache destruction, cache.c's reaps and decay
+ *    pass, tests); prd__slab_lat_pending
  *    says how many buffers wait and the latest state among them, which defer.c waits for.
  *    The counter cache_lat_slab_objs is stored atomically under cache_lock: the magazine
  *    layer reads it without the lock, as a hint for its miss path.
@@ -260,7 +261,8 @@ size_t prd__slab_lat_merge_all(prd_cache_t *cp)
   for (size_t i = 0; i < PRD_SLAB_NLISTS && cp->cache_lat_slab_objs != 0; i++) {
     prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
     /* a merge moves the slab to the head of another list: the saved next stays valid */
-    for (prd_slab_link_t *l = list->sl_next, *next; l != list; l = next) {
+    for (prd_slab_link_t *l = list->sl_next, *next; l != list && cp->cache_lat_slab_objs != 0;
+         l = next) {
       next = l->sl_next;
       prd_slab_t *sp = prd__slab_of_link(l);
       if (prd__slab_ndeferred(sp) != 0)

@@ -567,6 +567,42 @@ static void decay_busy_child(void *arg)
   _exit(prd_t_failures == 0 ? 0 : 1);
 }
 
+/* The decay pass frees the latent slabs' deferred buffers whose grace period has ended
+ * (cache.c section 4): without it they waited for a refill from the slabs, which a depot
+ * whose tagged magazines circulate may never make, and a reader's stall kept its burst's
+ * slabs for good.  A child, as decay_busy_child. */
+static void decay_latent_child(void *arg)
+{
+  (void)arg;
+  CHECK_EQ(prd_option_set("maint_thread", "0"), 0);
+  CHECK_EQ(prd_option_set("maint_interval", "100000000"), 0);
+  CHECK_EQ(prd_option_set("decay_ms", "2"), 0);
+  CHECK_EQ(prd_option_set("defer_depot_kb", "64"), 0);   /* the overflow to the latent slabs */
+  prd_cache_t *cp = prd_cache_create("dlslab", 512, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  enum { N = 3000 };
+  static void *b[N];
+  for (int i = 0; i < N; i++)
+    b[i] = prd_cache_alloc(cp, 0);
+  prd_rcu_read_lock();   /* a stall: no grace period ends while the burst is deferred */
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, b[i]);
+  prd_rcu_read_unlock();
+  CHECK(stats_of(cp).latent_slab_objs > 0);
+  prd_synchronize_rcu();
+  usleep(3000);
+  prd__maint_tick();   /* a decay pass: merged, no allocation needed */
+  CHECK_EQ(stats_of(cp).latent_slab_objs, 0);
+  check_counts(cp, 0);
+  prd_cache_destroy(cp);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_decay_latent_slabs(void)
+{
+  prd_test_child_ok(decay_latent_child);
+}
+
 static void test_decay_busy_depot(void)
 {
   prd_test_child_ok(decay_busy_child);
@@ -1458,6 +1494,7 @@ int main(void)
    * refuses new threads in the child of a multi-threaded fork) */
   RUN(test_bad_input);
   RUN(test_decay_busy_depot);
+  RUN(test_decay_latent_slabs);
   RUN(test_double_defer_slab);
   RUN(test_hardened_double_defer);
   RUN(test_front_checks);
