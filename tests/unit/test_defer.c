@@ -505,18 +505,25 @@ static uint64_t lat_mags(prd_cache_t *cp)
   return n;
 }
 
+/* A child's maintenance driven by hand: no maintenance thread and an interval that never
+ * comes by itself, so prd__maint_tick runs the interval and the decay pass (its period 1 ms,
+ * the caller sleeps past it). */
+static void decay_driven(void)
+{
+  CHECK_EQ(prd_option_set("maint_thread", "0"), 0);
+  CHECK_EQ(prd_option_set("maint_interval", "100000000"), 0);
+  CHECK_EQ(prd_option_set("decay_ms", "2"), 0);
+}
+
 /* The decay pass (cache.c section 4) takes of a busy depot's tagged magazines only the spares
  * of its period, the fewest safe ones an allocation's visit to the depot left behind
  * (magazine.c section 13): the rest is the circulation of its deferrals, which, emptied every
  * pass, came back from the slabs object by object.  Once the depot is idle, the passes give
- * every safe one back.  In a child: no maintenance thread and an interval that never comes by
- * itself, so prd__maint_tick drives the interval and the decay pass (its period 1 ms). */
+ * every safe one back.  In a child whose maintenance is driven by hand (decay_driven). */
 static void decay_busy_child(void *arg)
 {
   (void)arg;
-  CHECK_EQ(prd_option_set("maint_thread", "0"), 0);
-  CHECK_EQ(prd_option_set("maint_interval", "100000000"), 0);
-  CHECK_EQ(prd_option_set("decay_ms", "2"), 0);
+  decay_driven();
   CHECK_EQ(prd_option_set("rcu_gp_delay_us", "2000000"), 0);   /* generations reach the depot */
   prd_cache_t *cp = prd_cache_create("dbusy", 512, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
@@ -570,13 +577,11 @@ static void decay_busy_child(void *arg)
 /* The decay pass frees the latent slabs' deferred buffers whose grace period has ended
  * (cache.c section 4): without it they waited for a refill from the slabs, which a depot
  * whose tagged magazines circulate may never make, and a reader's stall kept its burst's
- * slabs for good.  A child, as decay_busy_child. */
+ * slabs for good.  In a child whose maintenance is driven by hand (decay_driven). */
 static void decay_latent_child(void *arg)
 {
   (void)arg;
-  CHECK_EQ(prd_option_set("maint_thread", "0"), 0);
-  CHECK_EQ(prd_option_set("maint_interval", "100000000"), 0);
-  CHECK_EQ(prd_option_set("decay_ms", "2"), 0);
+  decay_driven();
   CHECK_EQ(prd_option_set("defer_depot_kb", "64"), 0);   /* the overflow to the latent slabs */
   prd_cache_t *cp = prd_cache_create("dlslab", 512, 0, NULL, NULL, NULL, NULL, NULL,
                                      PRD_CACHE_NODEBUG);
