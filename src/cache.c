@@ -559,13 +559,21 @@ void prd_cache_destroy(prd_cache_t *cp)
 }
 
 /* ---- reclaiming (section 4) ------------------------------------------------------------------ */
+/* The slab half of a reap and of a decay pass, after the depot's: deferred buffers in the
+ * latent slabs whose grace period has ended are free, merged now so that their slabs can go
+ * with it (else they wait for a refill from the slabs, which a depot whose tagged magazines
+ * circulate may never make); then the free slabs outside the working set (all of them when
+ * `all`). */
+static void cache_reap_slabs(prd_cache_t *cp, bool all)
+{
+  (void)prd__slab_lat_merge_all(cp);
+  prd__slab_reap(cp, all);
+}
+
 static void cache_reap(prd_cache_t *cp, bool all)
 {
   prd__mag_depot_reap(cp, all);   /* the depot's magazines outside its working set first */
-  /* deferred buffers in the latent slabs whose grace period has ended are free: merged now,
-   * so that their slabs can go with this reap (else they wait for the next allocation) */
-  (void)prd__slab_lat_merge_all(cp);
-  prd__slab_reap(cp, all);
+  cache_reap_slabs(cp, all);
 }
 
 /* The head of the cache list, for a walk under cache_reap_lock: the list only loses members
@@ -727,11 +735,7 @@ static void cache_decay(void *arg)
     /* a depot that took and gave no full or tagged magazine for a whole pass has no working
      * set to keep: all of its magazines go to the slabs (section 4) */
     prd__mag_depot_decay(cp, depot_idle(cp, &cp->cache_decay_depot));
-    /* deferred buffers of the latent slabs whose grace period has ended: free now, else they
-     * wait for a refill from the slabs, which a depot with a circulation may never make */
-    if (__atomic_load_n(&cp->cache_lat_slab_objs, __ATOMIC_RELAXED) != 0)
-      (void)prd__slab_lat_merge_all(cp);
-    prd__slab_reap(cp, false);
+    cache_reap_slabs(cp, false);
   }
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = nested;

@@ -253,9 +253,13 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
 }
 
 /* Merges every latent-slab generation whose grace period has ended; returns how many
- * buffers came back (the out-of-memory path, destroy, tests). */
+ * buffers came back (the out-of-memory path, destroy, reaps, the decay pass, tests).  A cache
+ * with nothing deferred in its slabs is passed without its lock (the relaxed count, section
+ * 6: a deferral racing it waits for the next call, as one made just after would). */
 size_t prd__slab_lat_merge_all(prd_cache_t *cp)
 {
+  if (__atomic_load_n(&cp->cache_lat_slab_objs, __ATOMIC_RELAXED) == 0)
+    return 0;
   pthread_mutex_lock(&cp->cache_lock);
   uint64_t before = cp->cache_lat_slab_merges;
   for (size_t i = 0; i < PRD_SLAB_NLISTS && cp->cache_lat_slab_objs != 0; i++) {

@@ -203,7 +203,7 @@
  *    "threads", lists what was checked for sharing between threads).  Each failed try-lock of the depot
  *    counts as contention; when an interval saw more than the option depot_contention
  *    (kmem's 3), and the chunk is below the row's maxbuf, the cache moves to the next row:
- *    new magazines are larger, so depot visits become rarer (this rule only grows).  An interval
+ *    new magazines are larger, so depot visits become rarer (this rule only grows them).  An interval
  *    is too slow for a burst: threads that free thousands of objects at once (a batch free
  *    after a grace period, a request's objects at its end) visit the depot every few
  *    operations, and 16 such threads on a 7-round magazine of 4 KiB objects spent nearly all
@@ -913,25 +913,31 @@ static void depot_lat_unlink(prd_depot_t *dp, prd_mag_t *prev, prd_mag_t *mp)
   mp->mag_next = NULL;
 }
 
+/* The safe ones among the first `scan` tagged magazines of the list. */
+static uint64_t depot_lat_nsafe(const prd_depot_t *dp, uint64_t scan)
+{
+  uint64_t safe = 0, seen = 0;
+  for (prd_mag_t *mp = dp->dp_lat_head; mp != NULL && seen < scan; mp = mp->mag_next, seen++)
+    safe += mag_hooks()->mh_tag_safe(mp->mag_gp);
+  return safe;
+}
+
 /* An allocation miss takes a safe latent magazine (its grace period over: mh_tag_safe is an
- * acquire load that pairs with the release ending the grace period, rcu.c §4), or NULL. */
+ * acquire load that pairs with the release ending the grace period, rcu.c §4), or NULL; the
+ * safe ones it leaves behind are the pass's spares as far as it has seen (none when it finds
+ * none to take, the list empty included). */
 static prd_mag_t *depot_lat_get(prd_depot_t *dp)
 {
-  const struct prd__mag_hooks *h = mag_hooks();
   prd_mag_t *prev = NULL, *mp = dp->dp_lat_head;
   for (int i = 0; i < MAG_LAT_SCAN && mp != NULL; i++, prev = mp, mp = mp->mag_next)
-    if (h->mh_tag_safe(mp->mag_gp)) {
+    if (mag_hooks()->mh_tag_safe(mp->mag_gp)) {
       depot_lat_unlink(dp, prev, mp);
       dp->dp_lat_gets++;
-      /* the safe ones this get left behind: spares, as far as the pass has seen */
-      uint32_t spares = 0, seen = 0;
-      for (prd_mag_t *sp = dp->dp_lat_head; sp != NULL && seen < MAG_LAT_SPARE_SCAN;
-           sp = sp->mag_next, seen++)
-        spares += h->mh_tag_safe(sp->mag_gp);
+      uint32_t spares = (uint32_t)depot_lat_nsafe(dp, MAG_LAT_SPARE_SCAN);
       dp->dp_lat_spare_min = PRD_MIN(dp->dp_lat_spare_min, spares);
       return mp;
     }
-  dp->dp_lat_spare_min = 0;   /* none to take: no spare */
+  dp->dp_lat_spare_min = 0;
   return NULL;
 }
 
@@ -1001,9 +1007,7 @@ static uint64_t depot_lat_spares(prd_depot_t *dp)
     return UINT64_MAX;
   if (spare < MAG_LAT_SPARE_SCAN)
     return spare;
-  uint64_t safe = 0;
-  for (prd_mag_t *mp = dp->dp_lat_head; mp != NULL; mp = mp->mag_next)
-    safe += mag_hooks()->mh_tag_safe(mp->mag_gp);
+  uint64_t safe = depot_lat_nsafe(dp, UINT64_MAX);
   uint64_t window = MAG_LAT_SPARE_SCAN;
   return PRD_MAX(safe - PRD_MIN(safe, window), window);
 }
@@ -1031,8 +1035,9 @@ static void depot_reap(prd_cache_t *cp, bool all, enum lat_reap lat_rule)
     ml->ml_reaplimit -= PRD_MIN(n, ml->ml_reaplimit);
     maglist_take(ml, n, chains[i], i == 0 ? &dp->dp_rounds : NULL);
   }
-  uint64_t nlat = all || lat_rule == LAT_SAFE || (lat_rule == LAT_IDLE && dp->dp_lat_idle)
-                      ? UINT64_MAX : 0;
+  uint64_t nlat = UINT64_MAX;   /* every safe one (every one when `all`) */
+  if (!all && lat_rule == LAT_IDLE && !dp->dp_lat_idle)
+    nlat = 0;
   if (lat_rule == LAT_SPARE) {
     if (!all)
       nlat = depot_lat_spares(dp);
@@ -1818,11 +1823,7 @@ static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t
     depot_lock(cp);
     if (first)
       dp->dp_alloc_visits++;
-    prd_mag_t *fmp = NULL;
-    if (dp->dp_lat_head != NULL)
-      fmp = depot_lat_get(dp);
-    else
-      dp->dp_lat_spare_min = 0;   /* none to take: no spare (section 13) */
+    prd_mag_t *fmp = depot_lat_get(dp);
     bool tagged = fmp != NULL;
     uint32_t frounds = tagged ? fmp->mag_nlat : 0;
     if (fmp == NULL && (fmp = maglist_get(&dp->dp_full)) != NULL) {
