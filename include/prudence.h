@@ -24,8 +24,10 @@ extern "C" {
 #define PRD_API
 #endif
 
+/* The release (CMake's project version; tests/install checks that pkg-config says the same) */
 #define PRD_VERSION_MAJOR 0
-#define PRD_VERSION_MINOR 1
+#define PRD_VERSION_MINOR 2
+#define PRD_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------------------------------
  * Allocation flags, shared by every layer so that a caller's flags pass straight down.

@@ -30,6 +30,7 @@ int main(void)
   prd_vmem_destroy(ids_arena);
   prd_cache_free(cp, a);
   prd_cache_destroy(cp);
-  printf("consumer: libprudence %d.%d linked\n", PRD_VERSION_MAJOR, PRD_VERSION_MINOR);
+  printf("consumer: libprudence %d.%d.%d linked\n", PRD_VERSION_MAJOR, PRD_VERSION_MINOR,
+         PRD_VERSION_PATCH);
   return 0;
 }

@@ -18,6 +18,22 @@ pcdir=$(dirname "$pc")
 libdir=$(dirname "$pcdir")
 [ -f "$tmp/prefix/include/prudence.h" ] || { echo "install: prudence.h not installed"; exit 1; }
 
+# The header's release is the package's, and every versioned library file's name starts with
+# its SONAME (ldconfig and packagers make the SONAME's link from the file name)
+hv=$(awk '/^#define PRD_VERSION_(MAJOR|MINOR|PATCH) /{v = v (v == "" ? "" : ".") $3} END{print v}' \
+     "$tmp/prefix/include/prudence.h")
+pv=$(PKG_CONFIG_PATH="$pcdir" pkg-config --modversion prudence)
+[ "$hv" = "$pv" ] || { echo "install: prudence.h says $hv, prudence.pc says $pv"; exit 1; }
+echo "ok - prudence.h and prudence.pc both say $pv"
+for f in "$libdir"/libprudence*.so.*; do
+  [ -f "$f" ] && [ ! -L "$f" ] || continue
+  so=$(readelf -d "$f" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+  case $(basename "$f") in
+    "$so".*) echo "ok - $(basename "$f") has the SONAME $so" ;;
+    *) echo "install: $(basename "$f") has the SONAME '$so', which its name does not start with"; exit 1 ;;
+  esac
+done
+
 have_urcu=0
 pkg-config --exists liburcu-memb liburcu-qsbr 2>/dev/null && have_urcu=1
 
