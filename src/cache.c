@@ -111,10 +111,10 @@
  *    decay pass.
  *    What reaches the heap arena does not wait for decay to leave the resident set: the
  *    arena's dirty bound (vmem.c section 16, options heap_dirty_pct and heap_dirty_min)
- *    decommits, in the freeing thread, the free pages beyond a few percent of the heap.  So
- *    decay is for the last few percent and for the memory above the heap arena (depots,
- *    slabs); the bound, not a thread, is what keeps a finished phase's peak from staying
- *    resident while the program goes on.
+ *    decommits, in the freeing thread (a slice a call, the rest by the maintenance thread),
+ *    the free pages beyond a few percent of the heap.  So decay is for the last few percent
+ *    and for the memory above the heap arena (depots, slabs); the bound is what keeps a
+ *    finished phase's peak from staying resident while the program goes on.
  *    prd_reap ends with the heap arena's pass in its `all` form, which decommits every free
  *    page at once; prd__cache_trim (malloc_trim) also reaps every free slab and magazine
  *    regardless of working sets.

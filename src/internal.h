@@ -615,6 +615,12 @@ size_t prd__vmem_dirty(prd_vmem_t *vmp);
 size_t prd__vmem_heap_decay(bool all);
 size_t prd__vmem_heap_dirty(void);
 void prd__vmem_heap_reuse(bool on);
+/* Between prd__vmem_purge_hold and its release (nested: the outermost release counts) the
+ * calling thread's frees that leave an arena above its dirty bound do not purge each; the
+ * release purges once, after every free of the run has coalesced with its neighbours
+ * (vmem.c section 16).  Takes no lock itself: call the release with none held. */
+void prd__vmem_purge_hold(void);
+void prd__vmem_purge_release(void);
 /* Writes the arena's statistics to fd as one line of text or one JSON object, both from the
  * list PRD_VMEM_STATS. */
 void prd__vmem_stats_write(prd_vmem_t *vmp, int fd, bool json);

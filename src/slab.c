@@ -604,14 +604,22 @@ static void slab_detach(prd_cache_t *cp, prd_slab_t *sp)
                    __ATOMIC_RELAXED);
 }
 
-/* Destroys a chain of detached slabs linked through slab_link.sl_next (no lock held). */
+/* Destroys a chain of detached slabs linked through slab_link.sl_next (no lock held).  The
+ * source's dirty bound purges once, after the last (vmem.c section 16): the chain's slabs
+ * first coalesce into whole free ranges, each decommitted with one call, where a purge at
+ * each slab's free would decommit the run piecemeal, a madvise (a TLB shootdown on every
+ * core the process runs on) for every few slabs of a burst given back. */
 static void slab_destroy_chain(prd_cache_t *cp, prd_slab_link_t *chain)
 {
+  if (chain == NULL)
+    return;
+  prd__vmem_purge_hold();
   while (chain != NULL) {
     prd_slab_link_t *next = chain->sl_next;
     slab_destroy(cp, prd__slab_of_link(chain));
     chain = next;
   }
+  prd__vmem_purge_release();
 }
 
 /* Grows the cache by one slab (called and returning with cache_lock held; drops it while it

@@ -100,6 +100,9 @@ struct prd_vmem {
   unsigned vm_dirty_scale;     /* the bound's factor, 1 to VMEM_DIRTY_SCALE_MAX (section 16) */
   uint64_t vm_decommit_retry_ns;   /* the kernel refused a decommit: no purge before this
                                       (prd__now_ns; 0: none refused; section 16) */
+  uint8_t vm_purge_more;       /* an inline purge stopped after its slice short of its target:
+                                  PURGE_FREE or PURGE_REUSE, the kind that started it; 0 none
+                                  (section 16) */
   prd_vmem_t *vm_next, *vm_prev;   /* the list of all arenas, under vmem_list_lock */
   /* quantum caches (vmem.c section 14): vm_qcache[k-1] serves size k * quantum; made at first use */
   _Atomic int vm_qcache_state;            /* 0 not yet, 1 made, -1 never (magazines=0) */

@@ -128,7 +128,9 @@
  *    that frees), VMEM_LEAKS_SHOWN 16 (enough to see the pattern, short enough to read),
  *    HEAP_CHUNK 4 MiB (section 7), VMEM_DECAY_BATCH 32 MiB (section 16: a madvise of that
  *    much takes a few milliseconds, the longest an allocation waits behind a decay pass or a
- *    purge), VMEM_DIRTY_SCALE_MAX 64 and VMEM_DIRTY_SCALED_PCT 100 (section 16: a churn of
+ *    purge), VMEM_DECOMMIT_BATCH 16 (section 16: the same for scattered ranges, where each
+ *    madvise's TLB shootdown is what costs; 16 of them take a few milliseconds on a 2-core
+ *    virtual machine with another thread running), VMEM_DIRTY_SCALE_MAX 64 and VMEM_DIRTY_SCALED_PCT 100 (section 16: a churn of
  *    big blocks needs its whole free space, which fragmentation makes about its live size;
  *    the decay passes still take back what it leaves), VMEM_QCACHE_RETRY_NS 10 ms (section 14: memory short enough that a cache cannot
  *    be made rarely lasts longer, and a failed try costs a few failed mappings),
@@ -205,8 +207,8 @@
  *    accepts: none relies on the heap arena's memory being zero (calloc clears what it takes
  *    from it), and fresh imports are zero anyway.  The decommit runs under vm_lock, so no
  *    allocation can take the range while its pages go (the lock is a leaf and os.c takes
- *    none); a pass drops the lock after every VMEM_DECAY_BATCH bytes decommitted, so other
- *    threads wait at most for one batch.  A madvise that fails leaves the segment dirty, and
+ *    none); a pass drops the lock after every VMEM_DECAY_BATCH bytes or VMEM_DECOMMIT_BATCH
+ *    segments decommitted, so other threads wait at most for one batch.  A madvise that fails leaves the segment dirty, and
  *    the walk stops there: a kernel or a seccomp filter that refuses it (EPERM, ENOSYS,
  *    EINVAL) refuses it for every segment, and the dirty bytes, which then never fall, would
  *    make every later free walk the free lists again under vm_lock, each decommit failing,
@@ -224,16 +226,27 @@
  *    purge by another thread may have restored it) and decommits whole free segments, AGED
  *    ones before NEW ones (the older first: NEW ones are likelier to be taken again soon),
  *    from the largest freelist down and from each list's tail (its oldest members), until
- *    vm_dirty is at most cap / 2, in VMEM_DECAY_BATCH batches as a pass does.  The half is
- *    the hysteresis: a program that frees and refills around the cap purges once per cap / 2
- *    of net frees, not on every free past it.  Who does it: the freeing thread, inline.  A
- *    free to the arena is already a slow path (a slab or a big block given back), the result
- *    is deterministic (the bound holds when the free returns, which the tests check), it
- *    needs no maintenance thread, which may be off or unable to start, and it keeps the
- *    layers: vmem.c only reads its options and calls os.c.  The cost stays with the thread
- *    that made the excess; the madvise of a large drop runs in batches, so others wait for
- *    the lock at most one batch, as behind a decay pass.  Each decommitted segment counts in
- *    the statistics' decommits (and in decay passes too), each purge in purges.
+ *    vm_dirty is at most cap / 2.  The half is the hysteresis: a program that frees and
+ *    refills around the cap purges once per cap / 2 of net frees, not on every free past it.
+ *    Who does it: the freeing thread, inline, one slice a call.  A free to the arena is
+ *    already a slow path (a slab or a big block given back), it needs no maintenance thread,
+ *    which may be off or unable to start, and the cost stays with the thread that made the
+ *    excess.  But a madvise is a TLB shootdown on every core the process runs on (tens to
+ *    hundreds of microseconds on a virtual machine), and one call can free a thousand
+ *    scattered ranges: the slab layer gives a stalled reader's burst back inside one
+ *    allocation.  So a slice is one batch (VMEM_DECOMMIT_BATCH decommits or
+ *    VMEM_DECAY_BATCH bytes, the most a pass or purge does under one hold of vm_lock); one
+ *    that stops short of the target leaves vm_purge_more set, with the kind of purge that
+ *    started it.  Then the maintenance thread's job (heap_purge_job, registered when the
+ *    heap arena is made; it wakes about once a second) finishes the purge in batches; while
+ *    no such thread runs (a single-threaded program, maint_thread=0) the arena's next frees
+ *    and allocations go on with it, a slice each.  The bound so holds within about a
+ *    second, or a few calls, of the free that passed it.  The purge hold
+ *    (prd__vmem_purge_hold / release, thread-local and nested) is for such runs of frees:
+ *    the frees inside it only note the arena, and the release purges once, after they have
+ *    coalesced with each other, so a run of neighbouring slabs is one decommit, not one per
+ *    few slabs as the cap is passed again and again.  Each decommitted segment counts in
+ *    the statistics' decommits (and in decay passes too), each purge begun in purges.
  *    The bound follows refaults.  A program that frees and allocates more than the bound
  *    between two passes (blocks of a few hundred KiB from many threads) makes the freeing
  *    thread decommit at every few frees, and its next allocations fault the same pages back
@@ -305,6 +318,7 @@
 #define VMEM_LEAKS_SHOWN    16
 #define HEAP_CHUNK          ((size_t)4 << 20)
 #define VMEM_DECAY_BATCH    ((size_t)32 << 20)
+#define VMEM_DECOMMIT_BATCH 16      /* section 16: decommits per hold of vm_lock, per inline purge */
 #define VMEM_QCACHE_RETRY_NS ((uint64_t)10000000)   /* section 14 */
 #define VMEM_QC_DRAIN_MS    100     /* section 14 */
 #define VMEM_DIRTY_SCALE_MAX 64     /* section 16 */
@@ -652,6 +666,38 @@ void prd__vmem_heap_reuse(bool on)
   vmem_reuse_scope = on;
 }
 
+/* The purge hold (section 16): while this thread's depth is above 0, a free that leaves an
+ * arena above its dirty limit records the arena here instead of purging, and the release of
+ * the outermost hold runs one purge of it.  Thread-local, so no ordering is needed; the
+ * purge itself takes vm_lock as any other. */
+static _Thread_local struct {
+  unsigned depth;
+  prd_vmem_t *owed;      /* the arena a held free left above its limit (the heap arena) */
+  bool after_free;       /* a purge after a free by the program (not the reuse allowance's) */
+} vmem_hold;
+
+/* Who runs a purge (section 16): a free by the program, an allocation or growth reap's free
+ * paying the reuse allowance, or the maintenance job that finishes what an inline purge's
+ * slice left. */
+enum purge_kind { PURGE_FREE = 1, PURGE_REUSE = 2, PURGE_CONTINUE = 3 };
+static void vmem_purge(prd_vmem_t *vmp, enum purge_kind kind);
+
+void prd__vmem_purge_hold(void)
+{
+  vmem_hold.depth++;
+}
+
+void prd__vmem_purge_release(void)
+{
+  if (--vmem_hold.depth > 0 || vmem_hold.owed == NULL)
+    return;
+  prd_vmem_t *vmp = vmem_hold.owed;
+  bool after_free = vmem_hold.after_free;
+  vmem_hold.owed = NULL;
+  vmem_hold.after_free = false;
+  vmem_purge(vmp, after_free ? PURGE_FREE : PURGE_REUSE);
+}
+
 /* Frees the allocated segment vsp (already out of the hash) and coalesces it with its free
  * neighbours.  Returns true, filling *rel, when that left an imported span wholly free (not in
  * a growth reap: section 16): the span is then already off every list and the caller gives
@@ -923,7 +969,6 @@ static void vmem_wait(prd_vmem_t *vmp, uint64_t until_ms)
 }
 
 static size_t dirty_limit(const prd_vmem_t *vmp);
-static void vmem_purge(prd_vmem_t *vmp, bool after_free);
 static void vmem_qcache_drain(prd_vmem_t *vmp);
 
 static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, bool xalloc,
@@ -962,17 +1007,18 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
           span_remove_free(vmp, just, &rel);
         }
         /* An allocation pays down the reuse allowance by twice its size; the dirty memory
-         * above what is left of it is purged, here as after a free (section 16). */
-        bool purge = false;
+         * above what is left of it is purged, here as after a free, and a purge that an
+         * earlier call left unfinished goes on by another slice (section 16). */
+        bool purge = vmp->vm_purge_more != 0;
         if (vmp->vm_reuse != 0) {
           vmp->vm_reuse -= PRD_MIN(vmp->vm_reuse, 2 * (size_t)r->vr_size);
-          purge = vmp->vm_dirty > dirty_limit(vmp);
+          purge = purge || vmp->vm_dirty > dirty_limit(vmp);
         }
         pthread_mutex_unlock(&vmp->vm_lock);
         if (rel.vl_size != 0)
           vmp->vm_ffunc(vmp->vm_source, (void *)rel.vl_start, rel.vl_size);
         if (purge)
-          vmem_purge(vmp, false);
+          vmem_purge(vmp, PURGE_REUSE);
         return (void *)addr;
       }
       if (just != NULL) {
@@ -1184,7 +1230,8 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
     release = seg_free(vmp, vsp, &rel);
     if (vmp->vm_decommit && vmem_reuse_scope)   /* a growth reap's free (section 16) */
       vmp->vm_reuse = PRD_MIN(vmp->vm_reuse + size, vmp->vm_dirty);
-    purge = vmp->vm_decommit && vmp->vm_dirty > dirty_limit(vmp);   /* section 16 */
+    purge = vmp->vm_decommit &&   /* section 16 */
+            (vmp->vm_dirty > dirty_limit(vmp) || vmp->vm_purge_more != 0);
     if (vmp->vm_waiters > 0)
       pthread_cond_broadcast(&vmp->vm_cv);   /* pairs with vmem_wait: both under vm_lock */
   }
@@ -1193,8 +1240,12 @@ static void vmem_free_common(prd_vmem_t *vmp, void *addr, size_t size, bool xfre
   pthread_mutex_unlock(&vmp->vm_lock);
   if (release)
     vmp->vm_ffunc(vmp->vm_source, (void *)rel.vl_start, rel.vl_size);
-  if (purge)   /* a growth reap's frees are the reuse allowance's (section 16) */
-    vmem_purge(vmp, !vmem_reuse_scope);
+  if (purge && vmem_hold.depth > 0 && (vmem_hold.owed == NULL || vmem_hold.owed == vmp)) {
+    vmem_hold.owed = vmp;   /* the hold's release purges once (section 16) */
+    vmem_hold.after_free |= !vmem_reuse_scope;
+  } else if (purge) {   /* a growth reap's frees are the reuse allowance's (section 16) */
+    vmem_purge(vmp, vmem_reuse_scope ? PURGE_REUSE : PURGE_FREE);
+  }
   if (bad)
     prd__report_done();
 }
@@ -1630,6 +1681,7 @@ static void heap_release(prd_vmem_t *src, void *addr, size_t size)
 }
 
 static _Atomic(prd_vmem_t *) heap_arena;
+static void heap_purge_job(void *arg);
 static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
 
 prd_vmem_t *prd_heap_arena(void)
@@ -1639,6 +1691,7 @@ prd_vmem_t *prd_heap_arena(void)
   prd_vmem_t *vmp = atomic_load_explicit(&heap_arena, memory_order_acquire);
   if (prd_likely(vmp != NULL))
     return vmp;
+  bool made = false;
   pthread_mutex_lock(&heap_lock);
   vmp = atomic_load_explicit(&heap_arena, memory_order_relaxed);
   if (vmp == NULL) {
@@ -1647,9 +1700,14 @@ prd_vmem_t *prd_heap_arena(void)
     if (vmp != NULL) {
       vmp->vm_decommit = true;   /* its integers are the library's own memory (section 16) */
       atomic_store_explicit(&heap_arena, vmp, memory_order_release);
+      made = true;
     }
   }
   pthread_mutex_unlock(&heap_lock);
+  /* the job that finishes purges (section 16); outside heap_lock, which the fork order
+   * takes after maint_lock */
+  if (made)
+    (void)prd__maint_register(heap_purge_job, NULL, NULL, false);
   return vmp;
 }
 
@@ -1689,6 +1747,7 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
   bool more;
   do {
     size_t batch = 0;
+    unsigned calls = 0;
     bool refused = false;
     more = false;
     pthread_mutex_lock(&vmp->vm_lock);
@@ -1698,7 +1757,7 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
       for (prd_vseg_t *f = head->vs_knext; f != head; f = f->vs_knext) {
         if (f->vs_dirty == PRD_VS_CLEAN || (f->vs_dirty == PRD_VS_NEW && !all))
           continue;
-        if (batch >= VMEM_DECAY_BATCH) {
+        if (batch >= VMEM_DECAY_BATCH || calls >= VMEM_DECOMMIT_BATCH) {
           more = true;
           break;
         }
@@ -1711,6 +1770,7 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
         f->vs_purged = 0;
         vmp->vm_stats.decommits++;
         batch += vseg_size(f);
+        calls++;
       }
     }
     if (!more) {
@@ -1741,12 +1801,13 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
 /* One hold of vm_lock for vmem_purge: decommits dirty free segments, AGED ones before NEW
  * ones, from the largest freelist down and the oldest first within a list (its tail: lists
  * take dirty segments at the head), until vm_dirty is at most `target`.  True when it
- * stopped after VMEM_DECAY_BATCH bytes with more to do.  A decommitted segment moves to the
- * tail of its list (clean ones go there), behind the walk, which goes on from its old
- * neighbour. */
+ * stopped after VMEM_DECAY_BATCH bytes or VMEM_DECOMMIT_BATCH decommits with more to do.  A
+ * decommitted segment moves to the tail of its list (clean ones go there), behind the walk,
+ * which goes on from its old neighbour. */
 static bool purge_batch(prd_vmem_t *vmp, size_t target, bool after_free)
 {
   size_t batch = 0;
+  unsigned calls = 0;
   for (int age = 0; age < 2; age++) {
     uint8_t want = age == 0 ? PRD_VS_AGED : PRD_VS_NEW;
     for (int n = PRD_VMEM_FREELISTS - 1; n >= 0; n--) {
@@ -1757,7 +1818,7 @@ static bool purge_batch(prd_vmem_t *vmp, size_t target, bool after_free)
           return false;
         if (f->vs_dirty != want)
           continue;
-        if (batch >= VMEM_DECAY_BATCH)
+        if (batch >= VMEM_DECAY_BATCH || calls >= VMEM_DECOMMIT_BATCH)
           return true;
         if (!decommit_seg(vmp, f))
           return false;   /* stays dirty: purges pause (section 16) */
@@ -1766,6 +1827,7 @@ static bool purge_batch(prd_vmem_t *vmp, size_t target, bool after_free)
         f->vs_purged = after_free;
         vmp->vm_stats.decommits++;
         batch += vseg_size(f);
+        calls++;
         flist_remove(vmp, f);
         flist_insert(vmp, f);
       }
@@ -1774,39 +1836,66 @@ static bool purge_batch(prd_vmem_t *vmp, size_t target, bool after_free)
   return false;
 }
 
-/* The dirty bound (section 16), run by a free or an allocation that left vm_dirty above
- * dirty_limit, with no lock held: decommits down to half the cap plus the reuse allowance,
- * in batches as a decay pass does.  A call that finds the bound already restored by another
- * thread's purge does nothing. */
-static void vmem_purge(prd_vmem_t *vmp, bool after_free)
+/* The dirty bound (section 16), run with no lock held by a free or an allocation that left
+ * vm_dirty above dirty_limit or found a purge unfinished (one slice: a batch), or by the
+ * maintenance job that finishes such a purge (batches until done).  It decommits down to
+ * half the cap plus the reuse allowance.  A call that finds the bound already restored by
+ * another thread's purge does nothing. */
+static void vmem_purge(prd_vmem_t *vmp, enum purge_kind kind)
 {
   pthread_mutex_lock(&vmp->vm_lock);
-  size_t cap = dirty_cap(vmp);
-  /* the bound's own pages taken again since the last pass, more than the bound itself: the
-   * program frees and allocates more than it allows, and each purge is faulted back in;
-   * double the factor, and look again */
-  unsigned scale = vmp->vm_dirty_scale;
-  if (after_free && vmp->vm_refault > cap && scale < VMEM_DIRTY_SCALE_MAX) {
-    vmp->vm_dirty_scale = PRD_MIN(scale * 2, (unsigned)VMEM_DIRTY_SCALE_MAX);
-    cap = dirty_cap(vmp);
-  } else if (after_free && scale > 1 && vmp->vm_refault == 0 &&
-             vmp->vm_dirty > dirty_limit(vmp)) {
-    /* over the raised bound with nothing refaulted since the last rise or purge: the churn
-     * that raised it is over (with decay off, no pass would ever say so) */
-    vmp->vm_dirty_scale = scale / 2;
-    cap = dirty_cap(vmp);
+  uint8_t more = vmp->vm_purge_more;
+  /* an unfinished purge is the job's while the maintenance thread runs (it wakes about once
+   * a second); without the thread the arena's next calls go on with it, a slice each */
+  if (more == 0 ? kind == PURGE_CONTINUE : kind != PURGE_CONTINUE && prd__maint_running()) {
+    pthread_mutex_unlock(&vmp->vm_lock);
+    return;
   }
-  if (after_free)
+  /* a continuation marks what it decommits as the purge that started it would */
+  bool after_free = (more != 0 ? more : kind) == PURGE_FREE;
+  size_t cap = dirty_cap(vmp);
+  if (more == 0 && kind == PURGE_FREE) {
+    /* the bound's own pages taken again since the last pass, more than the bound itself:
+     * the program frees and allocates more than it allows, and each purge is faulted back
+     * in; double the factor, and look again */
+    unsigned scale = vmp->vm_dirty_scale;
+    if (vmp->vm_refault > cap && scale < VMEM_DIRTY_SCALE_MAX) {
+      vmp->vm_dirty_scale = PRD_MIN(scale * 2, (unsigned)VMEM_DIRTY_SCALE_MAX);
+      cap = dirty_cap(vmp);
+    } else if (scale > 1 && vmp->vm_refault == 0 && vmp->vm_dirty > dirty_limit(vmp)) {
+      /* over the raised bound with nothing refaulted since the last rise or purge: the
+       * churn that raised it is over (with decay off, no pass would ever say so) */
+      vmp->vm_dirty_scale = scale / 2;
+      cap = dirty_cap(vmp);
+    }
     vmp->vm_refault = 0;   /* counted from this purge to the next (or to a pass) */
-  if (vmp->vm_dirty > dirty_limit(vmp) &&
+  }
+  if ((more != 0 || vmp->vm_dirty > dirty_limit(vmp)) &&
       (vmp->vm_decommit_retry_ns == 0 || prd__now_ns() >= vmp->vm_decommit_retry_ns)) {
-    vmp->vm_stats.purges++;
-    while (purge_batch(vmp, cap / 2 + vmp->vm_reuse, after_free)) {
+    if (more == 0)
+      vmp->vm_stats.purges++;
+    size_t target = cap / 2 + vmp->vm_reuse;
+    bool left;
+    while ((left = purge_batch(vmp, target, after_free)) && kind == PURGE_CONTINUE) {
       pthread_mutex_unlock(&vmp->vm_lock);
       pthread_mutex_lock(&vmp->vm_lock);
+      target = dirty_cap(vmp) / 2 + vmp->vm_reuse;
     }
+    /* a slice that left work: the maintenance job or the arena's next calls go on */
+    vmp->vm_purge_more = left ? (more != 0 ? more : (uint8_t)kind) : 0;
+  } else if (more != 0) {
+    vmp->vm_purge_more = 0;   /* decommits refused: the pause, as for any purge */
   }
   pthread_mutex_unlock(&vmp->vm_lock);
+}
+
+/* The maintenance job (section 16): finishes the heap arena's purge that inline slices left. */
+static void heap_purge_job(void *arg)
+{
+  (void)arg;
+  prd_vmem_t *vmp = atomic_load_explicit(&heap_arena, memory_order_acquire);
+  if (vmp != NULL)
+    vmem_purge(vmp, PURGE_CONTINUE);
 }
 
 size_t prd__vmem_dirty(prd_vmem_t *vmp)
