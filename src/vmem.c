@@ -130,8 +130,9 @@
  *    much takes a few milliseconds, the longest an allocation waits behind a decay pass or a
  *    purge), VMEM_DECOMMIT_BATCH 16 (section 16: the same for scattered ranges, where each
  *    madvise's TLB shootdown is what costs; 16 of them take a few milliseconds on a 2-core
- *    virtual machine with another thread running), VMEM_DIRTY_SCALE_MAX 64 and VMEM_DIRTY_SCALED_PCT 100 (section 16: a churn of
- *    big blocks needs its whole free space, which fragmentation makes about its live size;
+ *    virtual machine with another thread running), VMEM_DIRTY_SCALE_MAX 64 and
+ *    VMEM_DIRTY_SCALED_PCT 100 (section 16: a churn of big blocks needs its whole free space,
+ *    which fragmentation makes about its live size, or its peak where it frees all it built;
  *    the decay passes still take back what it leaves), VMEM_QCACHE_RETRY_NS 10 ms (section 14: memory short enough that a cache cannot
  *    be made rarely lasts longer, and a failed try costs a few failed mappings),
  *    VMEM_QC_DRAIN_MS 100 (section 14: a sleeper's drains take other threads' magazines, so
@@ -221,8 +222,8 @@
  *    sizes) within decay_ms keeps every freed page resident until then.  So an arena with
  *    vm_decommit also bounds vm_dirty by space: cap = max(option heap_dirty_min, option
  *    heap_dirty_pct percent of bytes_alloc).  A free that leaves vm_dirty above the cap
- *    (tested under vm_lock, where both change) purges, after it dropped the lock and gave
- *    back any wholly free span (vmem_purge): under vm_lock again, it re-tests the cap (a
+ *    (tested under vm_lock, where both change) purges, after it dropped the lock
+ *    (vmem_purge): under vm_lock again, it re-tests the cap (a
  *    purge by another thread may have restored it) and decommits whole free segments, AGED
  *    ones before NEW ones (the older first: NEW ones are likelier to be taken again soon),
  *    from the largest freelist down and from each list's tail (its oldest members), until
@@ -247,6 +248,14 @@
  *    coalesced with each other, so a run of neighbouring slabs is one decommit, not one per
  *    few slabs as the cap is passed again and again.  Each decommitted segment counts in
  *    the statistics' decommits (and in decay passes too), each purge begun in purges.
+ *    Wholly free spans stay.  The heap arena keeps an imported span that a free leaves
+ *    wholly free, dirty like any free segment, and a pass gives it back to the source once
+ *    it finds it decommitted (release_clean_spans; prd_reap's pass at once).  Unmapped at
+ *    the free, a program that builds a few MiB and frees it all, over and over (a plugin's
+ *    constructor and destructor, a per-request arena), mapped and faulted its blocks in
+ *    again at every build: 40-100 times glibc's time.  Retained, they are the bound's to
+ *    decommit, whose refault count then sees the churn, as jemalloc keeps its address space
+ *    and purges.
  *    The bound follows refaults.  A program that frees and allocates more than the bound
  *    between two passes (blocks of a few hundred KiB from many threads) makes the freeing
  *    thread decommit at every few frees, and its next allocations fault the same pages back
@@ -255,10 +264,13 @@
  *    segment the bound decommits after a free is marked (vs_purged, kept through splits and
  *    merges, cleared by the next pass), an allocation from it counts its bytes (vm_refault,
  *    counted from one purge after a free to the next, or to a pass), and when a purge after
- *    a free finds more refaulted bytes than the bound itself, the bound's factor
- *    (vm_dirty_scale) doubles, up to VMEM_DIRTY_SCALE_MAX and to VMEM_DIRTY_SCALED_PCT
- *    percent of the allocated bytes: dirty free memory then stays as large as the program's
- *    churn, as glibc's and jemalloc's do, and no more.  It halves when a free passes the
+ *    a free finds more refaulted bytes than half the bound (what a purge down to half of it
+ *    took away), the bound's factor (vm_dirty_scale) doubles, up to VMEM_DIRTY_SCALE_MAX and
+ *    to the unscaled bound plus VMEM_DIRTY_SCALED_PCT percent of the most bytes allocated
+ *    since the last pass (vm_alloc_peak: a program that frees all it built and builds it
+ *    again churns its peak, and has next to nothing allocated at the drop): dirty free
+ *    memory then stays as large as the program's churn, as glibc's and jemalloc's do, and
+ *    no more.  It halves when a free passes the
  *    raised bound with nothing refaulted since the last purge (the churn is over; this works
  *    with decay off too), and at a pass after a period with no refault unless the dirty bytes
  *    still fill half of the lower bound; what the churn leaves unused is the decay passes'
@@ -273,8 +285,7 @@
  *    decommit nearly all of them, and the growing cache, which takes exactly that memory
  *    next, would fault every page back in.  So the reap marks its thread's frees
  *    (prd__vmem_heap_reuse; vmem_reuse_scope, thread-local): each adds its size to
- *    vm_reuse, the allowance of dirty bytes above the cap (at most vm_dirty), and a span it
- *    leaves wholly free stays in the arena, dirty, instead of going back to the source.
+ *    vm_reuse, the allowance of dirty bytes above the cap (at most vm_dirty).
  *    Every later allocation from the arena pays the allowance down by twice its size, and a
  *    free or an allocation that leaves vm_dirty above cap + vm_reuse (dirty_limit) purges
  *    down to cap / 2 + vm_reuse as above, the allocation after it dropped the lock.  So while
@@ -650,6 +661,8 @@ static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, u
   vsp->vs_qslab = xalloc && vmem_qc_caller == vmp;   /* section 14 */
   vmp->vm_stats.segs_alloc++;
   vmp->vm_stats.bytes_alloc += size;
+  if (vmp->vm_stats.bytes_alloc > vmp->vm_alloc_peak)
+    vmp->vm_alloc_peak = vmp->vm_stats.bytes_alloc;   /* section 16 */
   vmp->vm_stats.bytes_free -= size;
   vmp->vm_stats.allocs++;
   hash_insert(vmp, vsp);
@@ -700,8 +713,8 @@ void prd__vmem_purge_release(void)
 
 /* Frees the allocated segment vsp (already out of the hash) and coalesces it with its free
  * neighbours.  Returns true, filling *rel, when that left an imported span wholly free (not in
- * a growth reap: section 16): the span is then already off every list and the caller gives
- * it back after unlocking. */
+ * the heap arena, which keeps it until a pass finds it decommitted: section 16): the span is
+ * then already off every list and the caller gives it back after unlocking. */
 static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
 {
   uintptr_t size = vseg_size(vsp);
@@ -739,7 +752,7 @@ static bool seg_free(prd_vmem_t *vmp, prd_vseg_t *vsp, struct vrelease *rel)
   dirty_add(vmp, vseg_size(vsp), 0);
   prd_vseg_t *sp = vsp->vs_aprev;
   if (sp->vs_type == PRD_VS_SPAN && sp->vs_import && sp->vs_start == vsp->vs_start &&
-      sp->vs_end == vsp->vs_end && !(vmp->vm_decommit && vmem_reuse_scope)) {
+      sp->vs_end == vsp->vs_end && !vmp->vm_decommit) {
     span_remove_free(vmp, sp, rel);
     return true;
   }
@@ -1156,9 +1169,11 @@ static size_t dirty_cap(const prd_vmem_t *vmp)
   unsigned scale = vmp->vm_dirty_scale;
   if (scale == 1)
     return base;
-  /* raised by refaults (section 16): at most VMEM_DIRTY_SCALED_PCT of the allocated bytes,
-   * or the unscaled bound where that is larger */
-  size_t most = PRD_MAX(base, (size_t)(part * VMEM_DIRTY_SCALED_PCT));
+  /* raised by refaults (section 16): at most the unscaled bound plus VMEM_DIRTY_SCALED_PCT
+   * of the most bytes allocated since the last pass (a program that frees all it built and
+   * builds it again churns its peak, not what is left at the drop) */
+  size_t peak = vmp->vm_alloc_peak / 100 * VMEM_DIRTY_SCALED_PCT;
+  size_t most = base > SIZE_MAX - peak ? SIZE_MAX : base + peak;
   return base > most / scale ? most : base * scale;
 }
 
@@ -1737,6 +1752,34 @@ static bool decommit_seg(prd_vmem_t *vmp, prd_vseg_t *f)
   return true;
 }
 
+/* The heap arena's wholly free imported spans whose pages are decommitted go back to the
+ * source (section 16: it keeps them at the free), a batch of them per hold of vm_lock, each
+ * unmapped with no lock held.  Called by a pass after its decommits, with no lock held. */
+#define VMEM_RELEASE_BATCH 16
+static void release_clean_spans(prd_vmem_t *vmp)
+{
+  for (;;) {
+    struct vrelease rel[VMEM_RELEASE_BATCH];
+    int n = 0;
+    pthread_mutex_lock(&vmp->vm_lock);
+    for (prd_vseg_t *sp = vmp->vm_seg0.vs_knext, *next; sp != &vmp->vm_seg0 &&
+         n < VMEM_RELEASE_BATCH; sp = next) {
+      next = sp->vs_knext;
+      prd_vseg_t *f = sp->vs_anext;
+      if (!sp->vs_import || f->vs_type != PRD_VS_FREE || f->vs_start != sp->vs_start ||
+          f->vs_end != sp->vs_end || f->vs_dirty != PRD_VS_CLEAN)
+        continue;
+      flist_remove(vmp, f);
+      span_remove_free(vmp, sp, &rel[n++]);
+    }
+    pthread_mutex_unlock(&vmp->vm_lock);
+    for (int i = 0; i < n; i++)
+      vmp->vm_ffunc(vmp->vm_source, (void *)rel[i].vl_start, rel[i].vl_size);
+    if (n < VMEM_RELEASE_BATCH)
+      return;
+  }
+}
+
 /* One pass: decommits the AGED free segments (every dirty one when `all`), dropping the lock
  * after each VMEM_DECAY_BATCH bytes, then marks the NEW ones AGED in one more hold (a NEW one
  * aged before a restarted walk would be decommitted by that walk, a pass early).  Returns
@@ -1791,10 +1834,13 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
           vmp->vm_dirty_scale = scale;
       }
       vmp->vm_refault = 0;
+      vmp->vm_alloc_peak = vmp->vm_stats.bytes_alloc;   /* a new period's peak */
     }
     pthread_mutex_unlock(&vmp->vm_lock);
     total += batch;
   } while (more);
+  if (vmp->vm_decommit)
+    release_clean_spans(vmp);
   return total;
 }
 
@@ -1859,7 +1905,7 @@ static void vmem_purge(prd_vmem_t *vmp, enum purge_kind kind)
      * the program frees and allocates more than it allows, and each purge is faulted back
      * in; double the factor, and look again */
     unsigned scale = vmp->vm_dirty_scale;
-    if (vmp->vm_refault > cap && scale < VMEM_DIRTY_SCALE_MAX) {
+    if (vmp->vm_refault > cap / 2 && scale < VMEM_DIRTY_SCALE_MAX) {
       vmp->vm_dirty_scale = PRD_MIN(scale * 2, (unsigned)VMEM_DIRTY_SCALE_MAX);
       cap = dirty_cap(vmp);
     } else if (scale > 1 && vmp->vm_refault == 0 && vmp->vm_dirty > dirty_limit(vmp)) {
