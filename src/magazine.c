@@ -695,12 +695,26 @@ static prd_cache_t *mag_type_cache(const prd_magtype_t *mt)
   return __atomic_load_n(&mt->mt_cache, __ATOMIC_RELAXED);
 }
 
+/* A new magazine that found no memory: none is tried again for MAG_NEW_RETRY_NS.  Every
+ * caller can do without (a free goes to the slab layer, a miss to the slabs), and at an
+ * address-space limit each try was a refused mapping: a program that freed millions of
+ * blocks there made one every few frees, ten times its time without the limit.  A pause, not
+ * a remembered failure: the first try after it maps again.  Relaxed: a hint, under no lock. */
+#define MAG_NEW_RETRY_NS 10000000ull   /* 10 ms */
+static _Atomic uint64_t mag_new_retry_ns;
+
 static prd_mag_t *mag_new(const prd_magtype_t *mt)
 {
+  uint64_t until = atomic_load_explicit(&mag_new_retry_ns, memory_order_relaxed);
+  if (prd_unlikely(until != 0) && prd__now_ns() < until)
+    return NULL;
   prd_mag_t *mp = prd__slab_alloc(mag_type_cache(mt), PRD_NOSLEEP);
   if (mp != NULL) {
     mp->mag_next = NULL;
     mp->mag_size = mt->mt_magsize;
+  } else {
+    atomic_store_explicit(&mag_new_retry_ns, prd__now_ns() + MAG_NEW_RETRY_NS,
+                          memory_order_relaxed);
   }
   return mp;
 }

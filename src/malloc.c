@@ -628,12 +628,22 @@ static PRD_NOINLINE void *malloc_class_alloc(uint32_t c)
 {
   if (prd_unlikely(malloc_depth != 0))
     return malloc_boot_alloc(malloc_class[c].mc_size, malloc_class[c].mc_align);
+  int saved = errno;   /* a success keeps it: a mapping refused on the way may have set it */
   malloc_enter();
   prd_cache_t *cp = class_cache_get(c);
+  if (prd_unlikely(cp == NULL)) {
+    /* no memory to make the class's cache: what the other classes' magazines and slabs hold
+     * goes back (the pressure policy of their out-of-memory hook, which a class allocation
+     * gets), then one more try; not re-entrant here (the depth test above) */
+    prd__cache_reclaim();
+    cp = class_cache_get(c);
+  }
   void *buf = cp != NULL ? prd_cache_alloc(cp, PRD_SLEEP) : NULL;
   malloc_leave();
   if (cp != NULL)
     class_maybe_enable(c);
+  if (buf != NULL)
+    errno = saved;
   return buf;
 }
 

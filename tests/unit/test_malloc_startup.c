@@ -102,9 +102,11 @@ static void test_startup_retried(void)
     if (failed > 0)
       first_failed++;
   }
-  /* the cases proved something: start-up did fail at first for several N (a start-up makes
-   * several mappings, each the Nth for some N) */
-  CHECK(first_failed >= 4);
+  /* the cases proved something: start-up did fail at first beyond N = 1 (every mapping
+   * refused), so a later call retried it.  Not for every N: a class's first malloc that
+   * cannot make its cache reclaims and tries once more within the call (malloc.c
+   * class_alloc), which a single refused mapping does not outlast */
+  CHECK(first_failed >= 2);
 }
 
 int main(void)
