@@ -614,7 +614,8 @@ static bool (*_Atomic cache_leak_filter)(const void *buf);        /* section 5 *
  * which may be what the kernel is short of), every cache's owner asked to give memory back,
  * then the threads' magazines taken back, the callbacks' frees among them (a callback frees
  * into its thread's magazine, the allocating thread's own included, where the retry in the
- * slab layer would not see them), then every free slab reaped.  No lock held on entry
+ * slab layer would not see them), then every free slab reaped, and the heap arena's pass in
+ * its `all` form.  No lock held on entry
  * (mag_reap_lock comes before cache_reap_lock). */
 static void reclaim_all(void)
 {
@@ -636,6 +637,10 @@ static void reclaim_all(void)
   pthread_mutex_lock(&cache_reap_lock);
   reap_all_locked(true);
   pthread_mutex_unlock(&cache_reap_lock);
+  /* the heap arena's free pages decommitted and its wholly free blocks unmapped (vmem.c
+   * section 16 keeps them for reuse): what a mapping elsewhere, at an address-space limit,
+   * may be short of */
+  (void)prd__vmem_heap_decay(true);
   cache_in_reclaim = false;
 }
 

@@ -1089,9 +1089,12 @@ static void *malloc_big_in(size_t size, size_t align, bool zero);
 
 static PRD_NOINLINE void *malloc_big(size_t size, size_t align, bool zero)
 {
+  int saved = errno;   /* a success keeps it: a mapping refused on the way may have set it */
   prd__fork_section_enter();   /* the heap arena's locks (section 6) */
   void *p = malloc_big_in(size, align, zero);
   prd__fork_section_leave();
+  if (p != NULL)
+    errno = saved;
   return p;
 }
 
@@ -1130,9 +1133,16 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
     } else {
       fresh = true;
       p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
-      /* the kept blocks may be what the kernel is short of: give them back, try again */
+      /* the kept blocks may be what the kernel is short of: give them back, try again; then
+       * what the caches and the heap arena hold (the pressure reclaim, which unmaps the
+       * arena's wholly free blocks: an address-space limit), not from a re-entrant call
+       * (section 5), and once more */
       if (p == NULL && hc_release(UINT64_MAX))
         p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+      if (p == NULL && malloc_depth == 0) {
+        prd__cache_reclaim();
+        p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+      }
     }
   } else {
     kind = align > malloc_page ? PM_LARGEX : PM_LARGE;
@@ -1639,6 +1649,7 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
   } else if (kind != PM_BOOT && size > MC_MAX && size <= old && size > old / 2) {
     return ptr;   /* a big block shrinking by less than half keeps its pages */
   }
+  int saved = errno;   /* a success keeps it: a refused remap or room on the way may set it */
   size_t want = size;
   if (size > old && size > MC_MAX && old + old / 2 > size && old + old / 2 > old)
     want = old + old / 2;   /* a growing big block: room for the next steps (section 1) */
@@ -1648,6 +1659,8 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
     bool bad = false;
     void *np = malloc_guard ? huge_resize_guarded(ptr, e, size, want, &bad)
                             : huge_resize(ptr, e, PRD_P2ROUNDUP(want, malloc_page), &bad);
+    if (np != NULL)
+      errno = saved;
     if (np != NULL || bad)
       return np;
   }
@@ -1661,6 +1674,7 @@ static PRD_NOINLINE void *realloc_slow(void *ptr, size_t size)
     big_guard_tail(np, size, big_guard_data(np, big_bytes(prd__pm_get(np))));
   memcpy(np, ptr, PRD_MIN(old, size));
   free_entry("realloc", ptr, e);
+  errno = saved;
   return np;
 }
 

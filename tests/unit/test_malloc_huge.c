@@ -423,10 +423,13 @@ static void test_kept_gives_way(void)
 }
 
 /* ---- at an address-space limit: frees, then another class ------------------------------ */
-/* Guards a defect an outside tester found with RLIMIT_AS: with the limit filled by 16-byte
+/* Guards defects outside testers found with RLIMIT_AS: with the limit filled by 16-byte
  * blocks, freeing them tried a new magazine, a refused mapping each, every few frees (924,044
  * failed mmaps, ten times the free loop's time without the limit).  Then classes not used
- * before must be served, and a success keeps errno (a refused mapping on its way set it).
+ * before must be served, and blocks of their own mapping, though the heap arena kept the
+ * freed blocks' address space (malloc of 8-64 MB failed until malloc_trim), and a success
+ * keeps errno (a refused mapping on its way set it: a malloc or realloc returned a block with
+ * errno ENOMEM).
  * (The tester's preloaded program also found such a class's first malloc failing, its cache
  * not made for want of memory that magazines held: malloc.c's class_alloc now reclaims and
  * tries once more; this direct form leaves the heap with free slabs, so it does not get
@@ -460,15 +463,25 @@ static void limit_child(void *arg)
   CHECK_EQ(prd_vmem_stats(prd_heap_arena(), &st1), 0);
   errno = 0;
   void *a = prd_malloc(2600), *b = prd_malloc(11000);   /* classes not used before */
+  /* a block of its own mapping, where the heap arena keeps the freed blocks' address space
+   * (vmem.c section 16): the pressure reclaim unmaps them first */
+  void *h = prd_malloc(24 * MIB);
+  void *r = b != NULL ? prd_realloc(b, 6 * MIB) : NULL;   /* grows onto a mapping too */
+  if (r != NULL)
+    b = r;
   int err = errno;
   printf("# limit: %zu blocks of 16 B; %llu refused heap allocations while freeing them; then "
-         "2600 B %s, 11000 B %s, errno %d\n", n,
+         "2600 B %s, 11000 B %s, 24 MiB %s, realloc to 6 MiB %s, errno %d\n", n,
          (unsigned long long)(st1.failures - st0.failures), a != NULL ? "ok" : "ENOMEM",
-         b != NULL ? "ok" : "ENOMEM", err);
+         b != NULL ? "ok" : "ENOMEM", h != NULL ? "ok" : "ENOMEM", r != NULL ? "ok" : "ENOMEM",
+         err);
   CHECK(n > 1000000);
   CHECK(st1.failures - st0.failures < 1000);
-  CHECK(a != NULL && b != NULL);
+  CHECK(a != NULL && b != NULL && h != NULL && r != NULL);
   CHECK_EQ(err, 0);   /* a success keeps errno, whatever was refused on the way */
+  prd_free(a);
+  prd_free(b);
+  prd_free(h);
   fflush(stdout);
   _exit(prd_t_failures == 0 ? 0 : 1);
 }
