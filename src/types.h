@@ -100,6 +100,8 @@ struct prd_vmem {
   unsigned vm_dirty_scale;     /* the bound's factor, 1 to VMEM_DIRTY_SCALE_MAX (section 16) */
   size_t vm_alloc_peak;        /* the most bytes allocated since the last decay pass: what a
                                   raised bound may keep dirty (section 16) */
+  size_t vm_alloc_since;       /* bytes allocated since the last purge after a free (16) */
+  size_t vm_dirty_peak;        /* the most dirty free bytes since the last decay pass (16) */
   uint64_t vm_decommit_retry_ns;   /* the kernel refused a decommit: no purge before this
                                       (prd__now_ns; 0: none refused; section 16) */
   uint8_t vm_purge_more;       /* an inline purge stopped after its slice short of its target:

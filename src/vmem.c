@@ -271,10 +271,12 @@
  *    again churns its peak, and has next to nothing allocated at the drop): dirty free
  *    memory then stays as large as the program's churn, as glibc's and jemalloc's do, and
  *    no more.  It halves when a free passes the
- *    raised bound with nothing refaulted since the last purge (the churn is over; this works
- *    with decay off too), and at a pass after a period with no refault unless the dirty bytes
- *    still fill half of the lower bound; what the churn leaves unused is the decay passes'
- *    to decommit anyway.
+ *    raised bound with nothing refaulted since the last purge though the program allocated
+ *    half the cap meanwhile (the churn is over; this works with decay off too; a run of
+ *    frees with no allocation between its purges, a free-all, says nothing), and at a pass
+ *    after a period with no refault unless the dirty bytes at their peak in the period
+ *    (vm_dirty_peak) filled half of the lower bound; what the churn leaves unused is the
+ *    decay passes' to decommit anyway.
  *    The purges of an allocation (the reuse allowance, below) and of a growth reap's frees
  *    mark nothing: their refaults are the allowance's chosen price, not the bound's
  *    mistake.  Measured (docs/benchmarks.md): 8 threads churning blocks of up to 300 KB
@@ -364,6 +366,8 @@ static inline uintptr_t vseg_size(const prd_vseg_t *vsp)
 static inline void dirty_add(prd_vmem_t *vmp, size_t plus, size_t minus)
 {
   __atomic_store_n(&vmp->vm_dirty, vmp->vm_dirty + plus - minus, __ATOMIC_RELAXED);
+  if (vmp->vm_dirty > vmp->vm_dirty_peak)
+    vmp->vm_dirty_peak = vmp->vm_dirty;   /* section 16: a pass's test of a raised bound */
 }
 
 /* vm_qdirect += d (vm_lock held; relaxed atomics for the unlocked reader, section 14). */
@@ -663,6 +667,7 @@ static prd_vseg_t *seg_alloc(prd_vmem_t *vmp, prd_vseg_t *vsp, uintptr_t addr, u
   vmp->vm_stats.bytes_alloc += size;
   if (vmp->vm_stats.bytes_alloc > vmp->vm_alloc_peak)
     vmp->vm_alloc_peak = vmp->vm_stats.bytes_alloc;   /* section 16 */
+  vmp->vm_alloc_since += size;
   vmp->vm_stats.bytes_free -= size;
   vmp->vm_stats.allocs++;
   hash_insert(vmp, vsp);
@@ -1826,13 +1831,15 @@ size_t prd__vmem_decay(prd_vmem_t *vmp, bool all)
         }
       }
       /* a period without refaults whose dirty bytes stayed within half of the next lower
-       * factor's bound: the raised factor is not used any more */
+       * factor's bound, at their peak (a program that frees all it built is at its low
+       * between its drops): the raised factor is not used any more */
       if (vmp->vm_dirty_scale > 1 && vmp->vm_refault == 0) {
         unsigned scale = vmp->vm_dirty_scale;
         vmp->vm_dirty_scale = scale / 2;
-        if (vmp->vm_dirty > dirty_cap(vmp) / 2)
+        if (vmp->vm_dirty_peak > dirty_cap(vmp) / 2)
           vmp->vm_dirty_scale = scale;
       }
+      vmp->vm_dirty_peak = vmp->vm_dirty;
       vmp->vm_refault = 0;
       vmp->vm_alloc_peak = vmp->vm_stats.bytes_alloc;   /* a new period's peak */
     }
@@ -1908,13 +1915,17 @@ static void vmem_purge(prd_vmem_t *vmp, enum purge_kind kind)
     if (vmp->vm_refault > cap / 2 && scale < VMEM_DIRTY_SCALE_MAX) {
       vmp->vm_dirty_scale = PRD_MIN(scale * 2, (unsigned)VMEM_DIRTY_SCALE_MAX);
       cap = dirty_cap(vmp);
-    } else if (scale > 1 && vmp->vm_refault == 0 && vmp->vm_dirty > dirty_limit(vmp)) {
-      /* over the raised bound with nothing refaulted since the last rise or purge: the
-       * churn that raised it is over (with decay off, no pass would ever say so) */
+    } else if (scale > 1 && vmp->vm_refault == 0 && vmp->vm_alloc_since >= cap / 2 &&
+               vmp->vm_dirty > dirty_limit(vmp)) {
+      /* over the raised bound with nothing refaulted since the last rise or purge, though
+       * the program allocated meanwhile: the churn that raised it is over (with decay off,
+       * no pass would ever say so).  Not in a run of frees with no allocation between its
+       * purges: a program freeing all it built passes the bound again and again */
       vmp->vm_dirty_scale = scale / 2;
       cap = dirty_cap(vmp);
     }
     vmp->vm_refault = 0;   /* counted from this purge to the next (or to a pass) */
+    vmp->vm_alloc_since = 0;
   }
   if ((more != 0 || vmp->vm_dirty > dirty_limit(vmp)) &&
       (vmp->vm_decommit_retry_ns == 0 || prd__now_ns() >= vmp->vm_decommit_retry_ns)) {
