@@ -8,8 +8,9 @@
  *    lock of this file held at each wake-up of the thread (about once a second) and at once
  *    when a layer asks (prd__maint_wake).  The jobs: stats.c's periodic snapshot (registered
  *    at start-up, first), cache.c's decay (free memory back to the kernel after decay_ms),
- *    malloc.c's kept huge blocks (unmapped after malloc_huge_decay_ms) and Prudence's
- *    pre-flush (defer.c, at the first deferral).  A job that needs the thread of its own even
+ *    malloc.c's kept huge blocks (unmapped after malloc_huge_decay_ms), the heap arena's
+ *    purges that an inline slice left unfinished (vmem.c section 16, registered when the
+ *    heap arena is made) and Prudence's pre-flush (defer.c, at the first deferral).  A job that needs the thread of its own even
  *    while the process has one application thread says so with a predicate given at
  *    registration (stats.c: periodic snapshots are on; malloc.c: huge blocks are kept).  Besides the jobs there is one interval job, the tick
  *    (prd__maint_set_tick): the magazine layer's working-set update, resize check, reap and
