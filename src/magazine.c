@@ -984,8 +984,11 @@ static void lat_chain_out(prd_cache_t *cp, prd_mag_t *chain)
   while (chain != NULL) {
     prd_mag_t *next = chain->mag_next;
     if (mag_hooks()->mh_tag_safe(chain->mag_gp)) {
-      merged += chain->mag_nlat;   /* deferred objects back after their grace period */
-      mag_destroy(cp, chain, chain->mag_nlat);
+      /* deferred objects back after their grace period: free now, so they get the free
+       * mark first as at every merge (section 15; a copy found marked is dropped) */
+      uint32_t n = prd__mark_merge(cp, chain->mag_round, chain->mag_nlat);
+      merged += n;
+      mag_destroy(cp, chain, n);
     } else {
       mag_hooks()->mh_tag_out(cp, chain);
     }

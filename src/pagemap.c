@@ -222,10 +222,12 @@ void prd__pm_bad_free(const prd_cache_t *cp, const void *buf, const char *what)
   if (id != 0 && id == ((cp->cache_pm_tag >> PRD_PM_ID_SHIFT) & 0xffffu)) {
     /* one of this cache's slabs, but not the start of a buffer */
     intptr_t off = (intptr_t)(a - prd__pm_first_of(e, a));
-    if (off >= 0 && (size_t)off < (size_t)cp->cache_chunks * cp->cache_chunksize)
-      prd__error("cache %s: %s of buffer %p: not a buffer of this cache (interior, %zu bytes "
-                 "into a buffer; not touched)", cp->cache_name, what, buf,
-                 (size_t)off % cp->cache_chunksize);
+    if (off >= 0 && (size_t)off < (size_t)cp->cache_chunks * cp->cache_chunksize) {
+      size_t into = (size_t)off % cp->cache_chunksize;
+      prd__error("cache %s: %s of buffer %p: not a buffer of this cache (interior, %zu byte%s "
+                 "into a buffer; not touched)", cp->cache_name, what, buf, into,
+                 into == 1 ? "" : "s");
+    }
     else
       prd__error("cache %s: %s of buffer %p: not a buffer of this cache (inside one of its "
                  "slabs, outside every buffer; not touched)", cp->cache_name, what, buf);

@@ -171,6 +171,7 @@ static void interior_child(void *arg)
     exit(2);
   bad_free(small, ps + 8, deferred, "small+8");
   bad_free(small, ps + 63, deferred, "small+63");
+  bad_free(small, ps + 1, deferred, "small+1");
   bad_free(large, pl + 16, deferred, "large+16");
   bad_free(large, pl + 1023, deferred, "large+1023");
   bad_free(odd, po + 100, deferred, "odd+100");
@@ -193,6 +194,7 @@ static void check_interior(bool deferred)
   CHECK_STR_CONTAINS(out, "cache own-small: ");
   CHECK_STR_CONTAINS(out, "not a buffer of this cache (interior, 8 bytes into a buffer;");
   CHECK_STR_CONTAINS(out, "not a buffer of this cache (interior, 63 bytes into a buffer;");
+  CHECK_STR_CONTAINS(out, "not a buffer of this cache (interior, 1 byte into a buffer;");
   CHECK_STR_CONTAINS(out, "cache own-large: ");
   CHECK_STR_CONTAINS(out, "not a buffer of this cache (interior, 16 bytes into a buffer;");
   CHECK_STR_CONTAINS(out, "not a buffer of this cache (interior, 1023 bytes into a buffer;");
