@@ -421,6 +421,10 @@ int   prd__lthread_apps(void);
 /* Whether a library thread other than `lt` runs now (its thread id recorded): the process is
  * not single-threaded then, whatever the count of application threads says. */
 bool  prd__lthread_others(const struct prd__lthread *lt);
+/* Whether the kernel counts more than one thread in this process now, whoever made them
+ * (/proc/self/stat; false without /proc), read at most once per LT_THREADS_MS (thread.c
+ * section 9). */
+bool  prd__lthread_process_threaded(void);
 /* Tests: the scan for live application threads behaves as without /proc (thread.c §3). */
 extern bool prd__lthread_no_proc;
 /* The pthread key with exit destructor dtor kept in *slot (its value plus one; 0: none yet),

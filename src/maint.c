@@ -26,7 +26,9 @@
  *    one (maint_needed): once a second application thread uses the allocator (thread.c's
  *    count); when a job asked for an idle-time worker (prd__maint_wake) or a job's predicate
  *    says so, but only while the process is multi-threaded already (another library thread
- *    runs: the grace-period driver, the call_rcu worker) or option maint_alone allows it;
+ *    runs: the grace-period driver, the call_rcu worker; or the kernel counts more than one
+ *    thread, such as helper threads that allocated too little to be counted: thread.c §9)
+ *    or option maint_alone allows it;
  *    and when a predicate that is the program's own request says so (periodic statistics).
  *    Until then, and with maint_thread=0, the slow paths of the layer that owns
  *    the tick run the work inline (prd__maint_poke) once an interval has passed, with the
@@ -224,10 +226,12 @@ static void maint_lt_wake(void)
 }
 
 /* Whether the process would be single-threaded without this thread (section 2): one
- * application thread at most, no other library thread running, and maint_alone off. */
+ * application thread counted at most, no other library thread running, maint_alone off, and
+ * the kernel counts one thread (the threads that never reached the count: thread.c §9). */
 static bool maint_alone_now(void)
 {
-  return prd__lthread_apps() <= 1 && !prd__opt(maint_alone) && !prd__lthread_others(&maint_lt);
+  return prd__lthread_apps() <= 1 && !prd__opt(maint_alone) &&
+         !prd__lthread_others(&maint_lt) && !prd__lthread_process_threaded();
 }
 
 /* Whether the work needs a thread of its own now (section 2): a second application thread
@@ -239,13 +243,13 @@ static bool maint_needed(void)
 {
   if (prd__lthread_apps() >= 2)
     return true;
-  bool alone = maint_alone_now();
-  if (!alone && atomic_load_explicit(&maint_wanted, memory_order_relaxed))
+  /* alone is asked only when something wants the thread: it may read /proc */
+  if (atomic_load_explicit(&maint_wanted, memory_order_relaxed) && !maint_alone_now())
     return true;
   int nw = maint_count();
   for (int i = 0; i < nw; i++)
-    if (maint_work[i].mw_needs != NULL && (!alone || maint_work[i].mw_asked) &&
-        maint_work[i].mw_needs())
+    if (maint_work[i].mw_needs != NULL && maint_work[i].mw_needs() &&
+        (maint_work[i].mw_asked || !maint_alone_now()))
       return true;
   return false;
 }

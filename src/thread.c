@@ -116,6 +116,17 @@
  *    pthread_create does (EAGAIN; reported once a process), but sets no pause of the tries
  *    (the pause and the counts are shared with the owner, whose own start has not failed),
  *    and the owner's next need starts it.
+ *
+ * 9. Threads the library does not count.  A thread is counted at its first magazine or RCU
+ *    use (section 3), and a thread that allocates a block or two from a size class that has
+ *    no magazines yet never gets there: a server whose main thread does all the work beside
+ *    helper threads that rarely allocate counted one.  So a caller that must know whether the
+ *    process is multi-threaded already (maint.c section 2: a thread of its own would not make
+ *    a single-threaded process multi-threaded) asks the kernel, prd__lthread_process_threaded:
+ *    /proc/self/stat's count, every thread of the process (zombies included: a main thread
+ *    that called pthread_exit still counts, as it does for glibc), read at most once per
+ *    LT_THREADS_MS, the answer kept between (relaxed: a stale one costs a look of 100 ms
+ *    more or less), and forgotten in a fork child (section 5), which has one thread.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -134,12 +145,15 @@
 #define LT_COUNTED_MS 5000              /* the same while threads are counted (section 3) */
 #define LT_QUICK 8                      /* looks after a poke, 1 ms apart doubling: 255 ms */
 #define LT_PREFIX "prd-"                /* every library thread's name starts so */
+#define LT_THREADS_MS 100               /* section 9: the kernel's thread count read so often */
 #define PRD_LTHREAD_RETRY_NS 10000000u  /* section 2: 10 ms between tries of a need at every call */
 
 static struct prd__lthread *_Atomic lt_table[LT_MAX];   /* every one ever started */
 static _Atomic int lt_apps;                     /* counted application threads alive */
 static _Atomic pid_t lt_leaver;                 /* the last counted thread, in its exit */
 static _Atomic pid_t lt_pid;                    /* the process whose threads these are (§8) */
+static _Atomic uint64_t lt_threads_read_ns;    /* §9: when the kernel's count was read; 0: never */
+static _Atomic bool lt_threaded;                /* §9: what it said */
 static __thread bool lt_counted __attribute__((tls_model("initial-exec")));
 static __thread bool lt_library __attribute__((tls_model("initial-exec")));
 
@@ -318,6 +332,48 @@ bool prd__lthread_others(const struct prd__lthread *self)
   return false;
 }
 
+/* /proc/self/stat's num_threads (field 20; comm, field 2, may hold spaces and parentheses:
+ * the fields after it follow the last ')'), or 0 when it cannot be read. */
+static long lt_kernel_threads(void)
+{
+  if (prd__lthread_no_proc)
+    return 0;
+  int old = prd__cancel_off();   /* open, read and close are cancellation points */
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  char buf[1024];
+  ssize_t len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+  if (fd >= 0)
+    close(fd);
+  prd__cancel_on(old);
+  if (len <= 0)
+    return 0;
+  buf[len] = '\0';
+  char *p = strrchr(buf, ')');
+  if (p == NULL)
+    return 0;
+  p++;   /* the space before field 3: " S ppid ..." */
+  for (int field = 3; field < 20 && p != NULL; field++)   /* to the space before field 20 */
+    p = strchr(p + 1, ' ');
+  if (p == NULL)
+    return 0;
+  long n = 0;
+  for (p++; *p >= '0' && *p <= '9'; p++)
+    n = n * 10 + (*p - '0');
+  return n;
+}
+
+bool prd__lthread_process_threaded(void)
+{
+  uint64_t now = prd__now_ns();
+  uint64_t last = atomic_load_explicit(&lt_threads_read_ns, memory_order_relaxed);
+  if (last != 0 && now - last < LT_THREADS_MS * 1000000ull)
+    return atomic_load_explicit(&lt_threaded, memory_order_relaxed);
+  bool t = lt_kernel_threads() > 1;
+  atomic_store_explicit(&lt_threaded, t, memory_order_relaxed);
+  atomic_store_explicit(&lt_threads_read_ns, now, memory_order_relaxed);
+  return t;
+}
+
 bool prd__lthread_poked(struct prd__lthread *lt)
 {
   return atomic_load_explicit(&lt->lt_poked, memory_order_relaxed);
@@ -493,6 +549,7 @@ void prd__lthread_fork_child(void)
   lt_library = false;
   atomic_store_explicit(&lt_pid, getpid(), memory_order_relaxed);   /* §8 */
   atomic_store_explicit(&lt_apps, lt_counted ? 1 : 0, memory_order_relaxed);
+  atomic_store_explicit(&lt_threads_read_ns, 0, memory_order_relaxed);   /* §9: read afresh */
   atomic_store_explicit(&lt_leaver, 0, memory_order_relaxed);
 }
 

@@ -14,6 +14,9 @@
  *                 and no slow path runs the work inline; the memory it parked in depots asks
  *                 for the thread (magazine.c section 9); and with large blocks (pages of the
  *                 heap arena, no magazines): their frees ask for it (cache.c section 4)
+ *   helper        the same without maint_alone, in a program with one more thread that never
+ *                 calls the allocator (a server's idle helper): the process is multi-threaded
+ *                 already, so the depots' call for the thread starts it (thread.c section 9)
  *   single        by default a single-threaded program stays single-threaded through all
  *                 that (maint.c section 2): no thread while it sleeps, and its next slow path
  *                 after the delay gives the memory back
@@ -160,6 +163,7 @@ static int case_reap(void)
 }
 
 static _Atomic bool second_stop;
+static int task_count(void);
 
 static void *second_thread(void *arg)
 {
@@ -204,6 +208,36 @@ static int case_decay_alone(void)
          peak / MIB, after / MIB);
   fflush(stdout);
   return peak >= base + TOTAL / 2 && after <= base + SLACK ? 0 : 1;
+}
+
+static void *helper_thread(void *arg)
+{
+  (void)arg;
+  while (!atomic_load(&second_stop))   /* never allocates: counted by the kernel alone */
+    usleep(10000);
+  return NULL;
+}
+
+static int case_helper(void)
+{
+  static const size_t classes[] = { 64, 640, 2048, 8192, 0 };
+  if (prd_option_set("decay_ms", "500") != 0)
+    return 2;
+  size_t base = base_rss();
+  pthread_t t;
+  if (pthread_create(&t, NULL, helper_thread, NULL) != 0)
+    return 3;
+  alloc_all(classes, TOTAL);
+  size_t peak = rss_bytes();
+  (void)free_all();
+  size_t after = wait_rss(base + SLACK, 20, false);
+  int threads = task_count();
+  atomic_store(&second_stop, true);
+  pthread_join(t, NULL);
+  printf("# helper: base %zu MiB, peak %zu MiB, after the delay %zu MiB, threads %d\n",
+         base / MIB, peak / MIB, after / MIB, threads);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && after <= base + SLACK && threads == 3 ? 0 : 1;
 }
 
 static int case_decay_alone_big(void)
@@ -308,6 +342,7 @@ static void test_decay_alone(void)
 {
   CHECK_EQ(prd_test_bounded(case_decay_alone, "decay_alone", 60), 0);
 }
+static void test_helper(void) { CHECK_EQ(prd_test_bounded(case_helper, "helper", 60), 0); }
 static void test_decay_alone_big(void)
 {
   CHECK_EQ(prd_test_bounded(case_decay_alone_big, "decay_alone_big", 60), 0);
@@ -323,6 +358,7 @@ int main(void)
   RUN(test_decay_thread);
   RUN(test_decay_alone);
   RUN(test_decay_alone_big);
+  RUN(test_helper);
   RUN(test_single);
   RUN(test_decay_off);
   RUN(test_reuse);
