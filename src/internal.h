@@ -102,8 +102,9 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
                            const void *owner, void **slabp);
 /* slab loses owner when it is still owner's current slab of cp (thread exit, flush, reaps). */
 void  prd__slab_disown(prd_cache_t *cp, const void *owner, void *slab);
-/* Every owned slab of cp whose owner is not keep loses its owner (the fork child). */
-void  prd__slab_disown_except(prd_cache_t *cp, const void *keep);
+/* Every owned slab of cp whose owner `gone` names loses its owner (the fork child's
+ * take-over of the dead threads' caches). */
+void  prd__slab_disown_if(prd_cache_t *cp, bool (*gone)(const void *owner));
 void  prd__slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n);
 /* The out-of-memory hook (cache.c sets it): a user cache's slab could not be had; called with
  * no lock held, *state 0 at an allocation's first call and the hook's between calls.  True:

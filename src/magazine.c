@@ -279,9 +279,14 @@
  *    (pthread_setspecific may need memory).
  *    Records are reused, not mapped per thread: the destructor (and the fork child's
  *    take-over, section 11) takes the flushed record off the registry and puts it, with its
- *    CPU-cache array, on a spare list (mag_spares, at most MAG_SPARES_MAX, the rest unmapped),
- *    and the next thread's first miss takes it from there; only a thread that finds the list
- *    empty maps one.  So a program whose threads start, allocate a little and exit makes no
+ *    CPU-cache array, on a spare list (mag_spares, at most MAG_SPARES_MAX; past that the
+ *    array is unmapped and the record kept bare, mag_bare), and the next thread's first miss
+ *    takes it from there (tc_take); only a thread that finds both lists empty takes a new
+ *    record.  Records are slots of shared pages (MAG_TC_SLOT, whole lines: no two records
+ *    share one), never unmapped: a page per record made each fork write one page per thread
+ *    (the fork handlers take and release every tc_lock, and the child marks every orphan), a
+ *    copy-on-write fault each in the parent and the child once the pages were shared
+ *    (docs/benchmarks.md, "fork with many threads").  So a program whose threads start, allocate a little and exit makes no
  *    mmap or munmap per thread (each munmap of a multi-threaded process is a TLB shootdown on
  *    every core that runs it), and its records keep the array size their caches needed.
  *    Why a reused record cannot be corrupted by a visitor of its old owner: every visitor
@@ -306,20 +311,24 @@
  *    locks in three steps (mag_reap_lock after maint.c's maint_lock, before the slab layer's
  *    reap and list locks; the registry and every tc_lock before the cache locks; mag_id_lock
  *    and every dp_lock after them) and their release.  In the child, prd__mag_fork_child keeps
- *    the forking thread's CPU caches usable, gives back every current slab (section 3, tier 4)
- *    that is not the forking thread's, one a thread inside tier 4 at the fork had not stored
- *    yet included, and marks the records of the threads that did not survive the fork as
- *    orphans.  It does not flush them: a flush frees their rounds into the slabs, and in a
- *    child each page it writes is a copy, which made the flush half of a child's page faults
- *    and CPU time before its first line (docs/benchmarks.md, "A fork child of a threaded
- *    program"), a cost that a child that execs or exits at once never needed.  An orphan
+ *    the forking thread's CPU caches usable and marks the records of the threads that did
+ *    not survive the fork as orphans.  It does not flush them, nor give back their current
+ *    slabs (section 3, tier 4): a flush frees their rounds into the slabs, a slab given back
+ *    is a write to its header, and in a child each page written is a copy, which made the
+ *    flush half of a child's page faults and CPU time before its first line, and the slabs
+ *    one copy per thread (docs/benchmarks.md, "A fork child of a threaded program" and "fork
+ *    with many threads"), a cost that a child that execs or exits at once never needed.  An orphan
  *    is a thread that no longer runs: its CPU caches are those of an idle thread to every
  *    visitor (the busy marks of an operation the fork cut short are cleared in the handler,
  *    or a destroy's visit would wait for them for ever), and what the cut operation had not
  *    stored is lost to the child (a push: one object leaks) or was not yet taken (a pop: the
  *    object is still in the magazine, and no thread of the child holds it).  mag_adopt_orphans
- *    flushes and unregisters the orphans as their exits would have: at the child's first
- *    maintenance pass, reap, or statistics snapshot, whichever comes first.  The maintenance
+ *    gives back every slab an orphan owns (prd__slab_disown_if: one that a thread inside tier
+ *    4 at the fork had made current but not yet stored in cc_own included), then flushes and
+ *    unregisters the orphans as their exits would have: at the child's first maintenance
+ *    pass, reap, or statistics snapshot, whichever comes first.  Until then their slabs are
+ *    owned, out of every other allocation's way (a slab's owner is a record, and records are
+ *    never unmapped, so the test reads live memory).  The maintenance
  *    thread is restarted lazily, when the child needs it (maint.c section 5).
  *
  * 12. Lock order:
@@ -552,6 +561,11 @@ static prd_tcache_t *mag_threads;          /* the registry */
 static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
 static _Atomic bool mag_orphans;           /* the registry holds orphans (section 11) */
 static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
+static prd_tcache_t *mag_bare;             /* records past the spares, without arrays (section 10) */
+static char *mag_tc_next;                  /* the record page's next slot (mag_registry_lock) */
+static uint32_t mag_tc_slots;              /* slots left in that page */
+/* a record's slot: whole lines, so no two threads' records share one (section 10) */
+#define MAG_TC_SLOT PRD_P2ROUNDUP(sizeof(prd_tcache_t), (size_t)128)
 static _Atomic uint32_t mag_nthreads;      /* on the registry, less those idle (section 8) */
 
 /* The most a magazine of Prudence's growth holds (section 8): MAG_LATENT_ALL_BYTES over the
@@ -572,7 +586,7 @@ static _Atomic uint64_t mag_thread_maps;    /* records and CPU-cache arrays mapp
  * small next to what decay is for. */
 #define MAG_PARK_WAKE_BYTES ((int64_t)8 << 20)
 #define MAG_SPARES_MAX 64   /* a burst of up to this many threads starts with no mapping; the
-                               records kept for it stay below 64 x (a page + a CPU-cache array) */
+                               arrays kept for it stay below 64 CPU-cache arrays */
 static prd_cache_t **mag_caches;           /* by id; MAG_DYING while a destroy empties it */
 static size_t mag_caches_cap;              /* entries mapped */
 static uint32_t mag_nids = 1;              /* ids in use are below this; 0 is never given */
@@ -1307,6 +1321,44 @@ static _Atomic unsigned long mag_key_v;
 static void tc_unregister_free(prd_tcache_t *tc);
 static void mag_thread_exit(void *arg);
 
+/* A record for a new thread (section 10), mag_registry_lock held: a spare with its CPU-cache
+ * array, else a bare one, else a new slot of the record pages, which maps a page when none
+ * is left (the lock dropped around the mapping).  NULL with the lock dropped when no page can
+ * be mapped (the next miss tries again). */
+static prd_tcache_t *tc_take(void)
+{
+  prd_tcache_t *tc;
+  if ((tc = mag_spares) != NULL) {
+    mag_spares = tc->tc_next;
+    mag_nspares--;
+    return tc;
+  }
+  if ((tc = mag_bare) != NULL) {
+    mag_bare = tc->tc_next;
+    return tc;
+  }
+  if (mag_tc_slots == 0) {
+    pthread_mutex_unlock(&mag_registry_lock);
+    size_t page = prd__os_page_size();
+    char *pg = prd__os_map(page);
+    if (pg == NULL)
+      return NULL;
+    atomic_fetch_add_explicit(&mag_thread_maps, 1, memory_order_relaxed);
+    pthread_mutex_lock(&mag_registry_lock);
+    if (mag_tc_slots == 0) {
+      mag_tc_next = pg;
+      mag_tc_slots = (uint32_t)(page / MAG_TC_SLOT);
+    } else {
+      prd__os_unmap(pg, page);   /* another thread mapped one meanwhile */
+    }
+  }
+  tc = (prd_tcache_t *)(void *)mag_tc_next;
+  mag_tc_next += MAG_TC_SLOT;
+  mag_tc_slots--;
+  pthread_mutex_init(&tc->tc_lock, NULL);
+  return tc;
+}
+
 /* The calling thread's CPU caches, created or grown so that `id` has an entry; NULL when the
  * thread is exiting, no memory could be mapped, or the exit destructor cannot be had (section
  * 10; the caller then uses the slab layer, and the next miss tries again). */
@@ -1329,19 +1381,9 @@ prd_tcache_t *prd__mag_tc_get(uint32_t id)
     /* an exited thread's record, its CPU caches empty and zeroed (section 10), else a new
      * one; a failed mapping is not remembered: the next miss tries again */
     pthread_mutex_lock(&mag_registry_lock);
-    tc = mag_spares;
-    if (tc != NULL) {
-      mag_spares = tc->tc_next;
-      mag_nspares--;
-    } else {
-      pthread_mutex_unlock(&mag_registry_lock);
-      tc = prd__os_map(PRD_P2ROUNDUP(sizeof(*tc), prd__os_page_size()));
-      if (tc == NULL)
-        return NULL;
-      atomic_fetch_add_explicit(&mag_thread_maps, 1, memory_order_relaxed);
-      pthread_mutex_init(&tc->tc_lock, NULL);
-      pthread_mutex_lock(&mag_registry_lock);
-    }
+    tc = tc_take();
+    if (tc == NULL)
+      return NULL;   /* tc_take dropped the lock */
     tc->tc_prev = NULL;
     tc->tc_parked = 0;
     tc->tc_next = mag_threads;
@@ -1453,10 +1495,16 @@ static void tc_unregister_free(prd_tcache_t *tc)
     mag_nspares++;
     return;
   }
+  /* past the spares' bound the array goes back and the record stays, bare (section 10) */
   if (tc->tc_cc != NULL)
     prd__os_unmap(tc->tc_cc, tc->tc_cc_bytes);
-  pthread_mutex_destroy(&tc->tc_lock);
-  prd__os_unmap(tc, PRD_P2ROUNDUP(sizeof(*tc), prd__os_page_size()));
+  tc->tc_cc = NULL;
+  tc->tc_ncc = 0;
+  tc->tc_cc_bytes = 0;
+  atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
+  tc->tc_prev = NULL;
+  tc->tc_next = mag_bare;
+  mag_bare = tc;
 }
 
 /* The TLS destructor (section 10). */
@@ -1483,11 +1531,27 @@ static void mag_thread_exit(void *arg)
  * without the lock: it is set only in the child's fork handler, before any other thread of
  * the child exists, and a stale true costs one hold of the registry lock.  True when it took
  * the registry lock (work for mag_unlocked may have been noted). */
+/* A slab owner (a thread record: records are never unmapped) that did not survive the fork
+ * (mag_registry_lock held). */
+static bool tc_gone(const void *owner)
+{
+  return owner != NULL && ((const prd_tcache_t *)owner)->tc_orphan;
+}
+
 static bool mag_adopt_orphans(void)
 {
   if (!atomic_load_explicit(&mag_orphans, memory_order_relaxed))
     return false;
   pthread_mutex_lock(&mag_registry_lock);
+  /* the dead threads' current slabs go back first, while their records are still orphans:
+   * one that forked inside tier 4 had a slab made current that its cc_own does not name yet
+   * (section 3), which its flush would miss */
+  uint32_t n = mag_id_count();
+  for (uint32_t id = 1; id < n; id++) {
+    prd_cache_t *cp = mag_cache_of(id);
+    if (cp != NULL)
+      prd__slab_disown_if(cp, tc_gone);
+  }
   prd_tcache_t *tc = mag_threads;
   while (tc != NULL) {
     prd_tcache_t *next = tc->tc_next;
@@ -2446,14 +2510,6 @@ void prd__mag_fork_child(void)
         atomic_store_explicit(&tc->tc_cc[id].cc_busy, 0, memory_order_relaxed);
     tc->tc_orphan = true;
     atomic_store_explicit(&mag_orphans, true, memory_order_relaxed);
-  }
-  /* a thread that forked inside tier 4 had a slab made current that its cc_own does not name
-   * yet (section 3): every slab not the forking thread's goes back */
-  uint32_t n = mag_id_count();
-  for (uint32_t id = 1; id < n; id++) {
-    prd_cache_t *cp = mag_cache_of(id);
-    if (cp != NULL)
-      prd__slab_disown_except(cp, self);
   }
   pthread_mutex_unlock(&mag_registry_lock);
 }

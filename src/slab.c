@@ -213,8 +213,8 @@
  *    share a cache line.  A slab loses its owner, back to the list its count says, when its
  *    owner takes its last free buffer (its next buffers come from another slab), when the
  *    layer above gives it back (prd__slab_disown: the thread's exit, flush, a reap of its
- *    caches; prd__slab_disown_except: every thread but the one that forked, in the fork
- *    child), and at a reap of everything (prd__slab_reap with `all`); destroying the cache
+ *    caches; prd__slab_disown_if: the slabs of the threads that did not survive a fork, in
+ *    the child's take-over of their caches), and at a reap of everything (prd__slab_reap with `all`); destroying the cache
  *    destroys it with every other slab.  Frees are unchanged: any thread frees into any
  *    slab, an owned one included, which stays owned (a free slab too: its owner allocates
  *    from it next).  Memory: a thread owns at most one slab of a cache (the layer above
@@ -825,13 +825,13 @@ void prd__slab_disown(prd_cache_t *cp, const void *owner, void *slab)
   pthread_mutex_unlock(&cp->cache_lock);
 }
 
-void prd__slab_disown_except(prd_cache_t *cp, const void *keep)
+void prd__slab_disown_if(prd_cache_t *cp, bool (*gone)(const void *owner))
 {
   pthread_mutex_lock(&cp->cache_lock);
   for (prd_slab_link_t *l = cp->cache_owned.sl_next, *next; l != &cp->cache_owned; l = next) {
     next = l->sl_next;   /* a slab given back leaves the list */
     prd_slab_t *sp = prd__slab_of_link(l);
-    if (sp->slab_owner != keep)
+    if (gone(sp->slab_owner))
       slab_disown(cp, sp);
   }
   pthread_mutex_unlock(&cp->cache_lock);
