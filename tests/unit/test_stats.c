@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 
 #include "internal.h"
@@ -691,13 +692,23 @@ static int child_big_twice(void)
   return 0;
 }
 
-/* A reader that starts reading 1.5 s after it is made, and keeps what it reads. */
+/* A reader that starts reading once the writer has filled the FIFO and its bound (1 s from
+ * the write's start) has run out, and keeps what it reads.  Waiting for the full pipe, not
+ * a fixed time from the child's start, keeps the order on a loaded machine, where the child
+ * may take longer than any fixed delay to reach its periodic snapshot. */
 static char drained[2 << 20];
 static size_t drained_len;
 static void *late_reader(void *arg)
 {
   int fd = *(int *)arg;
-  usleep(1500000);
+  int cap = fcntl(fd, F_GETPIPE_SZ);
+  for (int i = 0; i < 6000; i++) {   /* up to 60 s */
+    int avail = 0;
+    if (ioctl(fd, FIONREAD, &avail) == 0 && cap > 0 && avail >= cap)
+      break;
+    usleep(10000);
+  }
+  usleep(1200000);
   for (;;) {
     struct pollfd pfd = { fd, POLLIN, 0 };
     if (poll(&pfd, 1, 20000) != 1)
