@@ -1275,6 +1275,14 @@ static void test_double_defer_slab(void)
   }
 }
 
+/* A cache made with the option hardened, in a child that goes on after its reports. */
+static prd_cache_t *hardened_cache(const char *name, size_t size)
+{
+  prd_option_set("abort_on_error", "0");
+  prd_option_set("hardened", "1");
+  return prd_cache_create(name, size, 0, NULL, NULL, NULL, NULL, NULL, PRD_CACHE_NODEBUG);
+}
+
 /* With the option hardened, deferred objects get the free mark when their grace period ends
  * and they merge (magazine.c section 15): a buffer deferred twice whose copies merge before
  * either is handed out again is reported and handed out once.  Both ways a merge happens:
@@ -1283,10 +1291,7 @@ static void test_double_defer_slab(void)
 static void hardened_defer_child(void *arg)
 {
   bool depot = arg != NULL;
-  prd_option_set("abort_on_error", "0");
-  prd_option_set("hardened", "1");
-  prd_cache_t *cp = prd_cache_create("hd", 128, 0, NULL, NULL, NULL, NULL, NULL,
-                                     PRD_CACHE_NODEBUG);
+  prd_cache_t *cp = hardened_cache("hd", 128);
   enum { N = 4000 };
   static void *b[N], *c[N + 8];
   size_t n = depot ? N : 8;
@@ -1339,10 +1344,7 @@ static void mark_merge_child(void *arg)
 static void hardened_reap_child(void *arg)
 {
   bool twice = arg != NULL;
-  prd_option_set("abort_on_error", "0");
-  prd_option_set("hardened", "1");
-  prd_cache_t *cp = prd_cache_create("hr", 64, 0, NULL, NULL, NULL, NULL, NULL,
-                                     PRD_CACHE_NODEBUG);
+  prd_cache_t *cp = hardened_cache("hr", 64);
   char *p = prd_cache_alloc(cp, 0), *q = prd_cache_alloc(cp, 0);
   prd_cache_free_deferred(cp, p);
   if (twice)
