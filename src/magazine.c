@@ -286,9 +286,10 @@
  *    share one), never unmapped: a page per record made each fork write one page per thread
  *    (the fork handlers take and release every tc_lock, and the child marks every orphan), a
  *    copy-on-write fault each in the parent and the child once the pages were shared
- *    (docs/benchmarks.md, "fork with many threads").  So a program whose threads start, allocate a little and exit makes no
- *    mmap or munmap per thread (each munmap of a multi-threaded process is a TLB shootdown on
- *    every core that runs it), and its records keep the array size their caches needed.
+ *    (docs/benchmarks.md, "fork with many threads").  So a program whose threads start,
+ *    allocate a little and exit makes no mmap or munmap per thread (each munmap of a
+ *    multi-threaded process is a TLB shootdown on every core that runs it), and its records
+ *    keep the array size their caches needed.
  *    Why a reused record cannot be corrupted by a visitor of its old owner: every visitor
  *    (the reapers and Prudence's visitors of section 6, statistics, fork) reaches a record
  *    only by walking the registry under mag_registry_lock and holds no pointer to it after
@@ -317,8 +318,8 @@
  *    is a write to its header, and in a child each page written is a copy, which made the
  *    flush half of a child's page faults and CPU time before its first line, and the slabs
  *    one copy per thread (docs/benchmarks.md, "A fork child of a threaded program" and "fork
- *    with many threads"), a cost that a child that execs or exits at once never needed.  An orphan
- *    is a thread that no longer runs: its CPU caches are those of an idle thread to every
+ *    with many threads"), a cost that a child that execs or exits at once never needed.  An
+ *    orphan is a thread that no longer runs: its CPU caches are those of an idle thread to every
  *    visitor (the busy marks of an operation the fork cut short are cleared in the handler,
  *    or a destroy's visit would wait for them for ever), and what the cut operation had not
  *    stored is lost to the child (a push: one object leaks) or was not yet taken (a pop: the
@@ -328,8 +329,8 @@
  *    unregisters the orphans as their exits would have: at the child's first maintenance
  *    pass, reap, or statistics snapshot, whichever comes first.  Until then their slabs are
  *    owned, out of every other allocation's way (a slab's owner is a record, and records are
- *    never unmapped, so the test reads live memory).  The maintenance
- *    thread is restarted lazily, when the child needs it (maint.c section 5).
+ *    never unmapped, so the test reads live memory).  The maintenance thread is restarted
+ *    lazily, when the child needs it (maint.c section 5).
  *
  * 12. Lock order:
  *        maint_lock (maint.c) -> mag_reap_lock -> cache_reap_lock -> cache_list_lock
@@ -561,7 +562,7 @@ static prd_tcache_t *mag_threads;          /* the registry */
 static prd_tcache_t *mag_spares;           /* records of exited threads (section 10) */
 static _Atomic bool mag_orphans;           /* the registry holds orphans (section 11) */
 static uint32_t mag_nspares;               /* on mag_spares (mag_registry_lock) */
-static prd_tcache_t *mag_bare;             /* records past the spares, without arrays (section 10) */
+static prd_tcache_t *mag_bare;             /* records past the spares, bare (section 10) */
 static char *mag_tc_next;                  /* the record page's next slot (mag_registry_lock) */
 static uint32_t mag_tc_slots;              /* slots left in that page */
 /* a record's slot: whole lines, so no two threads' records share one (section 10) */
@@ -1525,12 +1526,6 @@ static void mag_thread_exit(void *arg)
   prd__lthread_app_leave();   /* the last application thread: library threads end too */
 }
 
-/* The fork child's take-over (section 11): each orphan record is flushed and leaves the
- * registry as its thread's exit would have done (mag_thread_exit).  No lock of this layer held
- * but mag_reap_lock; the caller runs mag_unlocked once it holds none.  mag_orphans is read
- * without the lock: it is set only in the child's fork handler, before any other thread of
- * the child exists, and a stale true costs one hold of the registry lock.  True when it took
- * the registry lock (work for mag_unlocked may have been noted). */
 /* A slab owner (a thread record: records are never unmapped) that did not survive the fork
  * (mag_registry_lock held). */
 static bool tc_gone(const void *owner)
@@ -1538,6 +1533,12 @@ static bool tc_gone(const void *owner)
   return owner != NULL && ((const prd_tcache_t *)owner)->tc_orphan;
 }
 
+/* The fork child's take-over (section 11): each orphan record is flushed and leaves the
+ * registry as its thread's exit would have done (mag_thread_exit).  No lock of this layer held
+ * but mag_reap_lock; the caller runs mag_unlocked once it holds none.  mag_orphans is read
+ * without the lock: it is set only in the child's fork handler, before any other thread of
+ * the child exists, and a stale true costs one hold of the registry lock.  True when it took
+ * the registry lock (work for mag_unlocked may have been noted). */
 static bool mag_adopt_orphans(void)
 {
   if (!atomic_load_explicit(&mag_orphans, memory_order_relaxed))

@@ -227,10 +227,10 @@ void prd__pm_bad_free(const prd_cache_t *cp, const void *buf, const char *what)
       prd__error("cache %s: %s of buffer %p: not a buffer of this cache (interior, %zu byte%s "
                  "into a buffer; not touched)", cp->cache_name, what, buf, into,
                  into == 1 ? "" : "s");
-    }
-    else
+    } else {
       prd__error("cache %s: %s of buffer %p: not a buffer of this cache (inside one of its "
                  "slabs, outside every buffer; not touched)", cp->cache_name, what, buf);
+    }
     return;
   }
   const char *other = id != 0 ? prd__pm_id_name(id) : NULL;

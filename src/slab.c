@@ -214,10 +214,10 @@
  *    owner takes its last free buffer (its next buffers come from another slab), when the
  *    layer above gives it back (prd__slab_disown: the thread's exit, flush, a reap of its
  *    caches; prd__slab_disown_if: the slabs of the threads that did not survive a fork, in
- *    the child's take-over of their caches), and at a reap of everything (prd__slab_reap with `all`); destroying the cache
- *    destroys it with every other slab.  Frees are unchanged: any thread frees into any
- *    slab, an owned one included, which stays owned (a free slab too: its owner allocates
- *    from it next).  Memory: a thread owns at most one slab of a cache (the layer above
+ *    the child's take-over of their caches), and at a reap of everything (prd__slab_reap
+ *    with `all`); destroying the cache destroys it with every other slab.  Frees are
+ *    unchanged: any thread frees into any slab, an owned one included, which stays owned (a
+ *    free slab too: its owner allocates from it next).  Memory: a thread owns at most one slab of a cache (the layer above
  *    keeps one hint per cache and gives back any other, magazine.c cc_own_set), so at most
  *    one slab per thread and cache is kept from the others and from reaps, and only while
  *    the thread lives and uses the cache.  When no memory for a new slab can be had, an
