@@ -1484,13 +1484,13 @@ static void tc_unregister_free(prd_tcache_t *tc)
     tc->tc_next->tc_prev = tc->tc_prev;
   if (!atomic_exchange_explicit(&tc->tc_uncounted, false, memory_order_relaxed))
     atomic_fetch_sub_explicit(&mag_nthreads, 1, memory_order_relaxed);
+  atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
+  tc->tc_prev = NULL;
   if (mag_nspares < MAG_SPARES_MAX) {
     /* as a fresh mapping reads: every CPU cache empty, no counter, no busy mark (the flush
      * left the live caches' entries so; a cache destroyed meanwhile may have left its own) */
     if (tc->tc_cc != NULL)
       memset(tc->tc_cc, 0, (size_t)tc->tc_ncc * sizeof(prd_cpu_cache_t));
-    atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
-    tc->tc_prev = NULL;
     tc->tc_next = mag_spares;
     mag_spares = tc;
     mag_nspares++;
@@ -1502,8 +1502,6 @@ static void tc_unregister_free(prd_tcache_t *tc)
   tc->tc_cc = NULL;
   tc->tc_ncc = 0;
   tc->tc_cc_bytes = 0;
-  atomic_store_explicit(&tc->tc_steal, 0, memory_order_relaxed);
-  tc->tc_prev = NULL;
   tc->tc_next = mag_bare;
   mag_bare = tc;
 }

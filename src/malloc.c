@@ -1111,6 +1111,12 @@ static void *big_undo(void *p, size_t bytes, uintptr_t kind)
   return NULL;
 }
 
+/* A fresh mapping for a huge block, aligned past a page when asked. */
+static void *huge_map(size_t bytes, size_t align)
+{
+  return align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+}
+
 static void *malloc_big_in(size_t size, size_t align, bool zero)
 {
   if (size > (size_t)PTRDIFF_MAX - 3 * malloc_page) {
@@ -1132,16 +1138,16 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
       bytes = got;
     } else {
       fresh = true;
-      p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+      p = huge_map(bytes, align);
       /* the kept blocks may be what the kernel is short of: give them back, try again; then
        * what the caches and the heap arena hold (the pressure reclaim, which unmaps the
        * arena's wholly free blocks: an address-space limit), not from a re-entrant call
        * (section 5), and once more */
       if (p == NULL && hc_release(UINT64_MAX))
-        p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+        p = huge_map(bytes, align);
       if (p == NULL && malloc_depth == 0) {
         prd__cache_reclaim();
-        p = align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
+        p = huge_map(bytes, align);
       }
     }
   } else {
