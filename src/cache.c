@@ -263,9 +263,9 @@ static PRD_NOINLINE void *cache_alloc_slow(prd_cache_t *cp, int flags)
   if (prd_likely(prd__debug_alloc(cp, buf, flags) != NULL))
     return buf;
   prd__slab_free(cp, buf);
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   cp->cache_alloc_fails++;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   errno = ENOMEM;
   return NULL;
 }
@@ -491,10 +491,13 @@ static prd_cache_t *cache_make(const char *name, size_t size, size_t align, prd_
     return NULL;
   if (prd__slab_cache_init(cp, name, size, align, ctor, dtor, reclaim, priv, source, flags) !=
       0) {
-    int err = errno;   /* EINVAL: no layout; ENOSPC: no cache id left (pagemap.c section 3) */
-    prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name, size, align,
-                err == ENOSPC ? "no cache id left (each live memory cache holds one of 65535)"
-                              : "no slab layout fits");
+    /* EINVAL: no layout; ENOSPC: no cache id left (pagemap.c section 3); ENOMEM: no page
+     * for its lock, an out-of-memory failure like any other, not reported */
+    int err = errno;
+    if (err != ENOMEM)
+      prd__report("prd_cache_create(%s, size %zu, align %zu): %s", name, size, align,
+                  err == ENOSPC ? "no cache id left (each live memory cache holds one of 65535)"
+                                : "no slab layout fits");
     prd__slab_free(&cache_cache, cp);
     errno = err;
     return NULL;
@@ -547,11 +550,11 @@ void prd_cache_destroy(prd_cache_t *cp)
    * so what they put there waits for its grace period here */
   prd__defer_cache_settle(cp, false);
 
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   uint64_t live = cp->cache_bufs_inuse;
   if (live > 0)
     cache_report_live(cp);   /* names them, with their stacks when audited */
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   prd__slab_cache_fini(cp);   /* the live buffers' slabs too (slab.c) */
   prd__slab_free(&cache_cache, cp);
   if (live > 0)
@@ -953,9 +956,9 @@ static void leak_cache(void *arg, prd_cache_t *cp)
 {
   if (cp->cache_flags & PRD_CF_INTERNAL)
     return;
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   prd__slab_walk_allocated(cp, leak_buf, arg, false);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 }
 
 static size_t leak_report(FILE *fp, double older_than_seconds)
@@ -1002,9 +1005,9 @@ static void owner_probe(void *arg, prd_cache_t *cp)
   struct owner_find *of = arg;
   if (cp == of->of_skip || of->of_buf != NULL)
     return;
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   void *b = prd__slab_containing(cp, of->of_addr);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   if (b != NULL) {
     of->of_buf = b;
     memcpy(of->of_name, cp->cache_name, PRD_CACHE_NAME_MAX);
@@ -1013,12 +1016,12 @@ static void owner_probe(void *arg, prd_cache_t *cp)
 
 static void *cache_locate(prd_cache_t *cp, const void *addr, prd_bufctl_t **bcpp, char *owner)
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   char *start = prd__slab_containing(cp, addr);
   prd_bufctl_t *sbcp = NULL;
   if (start != NULL && (cp->cache_flags & PRD_CF_HASH))
     sbcp = prd__slab_hash_find(cp, start);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   owner[0] = '\0';
   *bcpp = sbcp;
   if (start != NULL)
@@ -1042,14 +1045,14 @@ void prd__cache_fork_prepare(void)
 void prd__cache_fork_prepare_caches(void)
 {
   for (prd_cache_t *cp = cache_list; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_lock(&cp->cache_lock);
+    pthread_mutex_lock(cp->cache_lock);
 }
 
 /* Releases them (parent and child alike: the child's only thread is the one that took them). */
 void prd__cache_fork_release(void)
 {
   for (prd_cache_t *cp = cache_list; cp != NULL; cp = cp->cache_next)
-    pthread_mutex_unlock(&cp->cache_lock);
+    pthread_mutex_unlock(cp->cache_lock);
   pthread_mutex_unlock(&cache_list_lock);
   pthread_mutex_unlock(&cache_reap_lock);
 }

@@ -259,9 +259,9 @@ static void print_history(int fd, const prd_cache_t *cp, const void *buf, prd_bu
 static void report_buffer(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
 {
   dline(-1, "buffer=%p bufctl=%p cache: %s", buf, (void *)bcp, cp->cache_name);
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   print_history(-1, cp, buf, bcp);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 }
 
 void prd__debug_cache_init(prd_cache_t *cp)
@@ -308,13 +308,13 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
   prd_audit_tx_t tx;
   if (f & PRD_CACHE_AUDIT)
     audit_capture(&tx, true);
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
   PRD_ASSERT(bcp != NULL && bcp->bc_dstate == 0);
   bcp->bc_dstate = PRD_BC_ALLOC;
   if (f & PRD_CACHE_AUDIT)
     audit_record(bcp, &tx);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 
   if (f & PRD_CACHE_PAGEBUF)
     dbg_protect(cp, buf, dbg_buf_pages(cp), true);
@@ -339,9 +339,9 @@ void *prd__debug_alloc(prd_cache_t *cp, void *buf, int flags)
   if (!(f & PRD_CF_SLABCTOR) && cp->cache_ctor != NULL &&
       cp->cache_ctor(buf, cp->cache_private, flags) != 0) {
     /* the constructor failed: the buffer goes back as it came */
-    pthread_mutex_lock(&cp->cache_lock);
+    pthread_mutex_lock(cp->cache_lock);
     bcp->bc_dstate = 0;
-    pthread_mutex_unlock(&cp->cache_lock);
+    pthread_mutex_unlock(cp->cache_lock);
     if (f & PRD_CACHE_PATTERNS)
       fill32(buf, dbg_user_bytes(cp), PRD_PATTERN_FREE);
     if (f & PRD_CACHE_PAGEBUF)
@@ -367,11 +367,11 @@ static void dbg_buf_report(prd_cache_t *cp, void *buf, prd_bufctl_t *bcp, const 
  * prd__debug_free_deferred.  0, or -1 after a report. */
 int prd__debug_defer(prd_cache_t *cp, void *buf)
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
   if (bcp == NULL || bcp->bc_dstate != PRD_BC_ALLOC) {
     bool deferred = bcp != NULL && bcp->bc_dstate == PRD_BC_DEFERRED;
-    pthread_mutex_unlock(&cp->cache_lock);
+    pthread_mutex_unlock(cp->cache_lock);
     if (deferred)
       dbg_buf_report(cp, buf, bcp, "deferred free", "deferred twice (it is deferred already)");
     else
@@ -379,7 +379,7 @@ int prd__debug_defer(prd_cache_t *cp, void *buf)
     return -1;
   }
   bcp->bc_dstate = PRD_BC_DEFERRED;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   return 0;
 }
 
@@ -387,10 +387,10 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect);
 
 bool prd__debug_allocated(prd_cache_t *cp, const void *buf)
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
   bool live = bcp != NULL && bcp->bc_dstate == PRD_BC_ALLOC;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   return live;
 }
 
@@ -410,11 +410,11 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
   prd_audit_tx_t tx;
   if (f & PRD_CACHE_AUDIT)
     audit_capture(&tx, false);
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   prd_bufctl_t *bcp = prd__slab_hash_find(cp, buf);
   if (bcp == NULL || bcp->bc_dstate != expect) {
     bool deferred = bcp != NULL && bcp->bc_dstate == PRD_BC_DEFERRED;
-    pthread_mutex_unlock(&cp->cache_lock);
+    pthread_mutex_unlock(cp->cache_lock);
     if (deferred)   /* a free of a buffer whose deferral waits for its grace period */
       dbg_buf_report(cp, buf, bcp, "free", "it is deferred (given to a deferred free, whose "
                      "grace period has not ended; not freed)");
@@ -425,7 +425,7 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
   bcp->bc_dstate = 0;
   if (f & PRD_CACHE_AUDIT)
     audit_record(bcp, &tx);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 
   if (f & PRD_CF_BUFTAG) {
     const unsigned char *b = buf;

@@ -7,9 +7,9 @@
  *    by another thread stays held for good.  So prepare takes every lock of the process in
  *    one order before fork, and parent and child release them after; each layer owns its
  *    locks and exports the functions that take and release them (rcu.c §7, call_rcu.c §7,
- *    vmem.c §15, slab.c, cache.c §7, debug.c, maint.c §5, magazine.c §11, thread.c §5), and
- *    only this file knows the order in which they are called, malloc.c's start-up lock (the
- *    first of the allocator's) included.  One registration: two handlers taking one mutex
+ *    vmem.c §15, slab.c, cache.c §7, debug.c, maint.c §5, magazine.c §11, thread.c §5,
+ *    os.c §9), and only this file knows the order in which they are called, malloc.c's
+ *    start-up lock (the first of the allocator's) included.  One registration: two handlers taking one mutex
  *    would deadlock the forking thread, so no other file registers its own.
  *    The registration is a constructor, so a fork before any cache exists finds every lock
  *    consistent too.  No file calls into this one, so each file with fork functions names
@@ -25,6 +25,7 @@
  *              -> mag_registry_lock -> every tc_lock -> every cache_lock -> mag_id_lock
  *              -> every dp_lock)
  *          -> debug dbg_qlock -> vmem_list_lock -> every arena's vm_lock
+ *          -> os_lock_lock (os.c section 9: the lock pages, a leaf)
  *    Each layer's own order is part of this one (rcu.c §8, call_rcu.c §8, magazine.c §12,
  *    vmem.c §15).  call_rcu.c's locks come after all of rcu.c's: it never holds one across a
  *    call into rcu.c, and rcu.c never calls it.
@@ -143,6 +144,7 @@ static void fork_prepare(void)
   prd__mag_fork_prepare_depots();
   prd__debug_fork_prepare();
   prd__vmem_fork_prepare();
+  prd__os_fork_prepare();
 }
 
 /* The allocator's locks, malloc's start-up lock last, in the reverse of their order (vmem's,
@@ -164,6 +166,7 @@ static void fork_parent(void)
     fork_skipped--;   /* this fork's prepare took nothing */
     return;
   }
+  prd__os_fork_release();
   prd__vmem_fork_parent();
   fork_release();
   prd__call_rcu_fork_parent();
@@ -185,6 +188,7 @@ static void fork_child(void)
     prd__lthread_fork_child();
     return;
   }
+  prd__os_fork_release();
   prd__vmem_fork_child();
   fork_release();
   prd__debug_fork_child();

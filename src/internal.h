@@ -560,8 +560,14 @@ void   prd__os_fault_unmap_every(long n);
 size_t prd__os_mapped_bytes(void);
 uint64_t prd__os_map_failures(void);
 /* A mutex for critical sections of a few pointer operations that many threads may contend:
- * adaptive (a bounded spin before sleeping) where the C library has it (os.c section 9). */
-void   prd__os_mutex_init_short(pthread_mutex_t *m);
+ * adaptive (a bounded spin before sleeping) where the C library has it, initialized, in a
+ * slot of the lock pages (os.c section 9); NULL with ENOMEM when no page could be mapped.
+ * prd__os_mutex_free destroys it and gives the slot back (NULL: nothing). */
+pthread_mutex_t *prd__os_mutex_new_short(void);
+void   prd__os_mutex_free(pthread_mutex_t *m);
+/* fork.c's prepare takes the lock pages' lock last; parent and child release it. */
+void   prd__os_fork_prepare(void);
+void   prd__os_fork_release(void);
 /* The library's clock: CLOCK_MONOTONIC nanoseconds (os.c section 7). */
 uint64_t prd__now_ns(void);
 /* Cancellation (os.c section 8): no function of the library is a cancellation point, so every

@@ -196,7 +196,7 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
     prd__slab_free_bulk_deferred(cp, bufs, n);
     return n;
   }
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   for (size_t i = 0; i < n; i++) {
     void *buf = bufs[i];
     prd_slab_t *sp;
@@ -243,12 +243,12 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
       }
     }
     if (prd_unlikely(!ok)) {
-      pthread_mutex_unlock(&cp->cache_lock);
+      pthread_mutex_unlock(cp->cache_lock);
       prd__slab_bad_deferral(cp, buf, why);
-      pthread_mutex_lock(&cp->cache_lock);
+      pthread_mutex_lock(cp->cache_lock);
     }
   }
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   return 0;
 }
 
@@ -260,7 +260,7 @@ size_t prd__slab_lat_merge_all(prd_cache_t *cp)
 {
   if (__atomic_load_n(&cp->cache_lat_slab_objs, __ATOMIC_RELAXED) == 0)
     return 0;
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   uint64_t before = cp->cache_lat_slab_merges;
   for (size_t i = 0; i < PRD_SLAB_NLISTS && cp->cache_lat_slab_objs != 0; i++) {
     prd_slab_link_t *list = prd__slab_list(cp, prd__slab_list_id(i));
@@ -274,17 +274,17 @@ size_t prd__slab_lat_merge_all(prd_cache_t *cp)
     }
   }
   size_t merged = (size_t)(cp->cache_lat_slab_merges - before);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   return merged;
 }
 
 /* How many buffers wait in the latent slabs of cp, and the latest state among them. */
 uint64_t prd__slab_lat_pending(prd_cache_t *cp, prd_gp_t *maxgp)
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   uint64_t n = cp->cache_lat_slab_objs;
   *maxgp = cp->cache_lat_maxgp;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   return n;
 }
 

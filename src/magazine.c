@@ -772,9 +772,9 @@ void prd__mag_free_empty(prd_mag_t *mp)
 uint32_t prd__mag_cur_size(prd_cache_t *cp)
 {
   prd_depot_t *dp = &cp->cache_depot;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   uint32_t n = dp->dp_magtype->mt_magsize;
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   return n;
 }
 
@@ -808,10 +808,10 @@ void prd__mag_set_burst(uint32_t n, uint64_t window_ns)
 static void depot_lock(prd_cache_t *cp)
 {
   prd_depot_t *dp = &cp->cache_depot;
-  if (pthread_mutex_trylock(&dp->dp_lock) != 0) {
+  if (pthread_mutex_trylock(dp->dp_lock) != 0) {
     /* counted before blocking, so a test can see that a thread is about to wait */
     atomic_fetch_add_explicit(&dp->dp_contention, 1, memory_order_relaxed);
-    pthread_mutex_lock(&dp->dp_lock);
+    pthread_mutex_lock(dp->dp_lock);
     depot_burst(cp);
   }
 }
@@ -874,7 +874,7 @@ prd_mag_t *prd__mag_new(prd_cache_t *cp)
     (void)depot_fit(cp, &old);
   prd_mag_t *mp = maglist_get(&dp->dp_empty);
   const prd_magtype_t *mt = dp->dp_magtype;
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   mag_destroy_chain(cp, old, false);
   return mp != NULL ? mp : mag_new(mt);
 }
@@ -908,7 +908,7 @@ bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
     return false;
   depot_lock(cp);
   if ((dp->dp_lat_rounds + n) * cp->cache_chunksize > cap) {
-    pthread_mutex_unlock(&dp->dp_lock);
+    pthread_mutex_unlock(dp->dp_lock);
     return false;
   }
   mp->mag_nlat = n;
@@ -924,7 +924,7 @@ bool prd__mag_lat_put(prd_cache_t *cp, prd_mag_t *mp, uint32_t n, prd_gp_t gp,
   dp->dp_lat_puts++;
   if (empty != NULL)   /* of the current size, or of the one before a burst (section 8) */
     *empty = maglist_get(&dp->dp_empty);
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   return true;
 }
 
@@ -1011,9 +1011,9 @@ static void lat_chain_out(prd_cache_t *cp, prd_mag_t *chain)
   }
   if (merged != 0) {   /* counted with the depot's Prudence counters (latent_merges) */
     prd_depot_t *dp = &cp->cache_depot;
-    pthread_mutex_lock(&dp->dp_lock);
+    pthread_mutex_lock(dp->dp_lock);
     dp->dp_dead_pcnt[PRD_PC_MERGES] += merged;
-    pthread_mutex_unlock(&dp->dp_lock);
+    pthread_mutex_unlock(dp->dp_lock);
   }
 }
 
@@ -1022,9 +1022,9 @@ void prd__mag_lat_out(prd_cache_t *cp)
   if (cp->cache_magid == 0)
     return;
   prd_depot_t *dp = &cp->cache_depot;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   prd_mag_t *chain = depot_lat_take(dp, true, UINT64_MAX);
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   lat_chain_out(cp, chain);
 }
 
@@ -1058,7 +1058,7 @@ static void depot_reap(prd_cache_t *cp, bool all, enum lat_reap lat_rule)
     return;
   prd_depot_t *dp = &cp->cache_depot;
   prd_mag_t *full = NULL, *empty = NULL;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   prd_maglist_t *lists[2] = { &dp->dp_full, &dp->dp_empty };
   prd_mag_t **chains[2] = { &full, &empty };
   for (int i = 0; i < 2; i++) {
@@ -1076,7 +1076,7 @@ static void depot_reap(prd_cache_t *cp, bool all, enum lat_reap lat_rule)
     dp->dp_lat_spare_min = UINT32_MAX;   /* the next pass counts afresh */
   }
   prd_mag_t *lat = nlat != 0 ? depot_lat_take(dp, all, nlat) : NULL;
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   mag_destroy_chain(cp, full, true);
   mag_destroy_chain(cp, empty, false);
   lat_chain_out(cp, lat);
@@ -1100,7 +1100,7 @@ bool prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget)
   prd_mag_t *full = NULL, *empty = NULL, *lat = NULL;
   size_t taken = 0;
   uint64_t nfull = 0;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   /* whole magazines while the budget lasts, the first one whatever its size: full ones,
    * then the tagged ones (oldest first), then the empty ones, which hold no object */
   while (dp->dp_full.ml_list != NULL && (taken == 0 || taken < *budget)) {
@@ -1122,7 +1122,7 @@ bool prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget)
     dp->dp_empty.ml_reaplimit = 0;
   }
   bool more = dp->dp_full.ml_list != NULL || dp->dp_lat_head != NULL;
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   mag_destroy_chain(cp, full, true);
   mag_destroy_chain(cp, empty, false);
   lat_chain_out(cp, lat);
@@ -1135,12 +1135,12 @@ uint64_t prd__mag_depot_moves(prd_cache_t *cp)
   if (cp->cache_magid == 0)
     return 0;
   prd_depot_t *dp = &cp->cache_depot;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   /* tagged magazines too (section 13): a cache whose deferred objects circulate through its
    * depot is busy even when no full magazine moves, and a reap of an idle depot gives every
    * tagged one out, the unsafe ones object by object to the latent slabs */
   uint64_t n = dp->dp_full.ml_gets + dp->dp_full.ml_puts + dp->dp_lat_puts + dp->dp_lat_gets;
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   return n;
 }
 
@@ -1199,7 +1199,7 @@ static void depot_update(prd_cache_t *cp)
 {
   prd_depot_t *dp = &cp->cache_depot;
   prd_mag_t *old = NULL;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   prd_maglist_t *lists[2] = { &dp->dp_full, &dp->dp_empty };
   for (int i = 0; i < 2; i++) {
     lists[i]->ml_reaplimit = lists[i]->ml_min;
@@ -1213,7 +1213,7 @@ static void depot_update(prd_cache_t *cp)
   else
     (void)depot_fit(cp, &old);
   dp->dp_contention_prev = cont;
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   mag_destroy_chain(cp, old, false);
 }
 
@@ -1221,11 +1221,11 @@ bool prd__mag_grow(prd_cache_t *cp)
 {
   prd_depot_t *dp = &cp->cache_depot;
   prd_mag_t *old = NULL;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   bool grew = depot_grow(cp, &old, true);
   if (!grew)
     (void)depot_fit(cp, &old);   /* threads arrived since the last growth */
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   mag_destroy_chain(cp, old, false);
   return grew;
 }
@@ -1272,7 +1272,7 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
   }
   prd_mag_t *give[2] = { NULL, NULL };
   uint32_t give_rounds[2] = { 0, 0 };
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   if (fold) {
     dp->dp_dead_alloc_hits += ah;
     dp->dp_dead_free_hits += fh;
@@ -1292,7 +1292,7 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
       give_rounds[i] = rounds[i];
     }
   }
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   for (int i = 0; i < 2; i++)
     if (give[i] != NULL) {
       if (to_depot && give_rounds[i] > 0) {
@@ -1300,9 +1300,9 @@ static void cc_empty(prd_cache_t *cp, const prd_tcache_t *tc, prd_cpu_cache_t *c
         for (uint32_t k = 0; k < give_rounds[i]; k++)
           prd__slab_free(cp, give[i]->mag_round[k]);
         mag_count_flush(cp);
-        pthread_mutex_lock(&dp->dp_lock);
+        pthread_mutex_lock(dp->dp_lock);
         give[i] = depot_put_empty(dp, give[i]);
-        pthread_mutex_unlock(&dp->dp_lock);
+        pthread_mutex_unlock(dp->dp_lock);
         if (give[i] != NULL)
           mag_destroy(cp, give[i], 0);
       } else {
@@ -1779,10 +1779,10 @@ void prd__mag_pcounts(prd_cache_t *cp, uint64_t pc[PRD_PC_NCOUNTERS])
     pthread_mutex_unlock(&tc->tc_lock);
   }
   prd_depot_t *dp = &cp->cache_depot;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   for (int i = 0; i < PRD_PC_NCOUNTERS; i++)
     pc[i] += dp->dp_dead_pcnt[i];
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   pthread_mutex_unlock(&mag_registry_lock);
 }
 
@@ -1918,12 +1918,12 @@ static void *alloc_tiers(prd_cache_t *cp, prd_tcache_t *tc, bool first, prd_gp_t
         *wait = dp->dp_lat_head->mag_gp;
       else
         depot_alloc_miss(dp);
-      pthread_mutex_unlock(&dp->dp_lock);
+      pthread_mutex_unlock(dp->dp_lock);
       return NULL;
     }
     if (cc->cc_previous != NULL)
       *give = depot_put_empty(dp, cc->cc_previous);
-    pthread_mutex_unlock(&dp->dp_lock);
+    pthread_mutex_unlock(dp->dp_lock);
     if (tagged) {   /* deferred objects, free in a magazine now (section 4) */
       frounds = prd__mark_merge(cp, fmp->mag_round, frounds);
       if (prd_unlikely(prd__mag_annot))
@@ -2084,7 +2084,7 @@ static void *mag_alloc_miss(prd_cache_t *cp, int flags)
     } else {   /* not over, or no poll (PRD_NOSLEEP, a read-side section): tier 4 */
       depot_lock(cp);
       depot_alloc_miss(&cp->cache_depot);
-      pthread_mutex_unlock(&cp->cache_depot.dp_lock);
+      pthread_mutex_unlock(cp->cache_depot.dp_lock);
     }
   }
   if (buf == NULL && (cp->cache_flags & (PRD_CF_PACKED | PRD_CF_DEBUG)) == PRD_CF_PACKED &&
@@ -2207,12 +2207,12 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
     if (emp == NULL) {
       dp->dp_free_misses++;
       const prd_magtype_t *mt = dp->dp_magtype;
-      pthread_mutex_unlock(&dp->dp_lock);
+      pthread_mutex_unlock(dp->dp_lock);
       emp = mag_new(mt);   /* PRD_NOSLEEP: a free never waits, and never reaps */
-      pthread_mutex_lock(&dp->dp_lock);
+      pthread_mutex_lock(dp->dp_lock);
       if (emp == NULL) {
         dp->dp_to_slab_frees++;
-        pthread_mutex_unlock(&dp->dp_lock);
+        pthread_mutex_unlock(dp->dp_lock);
         break;
       }
     }
@@ -2229,7 +2229,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
        * thread keeps room for them instead of a second full magazine */
       parked += cc->cc_loaded->mag_size;
       depot_put_full(dp, cc->cc_loaded);
-      pthread_mutex_unlock(&dp->dp_lock);
+      pthread_mutex_unlock(dp->dp_lock);
       cc->cc_previous = NULL;
       cc->cc_prounds = 0;
       cc->cc_loaded = emp;
@@ -2237,7 +2237,7 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
       prd__mag_rounds_set(cc, 0);
       continue;
     }
-    pthread_mutex_unlock(&dp->dp_lock);
+    pthread_mutex_unlock(dp->dp_lock);
     cc_reload(cc, emp, r, 0);
   }
   if (parked != 0) {   /* section 9: memory parked for good in a process with no thread */
@@ -2310,7 +2310,9 @@ static int mag_cache_init(prd_cache_t *cp)
     return PRD__MAG_NEED_TYPES;   /* section 2: the front end makes the magazine caches */
   prd_depot_t *dp = &cp->cache_depot;
   memset(dp, 0, sizeof(*dp));
-  prd__os_mutex_init_short(&dp->dp_lock);   /* os.c section 9 */
+  dp->dp_lock = prd__os_mutex_new_short();   /* os.c section 9 */
+  if (dp->dp_lock == NULL)
+    return -1;   /* ENOMEM */
   const prd_magtype_t *mt = mag_types;
   while (cp->cache_chunksize <= mt->mt_minbuf)
     mt++;
@@ -2320,7 +2322,8 @@ static int mag_cache_init(prd_cache_t *cp)
    * make a cache that would run without magazines for its whole life */
   if (mag_id_get(cp) == 0) {
     cp->cache_magid = 0;
-    pthread_mutex_destroy(&dp->dp_lock);
+    prd__os_mutex_free(dp->dp_lock);
+    dp->dp_lock = NULL;
     return -1;
   }
   return 0;
@@ -2337,7 +2340,7 @@ void prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds)
     return;
   prd_depot_t *dp = &cp->cache_depot;
   prd_mag_t *old = NULL;
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   const prd_magtype_t *mt = dp->dp_magtype;
   while (mt->mt_magsize < rounds && mt + 1 < mag_types + MAG_NUMEM)
     mt++;
@@ -2345,7 +2348,7 @@ void prd__mag_set_min_rounds(prd_cache_t *cp, uint32_t rounds)
     depot_set_size(dp, mt, &old);
     dp->dp_mt_floor = mt;
   }
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   mag_destroy_chain(cp, old, false);
 }
 
@@ -2363,7 +2366,8 @@ void prd__mag_cache_fini(prd_cache_t *cp)
   mag_id_set(id, NULL);
   pthread_mutex_unlock(&mag_reap_lock);
   mag_unlocked();
-  pthread_mutex_destroy(&cp->cache_depot.dp_lock);
+  prd__os_mutex_free(cp->cache_depot.dp_lock);
+  cp->cache_depot.dp_lock = NULL;
   cp->cache_magid = 0;
 }
 
@@ -2396,7 +2400,7 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
     }
     pthread_mutex_unlock(&tc->tc_lock);
   }
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   st->mag_size = dp->dp_magtype->mt_magsize;
   st->mag_resizes = dp->dp_resizes;
   st->mag_alloc_hits = ah + dp->dp_dead_alloc_hits;
@@ -2417,7 +2421,7 @@ void prd__mag_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->slab_oc_churns = PRD_MIN(st->slab_refills, st->slab_flushes);
   uint64_t av = dp->dp_alloc_visits, am = dp->dp_alloc_misses;
   uint64_t fv = dp->dp_free_visits, fm = dp->dp_free_misses;
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   pthread_mutex_unlock(&mag_registry_lock);
   st->thread_cache_objs = objs;
   st->oc_objs = ocobjs;
@@ -2468,14 +2472,14 @@ void prd__mag_fork_prepare_depots(void)
   pthread_mutex_lock(&mag_id_lock);
   for (uint32_t id = 1; id < mag_nids; id++)
     if (mag_caches[id] != NULL && mag_caches[id] != MAG_DYING)
-      pthread_mutex_lock(&mag_caches[id]->cache_depot.dp_lock);
+      pthread_mutex_lock(mag_caches[id]->cache_depot.dp_lock);
 }
 
 void prd__mag_fork_release_depots(void)
 {
   for (uint32_t id = 1; id < mag_nids; id++)
     if (mag_caches[id] != NULL && mag_caches[id] != MAG_DYING)
-      pthread_mutex_unlock(&mag_caches[id]->cache_depot.dp_lock);
+      pthread_mutex_unlock(mag_caches[id]->cache_depot.dp_lock);
   pthread_mutex_unlock(&mag_id_lock);
 }
 

@@ -50,7 +50,7 @@
  *    with glibc's malloc.  The library's own threads disable it for good at their start
  *    (thread.c).  pthread_setcancelstate changes a word of the thread's own descriptor; only
  *    slow paths (waits, sleeps, writes) pay it.
- * 9. Locks of short critical sections (prd__os_mutex_init_short): a magazine depot's lists
+ * 9. Locks of short critical sections (prd__os_mutex_new_short): a magazine depot's lists
  *    and a slab cache's lists are held for a few pointer operations, and under many threads
  *    they are contended.  A normal mutex then puts each waiter to sleep in the kernel and
  *    wakes it when the lock is free: microseconds per hand-over, a few hundred thousand a
@@ -61,6 +61,18 @@
  *    then, so a waiter on a held-briefly lock takes it as soon as it is free, and one whose
  *    holder was preempted sleeps after a short spin.  Where the C library has no such kind,
  *    a normal mutex.
+ *    These locks live on lock pages of their own, one per 128-byte slot (two cache lines, so
+ *    that neither two locks nor a lock and the adjacent-line prefetch of another share a
+ *    line), not inside the structures they guard: the fork handlers take and release every
+ *    cache's and every depot's lock, and after fork() made the process's pages copy-on-write
+ *    each release writes the page that holds the lock, in the parent and in the child alike.
+ *    Inside a 2.5 KiB cache structure that was a page copy per lock, each costing a TLB
+ *    shootdown in a multi-threaded parent; on lock pages it is one copy per 32 locks.  The
+ *    pages are never unmapped (a freed slot goes on a free list for the next cache), and
+ *    os_lock_lock, a leaf, guards the list and the current page: fork.c's prepare takes it
+ *    after every other lock of the library (prd__os_fork_prepare), so no thread holds it
+ *    across a fork.  A page that cannot be mapped fails that one creation (NULL, ENOMEM); the
+ *    next creation tries again.
  * 10. Secrets (prd__os_random64): the per-process keys of the freelist words (slab.c section
  *    4b) and of the free mark (magazine.c section 15).  getrandom without blocking; where it
  *    fails (a kernel before 3.17, a seccomp filter that refuses it, a kernel that has no
@@ -352,7 +364,7 @@ uint64_t prd__os_map_failures(void)
   return atomic_load_explicit(&os_failures, memory_order_relaxed);
 }
 
-void prd__os_mutex_init_short(pthread_mutex_t *m)
+static void os_mutex_init_short(pthread_mutex_t *m)
 {
 #ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
   pthread_mutexattr_t a;
@@ -365,6 +377,72 @@ void prd__os_mutex_init_short(pthread_mutex_t *m)
   }
 #endif
   pthread_mutex_init(m, NULL);
+}
+
+/* Section 9's lock pages: a slot holds a mutex while in use, the free list's link when free. */
+#define OS_LOCK_SLOT 128
+typedef union __attribute__((aligned(OS_LOCK_SLOT))) os_lock_slot {
+  pthread_mutex_t ls_mutex;
+  union os_lock_slot *ls_next;
+  unsigned char ls_pad[OS_LOCK_SLOT];
+} os_lock_slot_t;
+_Static_assert(sizeof(os_lock_slot_t) == OS_LOCK_SLOT, "a lock slot is two cache lines");
+
+/* The first slots are static, so the library's own caches, which are made before any other,
+ * never fail for want of a page. */
+#define OS_LOCK_STATIC 16
+static os_lock_slot_t os_lock_first[OS_LOCK_STATIC];
+static pthread_mutex_t os_lock_lock = PTHREAD_MUTEX_INITIALIZER;
+static os_lock_slot_t *os_lock_free;     /* freed slots */
+static os_lock_slot_t *os_lock_next = os_lock_first;   /* the current page's first unused slot */
+static os_lock_slot_t *os_lock_end = os_lock_first + OS_LOCK_STATIC;   /* and its end */
+
+pthread_mutex_t *prd__os_mutex_new_short(void)
+{
+  pthread_mutex_lock(&os_lock_lock);
+  os_lock_slot_t *ls = os_lock_free;
+  if (ls != NULL) {
+    os_lock_free = ls->ls_next;
+  } else {
+    if (os_lock_next == os_lock_end) {
+      size_t page = prd__os_page_size();
+      os_lock_slot_t *pg = prd__os_map(page);
+      if (pg == NULL) {
+        pthread_mutex_unlock(&os_lock_lock);
+        return NULL;   /* ENOMEM: nothing remembered, the next creation maps again */
+      }
+      os_lock_next = pg;
+      os_lock_end = pg + page / sizeof(*pg);
+    }
+    ls = os_lock_next++;
+  }
+  pthread_mutex_unlock(&os_lock_lock);
+  os_mutex_init_short(&ls->ls_mutex);
+  return &ls->ls_mutex;
+}
+
+void prd__os_mutex_free(pthread_mutex_t *m)
+{
+  if (m == NULL)
+    return;
+  pthread_mutex_destroy(m);
+  os_lock_slot_t *ls = (os_lock_slot_t *)(void *)m;
+  pthread_mutex_lock(&os_lock_lock);
+  ls->ls_next = os_lock_free;
+  os_lock_free = ls;
+  pthread_mutex_unlock(&os_lock_lock);
+}
+
+/* fork (fork.c section 2: the last lock prepare takes) */
+PRD__FORK_LINK();
+void prd__os_fork_prepare(void)
+{
+  pthread_mutex_lock(&os_lock_lock);
+}
+
+void prd__os_fork_release(void)
+{
+  pthread_mutex_unlock(&os_lock_lock);
 }
 
 /* A mix of 64 bits (splitmix64's finalizer): every input bit changes about half the output. */

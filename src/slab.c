@@ -628,11 +628,11 @@ static bool cache_grow(prd_cache_t *cp)
 {
   size_t color = cp->cache_color;
   cp->cache_color = color + cp->cache_align > cp->cache_maxcolor ? 0 : color + cp->cache_align;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   prd_slab_t *sp = slab_create(cp, color);
   if (sp != NULL && !(cp->cache_flags & PRD_CF_INTERNAL))
     prd__slab_grown(cp->cache_slabsize);
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   if (sp == NULL)
     return false;
   if (cp->cache_flags & PRD_CF_HASH) {
@@ -714,7 +714,7 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
     ws = decay;   /* decay's half period bounds the working set (section 6) */
   uint64_t now = prd__now_ns();
   prd_slab_link_t *chain = NULL;
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   /* a reap of everything takes the threads' current slabs back too (section 10) */
   while (all && !prd__slab_link_empty(&cp->cache_owned))
     slab_disown(cp, prd__slab_of_link(cp->cache_owned.sl_next));
@@ -729,7 +729,7 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
     cp->cache_ws_reapable -= n;
   }
   chain = free_tail_take(cp, n, chain);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   slab_destroy_chain(cp, chain);
 }
 
@@ -818,23 +818,23 @@ void prd__slab_disown(prd_cache_t *cp, const void *owner, void *slab)
 {
   if (slab == NULL || cp->cache_pm_tag == 0)
     return;
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   prd_slab_t *sp = slab_owned(cp, slab, owner);
   if (sp != NULL)
     slab_disown(cp, sp);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 }
 
 void prd__slab_disown_if(prd_cache_t *cp, bool (*gone)(const void *owner))
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   for (prd_slab_link_t *l = cp->cache_owned.sl_next, *next; l != &cp->cache_owned; l = next) {
     next = l->sl_next;   /* a slab given back leaves the list */
     prd_slab_t *sp = prd__slab_of_link(l);
     if (gone(sp->slab_owner))
       slab_disown(cp, sp);
   }
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 }
 
 /* The allocation miss: no partial or free slab (cache_lock held).  Grows the cache; when the
@@ -855,14 +855,14 @@ static PRD_NOINLINE prd_slab_t *slab_alloc_miss(prd_cache_t *cp, int flags)
       return sp;
     prd__slab_oom_fn *oom = atomic_load_explicit(&slab_oom_hook, memory_order_acquire);
     if (oom != NULL && !(cp->cache_flags & PRD_CF_INTERNAL)) {
-      pthread_mutex_unlock(&cp->cache_lock);
+      pthread_mutex_unlock(cp->cache_lock);
       bool again = oom(cp, flags, &oom_state);
-      pthread_mutex_lock(&cp->cache_lock);
+      pthread_mutex_lock(cp->cache_lock);
       if (again)
         continue;
     }
     cp->cache_alloc_fails++;
-    pthread_mutex_unlock(&cp->cache_lock);
+    pthread_mutex_unlock(cp->cache_lock);
     errno = ENOMEM;
     return NULL;
   }
@@ -882,7 +882,7 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
 {
   size_t nc = 0, nf = 0;   /* constructed ones from the front of out[], fresh from the back */
   slab_fl_bad_t bad = { NULL, NULL, NULL };   /* a corrupt freelist word, reported unlocked */
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   prd_slab_t *own = owner != NULL ? slab_owned(cp, *slabp, owner) : NULL;
   while (nc + nf < want) {
     prd_slab_t *sp = own;
@@ -953,7 +953,7 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
     *slabp = own != NULL ? own->slab_base : NULL;
   /* the picks above merged latent slabs whose grace period ended: a burst's slabs, free now */
   prd_slab_link_t *burst = burst_take(cp, NULL);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   slab_destroy_chain(cp, burst);
   if (prd_unlikely(bad.fb_buf != NULL))
     prd__error("cache %s: corrupt freelist word in free buffer %p of slab %p (it decodes to %p, "
@@ -971,7 +971,7 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
       continue;
     out[i] = NULL;
     /* the constructor failed: the buffer goes back unconstructed */
-    pthread_mutex_lock(&cp->cache_lock);
+    pthread_mutex_lock(cp->cache_lock);
     prd_bufctl_t *bcp;
     prd_slab_t *sp;
     if (cp->cache_flags & PRD_CF_HASH) {
@@ -989,7 +989,7 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
     cp->cache_allocs--;
     cp->cache_bufs_inuse--;
     cp->cache_alloc_fails++;
-    pthread_mutex_unlock(&cp->cache_lock);
+    pthread_mutex_unlock(cp->cache_lock);
   }
   /* then they join the constructed ones at the front.  The write index never passes the
    * read index (it starts at nc <= want - nf and moves at most once per read), so no entry
@@ -1080,7 +1080,7 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
 {
   bool hash = (cp->cache_flags & PRD_CF_HASH) != 0;
   prd_slab_link_t *chain = NULL;   /* packed caches' free slabs beyond the reserve */
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   if (!hash)
     for (size_t i = 0; i < n && i < SLAB_FREE_AHEAD; i++)
       __builtin_prefetch((char *)bufs[i] + cp->cache_link_off, 1);
@@ -1095,7 +1095,7 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
       if (prd_unlikely(bcp == NULL ||
                        (bcp->bc_flags & (PRD_BC_ALLOC | PRD_BC_DEFERRED)) != PRD_BC_ALLOC)) {
         bool waits = bcp != NULL && (bcp->bc_flags & PRD_BC_DEFERRED);   /* under the lock */
-        pthread_mutex_unlock(&cp->cache_lock);
+        pthread_mutex_unlock(cp->cache_lock);
         if (deferral)
           prd__slab_bad_deferral(cp, buf, waits ? PRD_SLAB_WHY_TWICE
                                         : bcp != NULL ? PRD_SLAB_WHY_FREED
@@ -1104,7 +1104,7 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
           slab_free_deferred(cp, buf);
         else
           prd__debug_bad_free(cp, buf, bcp);
-        pthread_mutex_lock(&cp->cache_lock);
+        pthread_mutex_lock(cp->cache_lock);
         continue;
       }
       bcp->bc_flags &= ~PRD_BC_ALLOC;
@@ -1112,31 +1112,31 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
     } else {
       sp = prd__slab_small(cp, buf);
       if (prd_unlikely(sp->slab_cache != cp)) {
-        pthread_mutex_unlock(&cp->cache_lock);
+        pthread_mutex_unlock(cp->cache_lock);
         prd__debug_bad_free(cp, buf, NULL);
-        pthread_mutex_lock(&cp->cache_lock);
+        pthread_mutex_lock(cp->cache_lock);
         continue;
       }
       bcp = (prd_bufctl_t *)((char *)buf + cp->cache_link_off);
       if (prd_unlikely(prd__slab_small_is_free(cp, sp, bcp))) {
-        pthread_mutex_unlock(&cp->cache_lock);
+        pthread_mutex_unlock(cp->cache_lock);
         if (deferral)
           prd__slab_bad_deferral(cp, buf, PRD_SLAB_WHY_FREED);
         else
           prd__error("cache %s: double free of buffer %p (it is already free in its slab; "
                      "not freed again)", cp->cache_name, buf);
-        pthread_mutex_lock(&cp->cache_lock);
+        pthread_mutex_lock(cp->cache_lock);
         continue;
       }
       /* deferred and waiting in its slab: its merge will free it (the large layout's
        * PRD_BC_DEFERRED test above) */
       if (prd_unlikely(prd__slab_small_is_deferred(cp, sp, buf))) {
-        pthread_mutex_unlock(&cp->cache_lock);
+        pthread_mutex_unlock(cp->cache_lock);
         if (deferral)
           prd__slab_bad_deferral(cp, buf, PRD_SLAB_WHY_TWICE);
         else
           slab_free_deferred(cp, buf);
-        pthread_mutex_lock(&cp->cache_lock);
+        pthread_mutex_lock(cp->cache_lock);
         continue;
       }
     }
@@ -1144,9 +1144,9 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
     if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
       /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
       slab_detach(cp, sp);
-      pthread_mutex_unlock(&cp->cache_lock);
+      pthread_mutex_unlock(cp->cache_lock);
       slab_destroy(cp, sp);
-      pthread_mutex_lock(&cp->cache_lock);
+      pthread_mutex_lock(cp->cache_lock);
       continue;
     }
     prd__slab_relist(cp, sp);
@@ -1156,7 +1156,7 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
       chain = free_tail_take(cp, cp->cache_nfree - PRD_SLAB_PACK_RESERVE, chain);
   }
   chain = burst_take(cp, chain);
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   slab_destroy_chain(cp, chain);
 }
 
@@ -1339,7 +1339,8 @@ static uintptr_t slab_fl_key(const prd_cache_t *cp)
 
 /* Fills in the slab layer's part of a cache: its name, flags, callbacks, layout, lock and
  * lists (section 2).  The internal caches are static; the others come from cache.c.  0, or
- * -1 when no slab layout fits. */
+ * -1: EINVAL when no slab layout fits, ENOMEM when no lock page could be mapped, ENOSPC when
+ * no cache id is left. */
 int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t align,
                          prd_ctor_fn *ctor, prd_dtor_fn *dtor, prd_reclaim_fn *reclaim,
                          void *priv, prd_vmem_t *source, uint32_t flags)
@@ -1378,11 +1379,18 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
     errno = EINVAL;
     return -1;
   }
+  cp->cache_lock = prd__os_mutex_new_short();   /* os.c section 9 */
+  if (cp->cache_lock == NULL)
+    return -1;   /* ENOMEM */
   /* a memory cache's slabs are in the page map under its id (pagemap.c sections 2, 3) */
   if (!(flags & PRD_CACHE_NOTOUCH)) {
     uint32_t id = prd__pm_id_take(cp);
-    if (id == 0)
-      return -1;   /* ENOSPC */
+    if (id == 0) {
+      prd__os_mutex_free(cp->cache_lock);
+      cp->cache_lock = NULL;
+      errno = ENOSPC;
+      return -1;
+    }
     cp->cache_pm_tag = (id << PRD_PM_ID_SHIFT) | PRD_PM_SLAB;
     prd__pm_chunk_inverse(cp);
   }
@@ -1391,7 +1399,6 @@ int prd__slab_cache_init(prd_cache_t *cp, const char *name, size_t size, size_t 
   if (!(cp->cache_flags & (PRD_CF_HASH | PRD_CACHE_NOTOUCH)))
     cp->cache_fl_key = slab_fl_key(cp);   /* every small layout (section 4b) */
   cp->cache_bufctl_cache = (flags & PRD_CACHE_AUDIT) ? &slab_audit_cache : &slab_bufctl_cache;
-  prd__os_mutex_init_short(&cp->cache_lock);   /* os.c section 9 */
   link_init(&cp->cache_full);
   link_init(&cp->cache_latent);
   link_init(&cp->cache_free);
@@ -1446,7 +1453,7 @@ prd_cache_t *prd__slab_internal_cache(size_t i)
  * all freed and no destructor runs on an object still in use. */
 void prd__slab_cache_fini(prd_cache_t *cp)
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   if (cp->cache_bufs_inuse > 0 && (cp->cache_flags & PRD_CF_HASH))
     for (size_t h = 0; h <= cp->cache_hash_mask; h++)
       for (prd_bufctl_t *bcp = cp->cache_hash[h]; bcp != NULL; bcp = bcp->bc_hnext)
@@ -1465,23 +1472,24 @@ void prd__slab_cache_fini(prd_cache_t *cp)
       chain = &sp->slab_link;
     }
   }
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   /* the live buffers are on no freelist: the destructor runs only on free ones */
   slab_destroy_chain(cp, chain);
   if (cp->cache_flags & PRD_CACHE_UNMAP)
     prd__debug_unmap_flush(cp);
   prd__hash_table_unmap(cp->cache_hash, cp->cache_hash_mask + 1, cp->cache_hash0);
-  pthread_mutex_destroy(&cp->cache_lock);
+  prd__os_mutex_free(cp->cache_lock);
+  cp->cache_lock = NULL;
   /* every slab's entries are cleared: the id is free for another cache */
   prd__pm_id_give((cp->cache_pm_tag >> PRD_PM_ID_SHIFT) & 0xffffu);
 }
 
 void prd__slab_set_pm_tag(prd_cache_t *cp, uint32_t tag)
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   PRD_ASSERT(cp->cache_slab_creates == 0 && cp->cache_pm_tag != 0 && tag != 0 && tag <= 0xffu);
   cp->cache_pm_tag |= tag << PRD_PM_TAG_SHIFT;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 }
 
 /* ---- walking, statistics, invariants -------------------------------------------------------- */
@@ -1571,7 +1579,7 @@ void prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st)
     used += sizeof(prd_slab_t) + 2 * cp->cache_lat_words * sizeof(uint64_t);
   st->tail_waste = (double)(cp->cache_slabsize - used) / (double)cp->cache_slabsize;
   st->large_layout = (cp->cache_flags & PRD_CF_HASH) != 0;
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   st->allocs = cp->cache_allocs;
   st->frees = cp->cache_frees;
   st->alloc_fails = cp->cache_alloc_fails;
@@ -1588,7 +1596,7 @@ void prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->latent_merges = cp->cache_lat_slab_merges;
   st->slab_premoves = cp->cache_lat_premoves;
   st->frag_skips = cp->cache_lat_skips;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 }
 
 /* Checks every invariant of the slab layer of cp; reports each broken one and returns how
@@ -1603,7 +1611,7 @@ int prd__cache_check(prd_cache_t *cp)
       bad++;                                                                                    \
     }                                                                                           \
   } while (0)
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   uint64_t nfull = 0, npartial = 0, nfree = 0, nowned = 0, inuse = 0, total = 0, hashed = 0;
   uint64_t latent = 0;
   for (uint32_t b = 0; b < PRD_SLAB_BUCKETS; b++)
@@ -1718,7 +1726,7 @@ int prd__cache_check(prd_cache_t *cp)
       }
     CHECK_INV(chained == hashed);
   }
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
 #undef CHECK_INV
   return bad;
 }

@@ -270,7 +270,7 @@ enum { PRD_PC_FIELDS(PRD__PC_ENUM2) PRD_PC_SUMMED(PRD__PC_ENUM1) PRD_PC_NCOUNTER
 
 /* The depot of one cache: everything under dp_lock. */
 typedef struct prd_depot {
-  pthread_mutex_t dp_lock;
+  pthread_mutex_t *dp_lock;      /* on the lock pages (os.c section 9), set at creation */
   prd_maglist_t dp_full, dp_empty;
   uint64_t dp_rounds;            /* objects in the full list's magazines */
   const prd_magtype_t *dp_magtype;   /* the size new magazines get */
@@ -416,7 +416,7 @@ struct prd_cache {
                                              once, before the cache is published on it */
 
   /* -- the slab layer: everything below is under cache_lock ------------------------------ */
-  pthread_mutex_t cache_lock;
+  pthread_mutex_t *cache_lock;   /* on the lock pages (os.c section 9), set at creation */
   uint64_t cache_partial_map;    /* bit b: cache_partial[b] is not empty */
   size_t cache_color;            /* the next slab's color */
   prd_slab_link_t cache_full;

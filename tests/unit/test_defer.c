@@ -499,9 +499,9 @@ static void test_growth_reap_busy_depot(void)
 /* The depot's tagged magazines on its list now (dp_lock: the maintenance work may run). */
 static uint64_t lat_mags(prd_cache_t *cp)
 {
-  pthread_mutex_lock(&cp->cache_depot.dp_lock);
+  pthread_mutex_lock(cp->cache_depot.dp_lock);
   uint64_t n = cp->cache_depot.dp_lat_mags;
-  pthread_mutex_unlock(&cp->cache_depot.dp_lock);
+  pthread_mutex_unlock(cp->cache_depot.dp_lock);
   return n;
 }
 

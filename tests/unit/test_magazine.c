@@ -349,13 +349,13 @@ static void contend_once(prd_cache_t *cp, int n)
 {
   prd_depot_t *dp = &cp->cache_depot;
   uint64_t c0 = atomic_load(&dp->dp_contention);
-  pthread_mutex_lock(&dp->dp_lock);
+  pthread_mutex_lock(dp->dp_lock);
   struct worker w = { cp, n };
   pthread_t t;
   pthread_create(&t, NULL, miss_once, &w);
   while (atomic_load(&dp->dp_contention) == c0)
     sched_yield();
-  pthread_mutex_unlock(&dp->dp_lock);
+  pthread_mutex_unlock(dp->dp_lock);
   pthread_join(t, NULL);
 }
 

@@ -39,9 +39,9 @@ static uintptr_t slab_id(const void *buf)
 
 static uint64_t owned_slabs(prd_cache_t *cp)
 {
-  pthread_mutex_lock(&cp->cache_lock);
+  pthread_mutex_lock(cp->cache_lock);
   uint64_t n = cp->cache_nowned;
-  pthread_mutex_unlock(&cp->cache_lock);
+  pthread_mutex_unlock(cp->cache_lock);
   return n;
 }
 
