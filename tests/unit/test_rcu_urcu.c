@@ -530,6 +530,58 @@ static void test_qsbr_driver_waits(void)
   CHECK_STR_CONTAINS(buf, "driver waited");
 }
 
+/* An allocation's bounded wait (rcu.c §9) while a memb reader stays in one section.  The
+ * defect this guards: with a liburcu source a wait that ran out was not remembered, so each
+ * allocation miss polled the whole bound again for a grace period that could not end (a
+ * reader inside one section for seconds cut a thread's allocations 90-fold), and in a fork
+ * child, whose liburcu grace periods never end, every miss did.  The first wait for the held
+ * grace period runs out after its bound; the next ones, with the sequence unmoved, return at
+ * once; once the reader leaves and the grace period ends, a wait is made again. */
+#define HELD_WAIT_MS 200
+#define HELD_WAITS 5
+static void child_memb_held_wait(void *arg)
+{
+  (void)arg;
+  alarm(30);
+  prd_rcu_set_source(&prd_rcu_urcu_memb);
+  pthread_mutex_lock(&memb_mu);
+  pthread_t r;
+  atomic_store(&memb_in, 0);
+  pthread_create(&r, NULL, memb_locking_reader, NULL);
+  while (!atomic_load(&memb_in))
+    sched_yield();
+  prd_gp_t s = prd_rcu_get_state();
+  uint64_t bound = (uint64_t)HELD_WAIT_MS * 1000000;
+  uint64_t t0 = prd__now_ns();
+  bool first = prd__rcu_poll_bounded(s, bound);
+  uint64_t first_ms = (prd__now_ns() - t0) / 1000000;
+  /* a first wait that ran out before the driver began the grace period lets one more run */
+  t0 = prd__now_ns();
+  int reached = 0;
+  for (int i = 0; i < HELD_WAITS; i++)
+    reached += prd__rcu_poll_bounded(s, bound);
+  uint64_t next_ms = (prd__now_ns() - t0) / 1000000;
+  pthread_mutex_unlock(&memb_mu);
+  pthread_join(r, NULL);
+  prd_rcu_wait_state(s);
+  prd_gp_t s2 = prd_rcu_get_state();
+  bool after = prd__rcu_poll_bounded(s2, (uint64_t)10000 * 1000000);
+  printf("memb held: first=%d first_ms=%llu reached=%d next_ms=%llu after=%d\n", first,
+         (unsigned long long)first_ms, reached, (unsigned long long)next_ms, after);
+  printf("held waits %s\n", next_ms < 2 * HELD_WAIT_MS ? "skipped" : "repeated");
+}
+
+static void test_memb_held_wait(void)
+{
+  char buf[4096];
+  run_guarded_child(child_memb_held_wait, buf, sizeof(buf));
+  fputs(buf, stdout);
+  CHECK_STR_CONTAINS(buf, "memb held: first=0");
+  CHECK_STR_CONTAINS(buf, "reached=0");
+  CHECK_STR_CONTAINS(buf, "after=1");
+  CHECK_STR_CONTAINS(buf, "held waits skipped");
+}
+
 int main(void)
 {
   RUN(test_memb);
@@ -543,5 +595,6 @@ int main(void)
   RUN(test_memb_fork_reader_waits);
   RUN(test_mixed_registration);
   RUN(test_qsbr_driver_waits);
+  RUN(test_memb_held_wait);
   return prd_test_done();
 }
