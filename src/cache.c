@@ -692,13 +692,14 @@ void prd__cache_set_leak_filter(bool (*fn)(const void *buf))
 
 static size_t reap_and_decommit(bool all)
 {
+  int saved = errno;   /* prd_reap and malloc_trim leave errno as they found it */
   void (*hook)(void) = atomic_load_explicit(&cache_reap_hook, memory_order_acquire);
   if (hook != NULL)
     hook();
   /* a destructor run by this reap that allocates must not start a pressure reap, which
    * would wait for the reap lock this thread holds */
   bool nested = cache_in_reclaim;
-  prd_vmem_stats_t before, after;
+  prd_vmem_stats_t before = { .size = sizeof(before) }, after = { .size = sizeof(after) };
   prd_vmem_t *heap = prd_heap_arena();
   bool counted = heap != NULL && prd_vmem_stats(heap, &before) == 0;
   prd__mag_reap_threads(NULL);   /* magazines parked in other threads' caches (magazine.c) */
@@ -710,6 +711,7 @@ static size_t reap_and_decommit(bool all)
   size_t released = prd__vmem_heap_decay(true);
   if (counted && prd_vmem_stats(heap, &after) == 0 && after.bytes_imported < before.bytes_imported)
     released += before.bytes_imported - after.bytes_imported;
+  errno = saved;
   return released;
 }
 
