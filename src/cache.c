@@ -527,8 +527,10 @@ void prd_cache_destroy(prd_cache_t *cp)
     prd__error("prd_cache_destroy: %s is one of the library's own caches (ignored)", cp->cache_name);
     return;
   }
-  /* deferred buffers first: latent caches drained, grace periods waited for (defer.c) */
-  prd__defer_cache_destroy(cp);
+  /* deferred buffers first: latent caches drained, grace periods waited for (defer.c);
+   * refused inside a read-side section */
+  if (!prd__defer_cache_destroy(cp))
+    return;
   pthread_mutex_lock(&cache_reap_lock);
   pthread_mutex_lock(&cache_list_lock);
   if (cp->cache_prev != NULL)
@@ -548,7 +550,7 @@ void prd_cache_destroy(prd_cache_t *cp)
    * this cache outside the depot's lock while the drain above ran, and put them into the
    * latent slabs after it: none can still be at work now (off the list, the CPU layer gone),
    * so what they put there waits for its grace period here */
-  prd__defer_cache_settle(cp, false);
+  prd__defer_cache_settle(cp);
 
   pthread_mutex_lock(cp->cache_lock);
   uint64_t live = cp->cache_bufs_inuse;

@@ -1069,31 +1069,36 @@ bool prd__defer_oom(prd_cache_t *cp, int flags)
   return prd__slab_lat_merge_all(cp) != 0;
 }
 
-void prd__defer_cache_destroy(prd_cache_t *cp)
+bool prd__defer_cache_destroy(prd_cache_t *cp)
 {
   uint32_t on = atomic_load_explicit(&cp->cache_defer_on, memory_order_acquire);
+  /* the deferred buffers' grace periods cannot end while this thread is inside a read-side
+   * section, and freeing the cache without them would free memory that readers may still
+   * read, or leave callbacks that name a freed cache: refused, the cache left as it is (a
+   * synchronize inside a section is refused the same way, rcu.c) */
+  if (on != 0 && in_read_section()) {
+    prd__error("prd_cache_destroy(%s): called inside an RCU read-side section, after deferred "
+               "frees to the cache whose grace periods cannot end there (ignored: the cache "
+               "is left as it is)", cp->cache_name);
+    return false;
+  }
   if (on & PRD_DEFER_CALLRCU)
     prd_rcu_barrier();   /* every callback that names cp has run */
   if ((on & PRD_DEFER_LATENT) && cp->cache_magid != 0)
     (void)prd__mag_visit(cp, PRD_VISIT_WAIT, cc_latent_out, NULL);
   prd__mag_lat_out(cp);
   gp_requests();
-  prd__defer_cache_settle(cp, true);
+  prd__defer_cache_settle(cp);
+  return true;
 }
 
-void prd__defer_cache_settle(prd_cache_t *cp, bool report)
+void prd__defer_cache_settle(prd_cache_t *cp)
 {
   prd_gp_t maxgp;
   if (prd__slab_lat_pending(cp, &maxgp)) {
-    if (in_read_section()) {
-      if (report)
-        prd__report("prd_cache_destroy(%s): called inside an RCU read-side section with "
-                    "deferred objects waiting: they are reported as live", cp->cache_name);
-    } else {
-      prd__rcu_request_expedited(maxgp);
-      prd_rcu_wait_state(maxgp);
-      (void)prd__slab_lat_merge_all(cp);
-    }
+    prd__rcu_request_expedited(maxgp);
+    prd_rcu_wait_state(maxgp);   /* never inside a section: the destroy refused that */
+    (void)prd__slab_lat_merge_all(cp);
   }
 }
 

@@ -319,12 +319,14 @@ void prd__options_fork_child(void);
  * True if any buffer came back. */
 bool  prd__defer_oom(prd_cache_t *cp, int flags);
 /* Before a cache is destroyed: every thread's latent generations to the latent slabs, their
- * grace periods waited for. */
-void  prd__defer_cache_destroy(prd_cache_t *cp);
+ * grace periods and the call_rcu path's callbacks waited for.  False (reported) when the
+ * caller is inside a read-side section and the cache has had deferred frees: the destroy is
+ * refused. */
+bool  prd__defer_cache_destroy(prd_cache_t *cp);
 /* After the CPU layer of a cache being destroyed is gone: deferred buffers that reached the
  * latent slabs after prd__defer_cache_destroy (a reap that held a depot's latent magazines
- * while it ran) wait for their grace period and are merged; `report` as above. */
-void  prd__defer_cache_settle(prd_cache_t *cp, bool report);
+ * while it ran) wait for their grace period and are merged. */
+void  prd__defer_cache_settle(prd_cache_t *cp);
 /* Prudence's fields of a cache's statistics, after the magazine layer's (cache_lock not held). */
 void  prd__defer_stats(prd_cache_t *cp, prd_cache_stats_t *st);
 
