@@ -27,6 +27,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -256,6 +257,8 @@ static int opt_outcome(const struct prd__opt_desc *d, const char *val, size_t vl
 {
   switch (o) {
   case OPT_DONE:
+    if (prd__opt(verbose) && strcmp(src, "prd_option_set") == 0)
+      prd__report("%s: option %s set to '%.*s'", src, d->od_name, (int)vlen, val);
     return 0;
   case OPT_DONE_NOTED:
     prd__report("%s: option %s set to '%.*s': %s", src, d->od_name, (int)vlen, val, fixed);
@@ -362,6 +365,38 @@ long prd__debug_parse(const char *list, const char *src)
   return bits;
 }
 
+/* Option verbose, at start-up: one report of every option the environment set away from its
+ * default, by the value in use (a CHOICE by its name).  No allocation (section 3). */
+static void opt_report_set(void)
+{
+  char line[1024];
+  size_t n = 0;
+  for (size_t i = 0; i < PRD_ARRAY_SIZE(opt_table) && n < sizeof(line); i++) {
+    const struct prd__opt_desc *d = &opt_table[i];
+    long v = atomic_load_explicit(d->od_value, memory_order_acquire);
+    if (v == d->od_default)
+      continue;
+    int w;
+    size_t clen;
+    const char *c = d->od_kind == PRD__OPT_CHOICE ? opt_choice_at(d->od_doc, v, &clen) : NULL;
+    if (d->od_kind == PRD__OPT_CHOICE && c == NULL) {
+      c = opt_text[i];
+      clen = strlen(c);
+    }
+    if (c != NULL)
+      w = snprintf(line + n, sizeof(line) - n, " %s=%.*s", d->od_name, (int)clen, c);
+    else
+      w = snprintf(line + n, sizeof(line) - n, " %s=%ld", d->od_name, v);
+    if (w < 0)
+      break;
+    n += (size_t)w;
+  }
+  if (n >= sizeof(line))
+    n = sizeof(line) - 1;
+  line[n] = '\0';
+  prd__report("options set by the environment:%s", n > 0 ? line : " none");
+}
+
 static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
 
 static void opt_init_once(void)
@@ -384,6 +419,8 @@ static void opt_init_once(void)
   s = getenv("PRUDENCE_STATS");
   if (s != NULL)
     (void)opt_set("stats", strlen("stats"), s, strlen(s), "PRUDENCE_STATS");
+  if (prd__opt(verbose))
+    opt_report_set();
 }
 
 void prd__init(void)

@@ -22,7 +22,8 @@
   X(BOOL, abort_on_error, 1,                                                                    \
     "end the process (abort) after reporting a bad free or corruption, as glibc does; 0: "      \
     "report and continue")                                                                      \
-  X(BOOL, verbose, 0, "report option parsing and other notices on stderr")                     \
+  X(BOOL, verbose, 0,                                                                           \
+    "report on stderr the options the environment set, at start-up, and each prd_option_set") \
   X(LONG, fault_mmap, 0,                                                                        \
     "fault injection: make every Nth OS mapping fail (0 = off; also PRUDENCE_FAULT_MMAP=N)")    \
   X(MS, vmem_sleep_ms, 1000,                                                                    \

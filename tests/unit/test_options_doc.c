@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -267,8 +268,31 @@ static void test_long_report_one_line(void)
   CHECK_STR_CONTAINS(out, "xxx...\nprudence: the next report\n");
 }
 
-int main(void)
+/* Option verbose: the options the environment set are reported at start-up, by the value in
+ * use, and each prd_option_set after.  The environment is read at start-up: this program runs
+ * again with it set. */
+static void exec_verbose_child(void *arg)
 {
+  (void)arg;
+  setenv("PRUDENCE_OPTIONS", "decay_ms=500,verbose=1,rcu=builtin,bogus=1", 1);
+  execl("/proc/self/exe", "test_options_doc", "--verbose-set", (char *)NULL);
+  _exit(127);
+}
+
+static void test_verbose(void)
+{
+  static char out[8192];
+  int st = prd_test_child(exec_verbose_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "PRUDENCE_OPTIONS: unknown option 'bogus' (ignored)");
+  CHECK_STR_CONTAINS(out, "prudence: options set by the environment: verbose=1 decay_ms=500\n");
+  CHECK_STR_CONTAINS(out, "prudence: prd_option_set: option maint_interval set to '20000'\n");
+}
+
+int main(int argc, char **argv)
+{
+  if (argc > 1 && strcmp(argv[1], "--verbose-set") == 0)
+    return prd_option_set("maint_interval", "20000") == 0 ? 0 : 1;
   FILE *f = fopen(PRD_SOURCE_DIR "/docs/options.md", "r");
   if (f == NULL) {
     perror(PRD_SOURCE_DIR "/docs/options.md");
@@ -288,5 +312,6 @@ int main(void)
   RUN(test_rcu_fix_race);
   RUN(test_fixed_options);
   RUN(test_long_report_one_line);
+  RUN(test_verbose);
   return prd_test_done();
 }
