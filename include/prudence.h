@@ -151,7 +151,8 @@ PRD_API prd_cache_t *prd_node_cache(size_t size, size_t align);
 /* Prudence (seed 001 §4): frees buf after a grace period, as call_rcu(free) would, but the
  * allocator sees it: it is reused as soon as the grace period has ended.  Callable anywhere,
  * inside read-side sections too; never blocks on a grace period.  Bad input is reported
- * (NULL cache; a buffer not allocated from cp is found when it is merged, with debugging). */
+ * (NULL cache; a pointer that is not a buffer of cp is found at the call in every build, and
+ * not deferred; a freed buffer too, in a cache with the free mark; docs/api.md). */
 PRD_API void  prd_cache_free_deferred(prd_cache_t *cp, void *buf);
 /* Gives back to the source arena the free slabs that stayed free for a whole working-set
  * interval (option slab_working_set, default 15 s). */
@@ -211,7 +212,8 @@ PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
   X(F64, total_frag,                                                                            \
     "f_t = slabs * slab_size / (bufs_inuse * buf_size) (seed 001 4.2); 0 when none in use")     \
   X(U64, slab_bytes, "bytes of slabs the cache holds now (slabs * slab_size)")                 \
-  X(U64, deferred_frees, "prd_cache_free_deferred calls (seed 001 5.4, Fig. 12)")              \
+  X(U64, deferred_frees, "prd_cache_free_deferred calls (seed 001 5.4, Fig. 12); of an "      \
+                         "OBLIVIOUS cache's, those whose callback ran")                        \
   X(U64, oc_hits, "allocations served by the object cache (magazines) without a refill (Fig. 7)") \
   X(U64, oc_misses, "allocations that found the object cache empty and reached the slab layer") \
   X(F64, oc_hit_pct, "oc_hits / (oc_hits + oc_misses) * 100 (seed 001 Fig. 7)")               \
@@ -321,9 +323,17 @@ PRD_API void     prd_rcu_wait_state(prd_gp_t s); /* block until it has ended */
 /* Grace-period statistics of the process, versioned as prd_vmem_stats_t: counted on the
  * slow paths only (a request that raises the requested state, a grace period's start and
  * end, a wait), never on a read-side section, a poll or a request already made.
+ * gp_requests does not count prd_synchronize_rcu, which runs its grace periods itself, nor
+ * the grace periods an allocation's bounded wait or the retirer's step runs on its own
+ * thread, so gp_completed may exceed it.  membarriers counts each membarrier call of a grace
+ * period (none in fence mode): with the built-in source on x86-64, its (W1), except in the
+ * grace periods counted in gp_fenced, and one more in one held for 4 scans by readers idle
+ * since an older flip; with the built-in source elsewhere, (W1), (W1b) and, off x86, (W2);
+ * with a liburcu source, (W1) only (docs/api.md, prd_rcu_stats).
  *   X(field, meaning) */
 #define PRD_RCU_STATS(X)                                                                    \
-  X(gp_requests,     "requests that raised the requested state (request_gp, expedited, waits)") \
+  X(gp_requests,     "requests that raised the requested state (request_gp, expedited, waits; " \
+                     "not prd_synchronize_rcu)")                                            \
   X(gp_expedited,    "requests that raised the expedited state (no pacing until reached)")  \
   X(gp_completed,    "grace periods completed")                                             \
   X(gp_by_driver,    "of which the driver thread ran (the rest: callers, inline)")          \
@@ -332,7 +342,7 @@ PRD_API void     prd_rcu_wait_state(prd_gp_t s); /* block until it has ended */
   X(gp_blocking_waits, "blocking waits (prd_rcu_wait_state, call_rcu, cache destroy)")      \
   X(gp_inline_waits, "the allocator's bounded waits (rcu.c 9) that found the state not reached") \
   X(gp_inline_timeouts, "of which ran out before the grace period ended")                   \
-  X(membarriers,     "membarrier(PRIVATE_EXPEDITED) calls: the grace periods' (W1), (W2) (rcu.c 3)") \
+  X(membarriers,     "membarrier(PRIVATE_EXPEDITED) calls of the grace periods (rcu.c 3)")  \
   X(gp_fenced,       "of the completed, built-in ones without (W1): retirers fenced (rcu.c 3)")
 
 #define PRD_RCU_STATS_VERSION 2
@@ -397,9 +407,11 @@ PRD_API int prd_stats_print(FILE *fp, int flags);
  * the schema).  Consecutive documents on one stream make a JSON-lines stream for prdstat.
  * Returns 0 or -1 with errno as prd_stats_print. */
 PRD_API int prd_stats_json(FILE *fp);
-/* Writes the JSON document to path atomically: to "path.tmp.PID" first, then rename(2), so a
- * reader never sees half a document.  Returns 0, or -1 with errno (EINVAL: NULL or empty
- * path; otherwise the error of open/write/rename, the temporary file removed). */
+/* Writes the JSON document to path atomically: to "path.tmp.PID.N" first (N from a counter of
+ * the process, the file created exclusively), then rename(2), so a reader never sees half a
+ * document.  Returns 0, or -1 with errno (EINVAL: NULL, empty or over-long path; EEXIST: path
+ * names something other than a regular file, nothing written; otherwise the error of
+ * open/write/rename, the temporary file removed). */
 PRD_API int prd_stats_write_file(const char *path);
 
 /* ------------------------------------------------------------------------------------------
@@ -424,11 +436,14 @@ PRD_API void   prd_free(void *ptr);
 PRD_API int    prd_posix_memalign(void **memptr, size_t align, size_t size);
 /* NULL with EINVAL when align is not a power of two. */
 PRD_API void  *prd_aligned_alloc(size_t align, size_t size);
-/* As glibc: an alignment that is not a power of two is rounded up to one. */
+/* As glibc: an alignment that is not a power of two is rounded up to one (0: 1); above 2^62
+ * such an alignment gives NULL with EINVAL (glibc: ENOMEM up to 2^63), one no block can have
+ * (2^63) NULL with ENOMEM. */
 PRD_API void  *prd_memalign(size_t align, size_t size);
 PRD_API void  *prd_valloc(size_t size);
 PRD_API void  *prd_pvalloc(size_t size);
-/* Bytes usable in the block (>= the size asked for); 0 for NULL or a pointer not from here. */
+/* Bytes usable in the block (>= the size asked for); 0 for NULL.  A pointer not from here, or
+ * inside a block: reported, and the process ends unless abort_on_error=0 (then 0). */
 PRD_API size_t prd_malloc_usable_size(void *ptr);
 /* call_rcu(free) for any block from prd_malloc and its family (or, in a program preloading
  * libprudence-malloc, from malloc): the block is freed after a grace period, through the
@@ -440,8 +455,9 @@ PRD_API void   prd_free_deferred(void *ptr);
 /* ------------------------------------------------------------------------------------------
  * Options (src/options.c): PRUDENCE_OPTIONS="name=value,...", PRUDENCE_DEBUG=...
  * ------------------------------------------------------------------------------------------ */
-/* Sets option `name` from its text form.  Returns 0, or -1 with errno EINVAL (unknown name or
- * bad value; nothing changes). */
+/* Sets option `name` from its text form.  Returns 0, or -1 with errno EINVAL (unknown name,
+ * bad value or NULL; nothing changes) or EBUSY (rcu once the grace-period source is chosen;
+ * nothing changes). */
 PRD_API int  prd_option_set(const char *name, const char *value);
 /* Reads an integer-valued option; returns -1 with errno EINVAL for an unknown name. */
 PRD_API long prd_option_get(const char *name);
