@@ -1144,6 +1144,17 @@ uint64_t prd__mag_depot_moves(prd_cache_t *cp)
   return n;
 }
 
+uint64_t prd__mag_depot_gets(prd_cache_t *cp)
+{
+  if (cp->cache_magid == 0)
+    return 0;
+  prd_depot_t *dp = &cp->cache_depot;
+  pthread_mutex_lock(dp->dp_lock);
+  uint64_t n = dp->dp_full.ml_gets + dp->dp_lat_puts + dp->dp_lat_gets;
+  pthread_mutex_unlock(dp->dp_lock);
+  return n;
+}
+
 /* New magazines of the depot get row mt from now on (dp_lock held).  The empty list holds
  * magazines of the current size only, so its magazines, of the old size, go onto *old for
  * the caller to destroy after unlocking; full ones stay in use (a magazine carries its

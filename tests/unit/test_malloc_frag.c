@@ -118,6 +118,36 @@ static void test_phase_change(void)
   drop(v6, n6);
 }
 
+/* The same while the first class is still being freed: a cache that evicts old values of
+ * one size for new ones of another (redis with maxmemory) frees into the first class's depot
+ * all through the second's growth.  Guards the growth reap's test of a finished phase, which
+ * was a depot that moved no magazine at all: this one takes a full magazine at every few
+ * frees, so it was never emptied and the heap grew by the whole second phase. */
+static void test_phase_change_draining(void)
+{
+  if (debugging())
+    return;
+  size_t n2, n6 = (32 * MIB) / 640;
+  void **v2 = fill(2000, 32 * MIB, &n2);
+  void **v6 = malloc(n6 * sizeof(void *));
+  CHECK(v6 != NULL);
+  size_t before = heap_total(), freed = 0;
+  for (size_t i = 0; v6 != NULL && i < n6; i++) {
+    v6[i] = prd_malloc(640);
+    CHECK(v6[i] != NULL);
+    for (size_t want = (i + 1) * n2 / n6; freed < want; freed++)
+      prd_free(v2[freed]);   /* the first class's blocks, as the second's arrive */
+  }
+  size_t grew = heap_total() - before;
+  printf("# heap growth while one class drained and another grew by 32 MiB: %zu MiB\n",
+         grew / MIB);
+  CHECK(grew <= 16 * MIB);
+  for (; freed < n2; freed++)
+    prd_free(v2[freed]);
+  free(v2);
+  drop(v6, n6);
+}
+
 /* Bytes of free slabs the library's own caches (magazines, slab structures) hold. */
 static size_t internal_free_bytes(void)
 {
@@ -209,6 +239,7 @@ int main(void)
   RUN(test_packed_layout);
   RUN(test_free_slabs_reused);
   RUN(test_phase_change);
+  RUN(test_phase_change_draining);
   RUN(test_phase_change_magazines);
   RUN(test_thread_churn);
   return prd_test_done();
