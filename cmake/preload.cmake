@@ -27,6 +27,10 @@ if(TARGET prudence-malloc AND NOT PRD_SANITIZE)
   add_executable(preload_fork_cost ${CMAKE_SOURCE_DIR}/tests/preload/fork_cost.c)
   target_compile_options(preload_fork_cost PRIVATE ${PRD_WARNINGS})
   target_link_libraries(preload_fork_cost PRIVATE Threads::Threads)
+  # what fork() costs the forking thread beside other threads: built to be run by hand
+  add_executable(preload_fork_lat ${CMAKE_SOURCE_DIR}/tests/preload/fork_lat.c)
+  target_compile_options(preload_fork_lat PRIVATE ${PRD_WARNINGS})
+  target_link_libraries(preload_fork_lat PRIVATE Threads::Threads)
   foreach(what python sort git gcc cxx example faults fork-stdio threads libc-names)
     add_test(NAME preload_${what}
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/preload/run.sh ${what}
