@@ -37,7 +37,8 @@
  *    peak RSS), else whole (less than malloc_mmap_threshold wasted); a block put back joins
  *    a kept neighbour it was split from (hc_cut), so the parts come together again;
  *    when none is that large, the largest smaller one is grown by mremap (its pages move,
- *    resident, and only the growth is new memory).  A block larger than the bound is unmapped at once; putting one in when the
+ *    resident, and only the growth is new memory); a block cut so that realloc grows takes
+ *    its growth from the kept rest after it (hc_grow_into: the same mapping, nothing moves).  A block larger than the bound is unmapped at once; putting one in when the
  *    bound is reached unmaps the oldest first.  Kept blocks go back to the kernel when
  *    they sit unused for malloc_huge_decay_ms (the maintenance job hc_job, registered at
  *    start-up with maint.c; it asks for the thread while blocks are kept, so an idle program
@@ -830,6 +831,38 @@ static void *hc_take(size_t bytes, size_t align, size_t *got)
   return p;
 }
 
+/* realloc's growth of a huge block that ends at `end`, where hc_take split it from a kept
+ * block (a cut) whose rest is still kept there: the rest's first `need` bytes, or all of it
+ * when what would stay is no huge block, become the block's, mapped already in the same
+ * mapping, so no page moves and none is mapped anew (sqlite's sorter grows its buffer by
+ * doubling: moved onto fresh mappings, it stood beside the kept rest of the block it was cut
+ * from).  Returns the bytes taken (at least `need`), or 0. */
+static size_t hc_grow_into(char *end, size_t need)
+{
+  if (!atomic_load_explicit(&hc_nonempty, memory_order_relaxed))
+    return 0;
+  size_t took = 0;
+  pthread_mutex_lock(&hc_lock);
+  for (unsigned i = 0; i < hc_n; i++) {
+    if (hc_block[i].hb_addr != end || hc_block[i].hb_bytes < need || !hc_cut_forget(end))
+      continue;
+    size_t rest = hc_block[i].hb_bytes - need;
+    if (rest >= (size_t)prd__opt(malloc_mmap_threshold)) {
+      hc_block[i].hb_addr = end + need;
+      hc_block[i].hb_bytes = rest;
+      hc_bytes -= need;
+      hc_cut_add(end + need);
+      took = need;
+    } else {
+      took = hc_block[i].hb_bytes;
+      hc_remove(i);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&hc_lock);
+  return took;
+}
+
 /* Unmaps the blocks in v[0 .. n) (no lock held). */
 static void hc_unmap(const prd_hblock_t *v, unsigned n)
 {
@@ -1567,6 +1600,14 @@ static void *huge_resize(void *ptr, uintptr_t e, size_t bytes, bool *bad)
     malloc_bad("realloc", ptr, "freed, deferred or reallocated while being reallocated");
     *bad = true;
     return NULL;
+  }
+  if (bytes > old) {   /* into the kept rest of the block it was cut from (section 1b) */
+    size_t took = hc_grow_into((char *)ptr + old, bytes - old);
+    if (took != 0) {
+      ne = ((uintptr_t)((old + took) / malloc_page) << PM_BIG_SHIFT) | PM_HUGE;
+      atomic_store_explicit(slot, ne, memory_order_release);
+      return ptr;
+    }
   }
   if (prd__os_remap(ptr, old, bytes, false) != NULL) {   /* in place (a shrink always is) */
     atomic_store_explicit(slot, ne, memory_order_release);

@@ -3,7 +3,8 @@
  *   - freed huge blocks are kept and reused: a steady loop of big malloc/free maps and unmaps
  *     nothing (every mapping made to fail, every unmap too, and the loop still runs with the
  *     mapped bytes unchanged); the bounds in bytes and count hold; the maintenance job gives
- *     kept blocks back after malloc_huge_decay_ms; calloc of a kept block is zeroed;
+ *     kept blocks back after malloc_huge_decay_ms; calloc of a kept block is zeroed; a part
+ *     of a kept block grows by realloc into the kept rest, in place;
  *   - sizes no plain mmap could commit fail with ENOMEM (malloc, calloc, realloc,
  *     aligned_alloc, posix_memalign, which also sets errno as glibc does);
  *   - free, prd_free_deferred and malloc_usable_size keep errno when an unmap fails or a
@@ -141,6 +142,55 @@ static void test_split(void)
 {
   static char out[8192];
   int st = prd_test_child(split_child, NULL, out, sizeof(out));
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "%s", out);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- a part of a kept block grown by realloc: into the rest, in place -------------------- */
+/* sqlite's sorter frees a 64 MiB buffer, then starts another at 4 MiB and doubles it with
+ * realloc: the first part of the kept block, each doubling moved onto a fresh mapping while
+ * the kept rest stayed resident beside it.  Now the growth takes the rest's first pages (the
+ * same mapping): the block stays where it is, nothing is mapped, the contents stay. */
+static void grow_into_child(void *arg)
+{
+  (void)arg;
+  char *p = kept_block(40 * MIB);
+  CHECK(prd__pm_slot_make((uintptr_t)p) != NULL);
+  size_t mapped = prd__os_mapped_bytes();
+  char *q = prd_malloc(5 * MIB);
+  CHECK(q == p);   /* the kept block's first part */
+  memset(q, 0x5c, 5 * MIB);
+  for (size_t sz = 10 * MIB; sz <= 20 * MIB; sz *= 2) {
+    char *r = prd_realloc(q, sz);
+    CHECK(r == p);   /* grown in place, into the kept rest */
+    CHECK_EQ(prd__malloc_huge_cached(), 40 * MIB - sz);
+    q = r;
+  }
+  size_t bad = 0;
+  for (size_t i = 0; i < 5 * MIB; i++)
+    bad += (unsigned char)q[i] != 0x5c;
+  CHECK_EQ(bad, 0);
+  memset(q, 0x3d, 20 * MIB);
+  /* a growth that would leave less than a huge block takes the whole rest */
+  char *r = prd_realloc(q, 37 * MIB);
+  CHECK(r == p);
+  CHECK_EQ(prd__malloc_huge_cached(), 0);
+  CHECK(prd_malloc_usable_size(r) >= 40 * MIB);
+  CHECK_EQ(prd__os_mapped_bytes(), mapped);
+  prd_free(r);
+  CHECK_EQ(prd__malloc_huge_cached(), 40 * MIB);
+  /* and the whole block moves and shrinks as any other */
+  r = prd_realloc(prd_malloc(40 * MIB), 8 * MIB);
+  CHECK(r != NULL);
+  prd_free(r);
+  _exit(prd_t_failures == 0 ? 0 : 1);
+}
+
+static void test_grow_into_rest(void)
+{
+  static char out[8192];
+  int st = prd_test_child(grow_into_child, NULL, out, sizeof(out));
   if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
     fprintf(stderr, "%s", out);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -636,6 +686,7 @@ int main(void)
 {
   RUN(test_reuse);
   RUN(test_split);
+  RUN(test_grow_into_rest);
   RUN(test_bounds);
   RUN(test_absurd_sizes);
   RUN(test_posix_memalign_errno);
