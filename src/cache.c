@@ -789,18 +789,18 @@ void prd__cache_decay_nudge(void)
     prd__maint_wake();
 }
 
-/* The slab layer's growth hook (section 4): user caches made another PRD_SLAB_GROW_BYTES of
- * slabs (`mark`), or one more slab while the last call left work.  At a mark, a depot that
- * gave no full magazine and moved no tagged one since the last mark (depot_draining) holds
- * what a finished phase freed, or is still freeing: all of it goes to the slabs, whose free slabs a packed cache gives to the heap arena
- * at once (slab.c section 6), and another cache of the heap arena (the arena's own quantum
- * caches, whose slabs hold malloc's blocks of 5-8 pages) gives all of them, for the growing
- * cache to take.  That is work in proportion to the phase (millions of objects, tens of
- * milliseconds inside one allocation), so it goes GROW_REAP_SLICE objects a call: the
- * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so
- * far.  A depot that gives a magazine again meanwhile is in use: left alone.  A reap or cache
- * destruction running now (the try-lock), or a reclaim on this thread, skips it; true while
- * work is left. */
+/* The slab layer's growth hook (section 4): user caches made another PRD_SLAB_GROW_BYTES of slabs
+ * (`mark`), or one more slab while the last call left work.  At a mark, a depot that gave no full
+ * magazine and moved no tagged one since the last mark (depot_draining) holds what a finished
+ * phase freed, or is still freeing: all of it goes to the slabs, whose free slabs a packed cache
+ * gives to the heap arena at once (slab.c section 6), and another cache of the heap arena (the
+ * arena's own quantum caches, whose slabs hold malloc's blocks of 5-8 pages) gives all of them,
+ * for the growing cache to take.  That is work in proportion to the phase (millions of objects,
+ * tens of milliseconds inside one allocation), so it goes GROW_REAP_SLICE objects a call: the
+ * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so far.
+ * A depot that gives a magazine again meanwhile is in use: left alone.  A reap or cache
+ * destruction running now (the try-lock), or a reclaim on this thread, skips it; true while work
+ * is left. */
 static bool cache_grow_reap(bool mark)
 {
   if (cache_in_reclaim)

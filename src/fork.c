@@ -9,8 +9,8 @@
  *    locks and exports the functions that take and release them (rcu.c §7, call_rcu.c §7,
  *    vmem.c §15, slab.c, cache.c §7, debug.c, maint.c §5, magazine.c §11, thread.c §5,
  *    os.c §9), and only this file knows the order in which they are called, malloc.c's
- *    start-up lock (the first of the allocator's) included.  One registration: two handlers taking one mutex
- *    would deadlock the forking thread, so no other file registers its own.
+ *    start-up lock (the first of the allocator's) included.  One registration: two handlers
+ *    taking one mutex would deadlock the forking thread, so no other file registers its own.
  *    The registration is a constructor, so a fork before any cache exists finds every lock
  *    consistent too.  No file calls into this one, so each file with fork functions names
  *    prd__fork_anchor (PRD__FORK_LINK, internal.h): a static link that takes the file takes

@@ -38,8 +38,9 @@
  *    a kept neighbour it was split from (hc_cut), so the parts come together again;
  *    when none is that large, the largest smaller one is grown by mremap (its pages move,
  *    resident, and only the growth is new memory); a block cut so that realloc grows takes
- *    its growth from the kept rest after it (hc_grow_into: the same mapping, nothing moves).  A block larger than the bound is unmapped at once; putting one in when the
- *    bound is reached unmaps the oldest first.  Kept blocks go back to the kernel when
+ *    its growth from the kept rest after it (hc_grow_into: the same mapping, nothing moves).
+ *    A block larger than the bound is unmapped at once; putting one in when the bound is
+ *    reached unmaps the oldest first.  Kept blocks go back to the kernel when
  *    they sit unused for malloc_huge_decay_ms (the maintenance job hc_job, registered at
  *    start-up with maint.c; it asks for the thread while blocks are kept, so an idle program
  *    gives them back), and all at once when a mapping fails, before it is retried (a huge
