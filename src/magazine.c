@@ -1130,29 +1130,30 @@ bool prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget)
   return more;
 }
 
-uint64_t prd__mag_depot_moves(prd_cache_t *cp)
+/* The depot's magazine moves: full gets, with `puts` full puts too, and every tagged
+ * magazine's (section 13: a cache whose deferred objects circulate through its depot is busy
+ * even when no full magazine moves, and a reap of an idle depot gives every tagged one out,
+ * the unsafe ones object by object to the latent slabs). */
+static uint64_t depot_moves(prd_cache_t *cp, bool puts)
 {
   if (cp->cache_magid == 0)
     return 0;
   prd_depot_t *dp = &cp->cache_depot;
   pthread_mutex_lock(dp->dp_lock);
-  /* tagged magazines too (section 13): a cache whose deferred objects circulate through its
-   * depot is busy even when no full magazine moves, and a reap of an idle depot gives every
-   * tagged one out, the unsafe ones object by object to the latent slabs */
-  uint64_t n = dp->dp_full.ml_gets + dp->dp_full.ml_puts + dp->dp_lat_puts + dp->dp_lat_gets;
+  uint64_t n = dp->dp_full.ml_gets + (puts ? dp->dp_full.ml_puts : 0) + dp->dp_lat_puts +
+               dp->dp_lat_gets;
   pthread_mutex_unlock(dp->dp_lock);
   return n;
 }
 
+uint64_t prd__mag_depot_moves(prd_cache_t *cp)
+{
+  return depot_moves(cp, true);
+}
+
 uint64_t prd__mag_depot_gets(prd_cache_t *cp)
 {
-  if (cp->cache_magid == 0)
-    return 0;
-  prd_depot_t *dp = &cp->cache_depot;
-  pthread_mutex_lock(dp->dp_lock);
-  uint64_t n = dp->dp_full.ml_gets + dp->dp_lat_puts + dp->dp_lat_gets;
-  pthread_mutex_unlock(dp->dp_lock);
-  return n;
+  return depot_moves(cp, false);
 }
 
 /* New magazines of the depot get row mt from now on (dp_lock held).  The empty list holds

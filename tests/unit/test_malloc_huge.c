@@ -189,11 +189,7 @@ static void grow_into_child(void *arg)
 
 static void test_grow_into_rest(void)
 {
-  static char out[8192];
-  int st = prd_test_child(grow_into_child, NULL, out, sizeof(out));
-  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-    fprintf(stderr, "%s", out);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  prd_test_child_ok(grow_into_child);
 }
 
 /* ---- bounds and decay ------------------------------------------------------------------- */
