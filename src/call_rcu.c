@@ -561,6 +561,11 @@ uint64_t prd__call_rcu_invoked(void)
   return atomic_load_explicit(&cb_invoked, memory_order_relaxed);
 }
 
+bool prd__call_rcu_in_callback(void)
+{
+  return cb_self.ct_is_worker;
+}
+
 /* ---- §6 thread exit -------------------------------------------------------------------- */
 static void cb_thread_exit(void *arg)
 {

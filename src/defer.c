@@ -1082,6 +1082,15 @@ bool prd__defer_cache_destroy(prd_cache_t *cp)
                "is left as it is)", cp->cache_name);
     return false;
   }
+  /* and an RCU callback cannot wait for the callbacks queued after its own (the barrier
+   * would wait for itself): a cache whose deferred frees took the call_rcu path is refused
+   * there too; the latent path's grace periods end without callbacks */
+  if ((on & PRD_DEFER_CALLRCU) && prd__call_rcu_in_callback()) {
+    prd__error("prd_cache_destroy(%s): called from an RCU callback, after deferred frees to "
+               "the cache whose callbacks cannot be waited for there (ignored: the cache is "
+               "left as it is)", cp->cache_name);
+    return false;
+  }
   if (on & PRD_DEFER_CALLRCU)
     prd_rcu_barrier();   /* every callback that names cp has run */
   if ((on & PRD_DEFER_LATENT) && cp->cache_magid != 0)

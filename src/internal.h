@@ -744,6 +744,9 @@ void prd__rcu_fork_child(void);
 /* ---- call_rcu.c: callbacks after a grace period (prd_call_rcu, prd_rcu_barrier) -------- */
 /* Callbacks the call_rcu worker has invoked so far (tests, benchmarks). */
 uint64_t prd__call_rcu_invoked(void);
+/* Whether this thread is running RCU callbacks (the worker, or a barrier in its place), where
+ * prd_rcu_barrier would wait for itself (§5). */
+bool prd__call_rcu_in_callback(void);
 /* Fork (call_rcu.c §7; called by fork.c's atfork handlers, after rcu.c's prepare functions):
  * prepare takes wrk_lock and cbq_lock, parent releases them; child re-initializes them,
  * orphans the callbacks of the threads that did not survive the fork and forgets the worker. */

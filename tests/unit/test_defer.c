@@ -1547,6 +1547,71 @@ static void test_destroy_in_section(void)
   }
 }
 
+/* A destroy from an RCU callback, of a cache whose deferred frees take the call_rcu path
+ * (PRD_CACHE_OBLIVIOUS), is refused and reported: the callbacks queued after this one cannot
+ * be waited for there.  Guards the defect: the barrier refused itself (its report named
+ * neither the destroy nor the cache), the destroy went on, and the queued callbacks then
+ * freed into the destroyed cache (a crash with abort_on_error=0).  A cache on the latent
+ * path is destroyed from a callback as anywhere. */
+static prd_cache_t *cb_cache;
+static _Atomic int cb_destroyed;
+
+static void destroy_cb(struct prd_rcu_head *h)
+{
+  (void)h;
+  prd_cache_destroy(cb_cache);
+  atomic_store(&cb_destroyed, 1);
+}
+
+static void destroy_in_callback_child(void *arg)
+{
+  int flags = (int)(intptr_t)arg;
+  prd_option_set("abort_on_error", "0");
+  cb_cache = prd_cache_create("defcb", 64, 0, NULL, NULL, NULL, NULL, NULL, flags);
+  enum { N = 40 };
+  void *q[N];
+  for (int i = 0; i < N; i++)
+    q[i] = prd_cache_alloc(cb_cache, 0);
+  static struct prd_rcu_head h;
+  for (int i = 0; i < N / 2; i++)
+    prd_cache_free_deferred(cb_cache, q[i]);
+  prd_call_rcu(&h, destroy_cb);
+  for (int i = N / 2; i < N; i++)   /* queued after the callback that destroys */
+    prd_cache_free_deferred(cb_cache, q[i]);
+  prd_rcu_barrier();
+  printf("destroyed in the callback=%d\n", atomic_load(&cb_destroyed));
+  if (flags & PRD_CACHE_OBLIVIOUS) {
+    void *p = prd_cache_alloc(cb_cache, 0);   /* still there: refused */
+    prd_cache_free(cb_cache, p);
+    prd_cache_destroy(cb_cache);
+    printf("destroyed after the barrier\n");
+  }
+  fflush(stdout);
+  _exit(0);
+}
+
+static void test_destroy_in_callback(void)
+{
+#ifdef PRD_TSAN
+  return;   /* the child starts library threads: TSan forbids threads after a fork */
+#endif
+  static const int flags[] = { PRD_CACHE_OBLIVIOUS, 0 };
+  for (size_t f = 0; f < PRD_ARRAY_SIZE(flags); f++) {
+    static char out[8192];
+    int st = prd_test_child(destroy_in_callback_child, (void *)(intptr_t)flags[f], out,
+                            sizeof(out));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_STR_CONTAINS(out, "destroyed in the callback=1");
+    CHECK(strstr(out, "still allocated") == NULL);
+    if (flags[f] & PRD_CACHE_OBLIVIOUS) {
+      CHECK_STR_CONTAINS(out, "prd_cache_destroy(defcb): called from an RCU callback");
+      CHECK_STR_CONTAINS(out, "destroyed after the barrier");
+    } else {
+      CHECK(strstr(out, "prd_cache_destroy(defcb)") == NULL);
+    }
+  }
+}
+
 int main(void)
 {
   /* first, while this process has no thread: its child starts the RCU threads (TSan
@@ -1567,6 +1632,7 @@ int main(void)
   RUN(test_latent_slab_overflow_premove);
   RUN(test_latent_slabs_fill);
   RUN(test_destroy_in_section);
+  RUN(test_destroy_in_callback);
   RUN(test_depot_latent);
   RUN(test_growth_reap_busy_depot);
   RUN(test_growth_reap_slices);
