@@ -95,9 +95,10 @@
  *    cost on every magazine miss.  Nothing of it runs on a hit path.
  *    Growth reap (the slab layer's growth hook, slab.c section 6): after every 4 MiB of new
  *    slabs and of malloc's large blocks taken from the heap arena (which make no slab, so
- *    malloc.c counts them itself: prd__slab_grown), a depot that gave no full magazine and
- *    moved no tagged one since the previous growth reap (depot_draining: it may have taken
- *    full ones, from frees) is emptied into its slabs (cache_grow_reap): a finished phase's
+ *    malloc.c counts them itself: prd__slab_grown), a depot whose class made no allocation
+ *    miss and moved no tagged magazine since the previous growth reap (depot_draining: it
+ *    may have taken full ones, from frees) is emptied into its slabs (cache_grow_reap): a
+ *    finished phase's
  *    memory, parked in the depot of its class or still arriving there (a program that evicts
  *    old values of one size for new ones of another frees into the old class all through the
  *    new one's growth), goes to the heap arena (a packed cache's free slabs go at once, and so
@@ -605,14 +606,17 @@ static bool depot_idle(prd_cache_t *cp, uint64_t *last)
   return idle;
 }
 
-/* The growth reap's test (section 4): no allocation took a full magazine from cp's depot and
- * no tagged magazine moved since the last look (*last: the count then).  Frees may still fill
+/* The growth reap's test (section 4): no allocation miss of cp visited its depot and no
+ * tagged magazine moved since the last look (*last: the count then).  Frees may still fill
  * it: a class whose blocks a program goes on freeing while it allocates another (a cache that
- * evicts old values of one size for new ones of another) is a finished phase too.  A depot
+ * evicts old values of one size for new ones of another) is a finished phase too.  A class
+ * that allocates is not, though its refills come from its slabs and no magazine moves (a
+ * program that alternates two classes, each freed whole before the other grows, had the
+ * growing one's frees reaped as they came, purged and faulted back at every turn).  A depot
  * whose deferred objects circulate as tagged magazines is busy however they move. */
 static bool depot_draining(prd_cache_t *cp, uint64_t *last)
 {
-  uint64_t gets = prd__mag_depot_gets(cp);
+  uint64_t gets = prd__mag_depot_allocs(cp);
   bool draining = gets == *last;
   *last = gets;
   return draining;
@@ -790,15 +794,15 @@ void prd__cache_decay_nudge(void)
 }
 
 /* The slab layer's growth hook (section 4): user caches made another PRD_SLAB_GROW_BYTES of slabs
- * (`mark`), or one more slab while the last call left work.  At a mark, a depot that gave no full
- * magazine and moved no tagged one since the last mark (depot_draining) holds what a finished
- * phase freed, or is still freeing: all of it goes to the slabs, whose free slabs a packed cache
+ * (`mark`), or one more slab while the last call left work.  At a mark, a depot whose class made
+ * no allocation miss and moved no tagged magazine since the last mark (depot_draining) holds
+ * what a finished phase freed, or is still freeing: all of it goes to the slabs, whose free slabs a packed cache
  * gives to the heap arena at once (slab.c section 6), and another cache of the heap arena (the
  * arena's own quantum caches, whose slabs hold malloc's blocks of 5-8 pages) gives all of them,
  * for the growing cache to take.  That is work in proportion to the phase (millions of objects,
  * tens of milliseconds inside one allocation), so it goes GROW_REAP_SLICE objects a call: the
  * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so far.
- * A depot that gives a magazine again meanwhile is in use: left alone.  A reap or cache
+ * A class that allocates again meanwhile is in use: its depot is left alone.  A reap or cache
  * destruction running now (the try-lock), or a reclaim on this thread, skips it; true while work
  * is left. */
 static bool cache_grow_reap(bool mark)

@@ -183,10 +183,10 @@ bool  prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget);
 /* Full and tagged magazines the depot took and gave since cp was made (a depot that moved
  * none between two looks has no working set: cache.c's decay and growth reaps). */
 uint64_t prd__mag_depot_moves(prd_cache_t *cp);
-/* Of those, the full magazines the depot gave (allocation misses took them) and every move
- * of a tagged one: a depot where neither changed between two looks only fills with freed
- * objects, and no deferral circulates through it (cache.c's growth reap). */
-uint64_t prd__mag_depot_gets(prd_cache_t *cp);
+/* The allocation misses that visited the depot since cp was made, and every move of a
+ * tagged magazine: unchanged between two looks, the class did not allocate (it may have
+ * freed) and no deferral circulated through it (cache.c's growth reap). */
+uint64_t prd__mag_depot_allocs(prd_cache_t *cp);
 /* Takes back the magazines of every other thread not inside an operation (the handshake);
  * with `only`, that cache's alone, this thread's too (cache.c's drain). */
 void  prd__mag_reap_threads(prd_cache_t *only);

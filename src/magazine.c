@@ -1130,30 +1130,32 @@ bool prd__mag_depot_reap_some(prd_cache_t *cp, size_t *budget)
   return more;
 }
 
-/* The depot's magazine moves: full gets, with `puts` full puts too, and every tagged
- * magazine's (section 13: a cache whose deferred objects circulate through its depot is busy
- * even when no full magazine moves, and a reap of an idle depot gives every tagged one out,
- * the unsafe ones object by object to the latent slabs). */
-static uint64_t depot_moves(prd_cache_t *cp, bool puts)
+/* The depot's activity: full gets and puts, or with `allocs` the allocation misses that
+ * visited it instead (whether or not they found a full magazine: a class refilled from its
+ * slabs allocates too), and every tagged magazine's move (section 13: a cache whose deferred
+ * objects circulate through its depot is busy even when no full magazine moves, and a reap of
+ * an idle depot gives every tagged one out, the unsafe ones object by object to the latent
+ * slabs). */
+static uint64_t depot_moves(prd_cache_t *cp, bool allocs)
 {
   if (cp->cache_magid == 0)
     return 0;
   prd_depot_t *dp = &cp->cache_depot;
   pthread_mutex_lock(dp->dp_lock);
-  uint64_t n = dp->dp_full.ml_gets + (puts ? dp->dp_full.ml_puts : 0) + dp->dp_lat_puts +
-               dp->dp_lat_gets;
+  uint64_t n = (allocs ? dp->dp_alloc_visits : dp->dp_full.ml_gets + dp->dp_full.ml_puts) +
+               dp->dp_lat_puts + dp->dp_lat_gets;
   pthread_mutex_unlock(dp->dp_lock);
   return n;
 }
 
 uint64_t prd__mag_depot_moves(prd_cache_t *cp)
 {
-  return depot_moves(cp, true);
+  return depot_moves(cp, false);
 }
 
-uint64_t prd__mag_depot_gets(prd_cache_t *cp)
+uint64_t prd__mag_depot_allocs(prd_cache_t *cp)
 {
-  return depot_moves(cp, false);
+  return depot_moves(cp, true);
 }
 
 /* New magazines of the depot get row mt from now on (dp_lock held).  The empty list holds

@@ -465,7 +465,8 @@ struct prd_cache {
   /* cache.c's decay job (under cache_reap_lock): the depot's full-magazine gets and puts at
    * its last pass; unchanged at the next, the depot was idle for a whole pass */
   uint64_t cache_decay_depot;
-  uint64_t cache_grow_depot;     /* its magazine gets at cache.c's last growth reap */
+  uint64_t cache_grow_depot;     /* its allocation misses and tagged moves at cache.c's last
+                                    growth reap */
   bool cache_grow_left;          /* that reap has more of its depot to empty (cache_reap_lock) */
 };
 

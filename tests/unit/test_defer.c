@@ -615,9 +615,8 @@ static void test_decay_busy_depot(void)
 
 /* The growth reap gives a phase's objects back a slice at a time (cache.c section 4): the
  * allocation that crosses the mark takes the first slice, each new slab after it the next,
- * until the depot is empty; a depot that gives a magazine again meanwhile keeps the rest.  A
- * depot that only took magazines since the last mark (the phase's frees) is a finished
- * phase at once. */
+ * until the depot is empty; a class that allocates again meanwhile keeps the rest.  A class
+ * that allocated since the last mark is in use at this one, though it freed since. */
 static uint64_t depot_rounds_after_slabs(prd_cache_t *cp, int slabs)
 {
   for (int i = 0; i < slabs; i++)
@@ -640,7 +639,9 @@ static void test_growth_reap_slices(void)
       prd_cache_free(cp, b[i]);   /* a phase's objects, parked in the depot */
     uint64_t parked = stats_of(cp).depot_rounds;
     CHECK(parked > 3 * 4096);
-    prd__slab_grown((size_t)4 << 20);   /* a mark: the depot gave nothing, its first slice goes */
+    prd__slab_grown((size_t)4 << 20);   /* a mark: the class allocated since the last one */
+    CHECK_EQ(stats_of(cp).depot_rounds, parked);
+    prd__slab_grown((size_t)4 << 20);   /* a mark: it only freed since, its first slice goes */
     uint64_t first = stats_of(cp).depot_rounds;
     CHECK(first < parked);
     CHECK(first > 0);   /* not the whole phase in one allocation */
