@@ -95,10 +95,10 @@
  *    cost on every magazine miss.  Nothing of it runs on a hit path.
  *    Growth reap (the slab layer's growth hook, slab.c section 6): after every 4 MiB of new
  *    slabs and of malloc's large blocks taken from the heap arena (which make no slab, so
- *    malloc.c counts them itself: prd__slab_grown), a depot whose class made no allocation
- *    miss and moved no tagged magazine since the previous growth reap (depot_draining: it
- *    may have taken full ones, from frees) is emptied into its slabs (cache_grow_reap): a
- *    finished phase's
+ *    malloc.c counts them itself: prd__slab_grown), a depot that moved no magazine, or whose
+ *    class made no allocation miss and moved no tagged magazine (depot_draining: it may have
+ *    taken full ones, from frees), since the previous growth reap is emptied into its slabs
+ *    (cache_grow_reap): a finished phase's
  *    memory, parked in the depot of its class or still arriving there (a program that evicts
  *    old values of one size for new ones of another frees into the old class all through the
  *    new one's growth), goes to the heap arena (a packed cache's free slabs go at once, and so
@@ -794,15 +794,16 @@ void prd__cache_decay_nudge(void)
 }
 
 /* The slab layer's growth hook (section 4): user caches made another PRD_SLAB_GROW_BYTES of slabs
- * (`mark`), or one more slab while the last call left work.  At a mark, a depot whose class made
- * no allocation miss and moved no tagged magazine since the last mark (depot_draining) holds
- * what a finished phase freed, or is still freeing: all of it goes to the slabs, whose free slabs a packed cache
+ * (`mark`), or one more slab while the last call left work.  At a mark, a depot that moved no
+ * magazine, or whose class made no allocation miss and moved no tagged magazine (depot_draining),
+ * since the last mark holds what a finished phase freed, or is still freeing (a class that grows
+ * from its slabs has an empty one): all of it goes to the slabs, whose free slabs a packed cache
  * gives to the heap arena at once (slab.c section 6), and another cache of the heap arena (the
  * arena's own quantum caches, whose slabs hold malloc's blocks of 5-8 pages) gives all of them,
  * for the growing cache to take.  That is work in proportion to the phase (millions of objects,
  * tens of milliseconds inside one allocation), so it goes GROW_REAP_SLICE objects a call: the
- * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so far.
- * A class that allocates again meanwhile is in use: its depot is left alone.  A reap or cache
+ * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so far. A
+ * class that allocates again meanwhile is in use: its depot is left alone.  A reap or cache
  * destruction running now (the try-lock), or a reclaim on this thread, skips it; true while work
  * is left. */
 static bool cache_grow_reap(bool mark)
@@ -823,9 +824,10 @@ static bool cache_grow_reap(bool mark)
   for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
     if (cp->cache_flags & PRD_CF_INTERNAL)
       continue;
-    if (mark)
-      cp->cache_grow_left = depot_draining(cp, &cp->cache_grow_depot);
-    else if (cp->cache_grow_left && !depot_draining(cp, &cp->cache_grow_depot))
+    if (mark) {
+      bool idle = depot_idle(cp, &cp->cache_grow_moves);
+      cp->cache_grow_left = depot_draining(cp, &cp->cache_grow_depot) || idle;
+    } else if (cp->cache_grow_left && !depot_draining(cp, &cp->cache_grow_depot))
       cp->cache_grow_left = false;   /* in use again: its magazines are its working set */
     if (!cp->cache_grow_left)
       continue;

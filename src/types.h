@@ -467,6 +467,7 @@ struct prd_cache {
   uint64_t cache_decay_depot;
   uint64_t cache_grow_depot;     /* its allocation misses and tagged moves at cache.c's last
                                     growth reap */
+  uint64_t cache_grow_moves;     /* its magazine moves then (depot_idle) */
   bool cache_grow_left;          /* that reap has more of its depot to empty (cache_reap_lock) */
 };
 
