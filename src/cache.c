@@ -802,8 +802,8 @@ void prd__cache_decay_nudge(void)
  * arena's own quantum caches, whose slabs hold malloc's blocks of 5-8 pages) gives all of them,
  * for the growing cache to take.  That is work in proportion to the phase (millions of objects,
  * tens of milliseconds inside one allocation), so it goes GROW_REAP_SLICE objects a call: the
- * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so far. A
- * class that allocates again meanwhile is in use: its depot is left alone.  A reap or cache
+ * allocations of the next slabs carry the rest, the growing cache taking the slabs freed so far.
+ * A class that allocates again meanwhile is in use: its depot is left alone.  A reap or cache
  * destruction running now (the try-lock), or a reclaim on this thread, skips it; true while work
  * is left. */
 static bool cache_grow_reap(bool mark)
