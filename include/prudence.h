@@ -436,9 +436,8 @@ PRD_API void   prd_free(void *ptr);
 PRD_API int    prd_posix_memalign(void **memptr, size_t align, size_t size);
 /* NULL with EINVAL when align is not a power of two. */
 PRD_API void  *prd_aligned_alloc(size_t align, size_t size);
-/* As glibc: an alignment that is not a power of two is rounded up to one (0: 1); above 2^62
- * such an alignment gives NULL with EINVAL (glibc: ENOMEM up to 2^63), one no block can have
- * (2^63) NULL with ENOMEM. */
+/* As glibc: an alignment that is not a power of two is rounded up to one (0: 1); above 2^63
+ * there is none: NULL with EINVAL; one no block can have (2^63) NULL with ENOMEM. */
 PRD_API void  *prd_memalign(size_t align, size_t size);
 PRD_API void  *prd_valloc(size_t size);
 PRD_API void  *prd_pvalloc(size_t size);

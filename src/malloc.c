@@ -1800,13 +1800,15 @@ void *prd_memalign(size_t align, size_t size)
 {
   if (align == 0)
     align = 1;
-  if (!PRD_ISP2(align)) {   /* glibc rounds a bad alignment up to a power of two */
-    if (align > ((size_t)1 << 62)) {
-      errno = EINVAL;
-      return NULL;
-    }
-    align = (size_t)1 << (64 - __builtin_clzll((unsigned long long)align));
+  /* as glibc: above the largest power of two an alignment cannot be rounded up to one
+   * (EINVAL); below it a bad alignment is rounded up, and one no block can have fails as an
+   * allocation does (ENOMEM) */
+  if (align > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return NULL;
   }
+  if (!PRD_ISP2(align))
+    align = (size_t)1 << (64 - __builtin_clzll((unsigned long long)align));
   return malloc_aligned(size, align);
 }
 

@@ -336,6 +336,12 @@ static void test_aligned(void)
   p = prd_memalign(24, 48);   /* rounded up to 32, as glibc */
   CHECK(p != NULL && aligned_to(p, 32));
   prd_free(p);
+  errno = 0;   /* as glibc: rounded up to 2^63, which no block can have */
+  CHECK(prd_memalign(((size_t)1 << 62) + 1, 16) == NULL);
+  CHECK_EQ(errno, ENOMEM);
+  errno = 0;   /* no power of two to round up to */
+  CHECK(prd_memalign(((size_t)1 << 63) + 1, 16) == NULL);
+  CHECK_EQ(errno, EINVAL);
   p = prd_valloc(10);
   CHECK(p != NULL && aligned_to(p, page));
   prd_free(p);
