@@ -596,14 +596,19 @@ static prd_cache_t *cache_first(void)
   return cp;
 }
 
+/* Whether a count is what *last says, which takes it anew (depot_idle, depot_draining). */
+static bool unchanged(uint64_t now, uint64_t *last)
+{
+  bool same = now == *last;
+  *last = now;
+  return same;
+}
+
 /* Whether cp's depot took and gave no full or tagged magazine since *last was taken; takes it
  * anew. */
 static bool depot_idle(prd_cache_t *cp, uint64_t *last)
 {
-  uint64_t moves = prd__mag_depot_moves(cp);
-  bool idle = moves == *last;
-  *last = moves;
-  return idle;
+  return unchanged(prd__mag_depot_moves(cp), last);
 }
 
 /* The growth reap's test (section 4): no allocation miss of cp visited its depot and no
@@ -616,10 +621,7 @@ static bool depot_idle(prd_cache_t *cp, uint64_t *last)
  * whose deferred objects circulate as tagged magazines is busy however they move. */
 static bool depot_draining(prd_cache_t *cp, uint64_t *last)
 {
-  uint64_t gets = prd__mag_depot_allocs(cp);
-  bool draining = gets == *last;
-  *last = gets;
-  return draining;
+  return unchanged(prd__mag_depot_allocs(cp), last);
 }
 
 /* Reaps every cache (cache_reap_lock held): user caches first, then the internal caches,

@@ -217,24 +217,24 @@
  *    the child's take-over of their caches), and at a reap of everything (prd__slab_reap
  *    with `all`); destroying the cache destroys it with every other slab.  Frees are
  *    unchanged: any thread frees into any slab, an owned one included, which stays owned (a
- *    free slab too: its owner allocates from it next).  Memory: a thread owns at most one slab of a cache (the layer above
- *    keeps one hint per cache and gives back any other, magazine.c cc_own_set), so at most
- *    one slab per thread and cache is kept from the others and from reaps, and only while
- *    the thread lives and uses the cache.  When no memory for a new slab can be had, an
- *    allocation takes a buffer from any thread's owned slab rather than fail (memory before
- *    separation), without taking the slab over.  With deferred buffers in the cache, the
- *    latent slabs' choice (section 9) picks the slab an owner takes next, not the one it
- *    takes from while it has one; the owned slab stays on the FIFO of latent slabs, whose
- *    merges free its deferred buffers for its owner.  Only memory caches have owners: a NOTOUCH
- *    cache's buffers are integers (no cache lines to share) and have no page-map entries.
- *    The hint may be stale (the slab lost its owner, was emptied by frees, destroyed, its
- *    memory reused) and is checked without reading what may be freed (slab_owned): the page
- *    map first, under cache_lock; an entry of this cache there means a slab not yet
- *    detached, because slab_detach clears the entries under the same lock (section 7), so
- *    its prd_slab_t is live memory, read next (large layout: found through the hash); a
- *    slab still being made has entries before it is on a list, but its slab_owner (NULL)
- *    was written before the release store of its entries, which the page map's acquire load
- *    pairs with.  The hint names the caller's slab when that slab says the caller owns it,
+ *    free slab too: its owner allocates from it next).  Memory: a thread owns at most one
+ *    slab of a cache (the layer above keeps one hint per cache and gives back any other,
+ *    magazine.c cc_own_set), so at most one slab per thread and cache is kept from the
+ *    others and from reaps, and only while the thread lives and uses the cache.  When no
+ *    memory for a new slab can be had, an allocation takes a buffer from any thread's owned
+ *    slab rather than fail (memory before separation), without taking the slab over.  With
+ *    deferred buffers in the cache, the latent slabs' choice (section 9) picks the slab an
+ *    owner takes next, not the one it takes from while it has one; the owned slab stays on
+ *    the FIFO of latent slabs, whose merges free its deferred buffers for its owner.  Only
+ *    memory caches have owners: a NOTOUCH cache's buffers are integers (no cache lines to
+ *    share) and have no page-map entries.  The hint may be stale (the slab lost its owner, was
+ *    emptied by frees, destroyed, its memory reused) and is checked without reading what may be
+ *    freed (slab_owned): the page map first, under cache_lock; an entry of this cache there
+ *    means a slab not yet detached, because slab_detach clears the entries under the same lock
+ *    (section 7), so its prd_slab_t is live memory, read next (large layout: found through the
+ *    hash); a slab still being made has entries before it is on a list, but its slab_owner
+ *    (NULL) was written before the release store of its entries, which the page map's acquire
+ *    load pairs with.  The hint names the caller's slab when that slab says the caller owns it,
  *    whatever became of the memory in between.  Everything else is under cache_lock.
  */
 #include <errno.h>
