@@ -107,6 +107,13 @@
  *    rather than decay_ms / 2.  It goes GROW_REAP_SLICE objects a call, the
  *    slab layer calling it again at each new slab while work is left (cache_grow_left), so
  *    that no one allocation carries a whole phase's objects back to their slabs.
+ *    A class that allocates again before the caches grew by half of what the growth reaps gave
+ *    from its depot since it last allocated (cache_grow_first, cache_grow_given: the marks
+ *    since its first such reap, the bytes given) alternates with the others: most of what it
+ *    gave served no growth, the heap arena purged it, and the class faults it back in.  Its
+ *    depot is its working set then (cache_grow_keep): growth reaps pass it by until a decay
+ *    pass finds it idle.  The rule's cost: classes that take turns keep their working sets
+ *    side by side instead of one after the other, for as long as they take turns.
  *    The reap runs inside prd__vmem_heap_reuse(true/false): the heap arena keeps what it
  *    frees dirty for that class and purges it as later allocations go (vmem.c section 16).
  *    The internal caches (last on the list) then give back all their free slabs: the
@@ -624,6 +631,22 @@ static bool depot_draining(prd_cache_t *cp, uint64_t *last)
   return unchanged(prd__mag_depot_allocs(cp), last);
 }
 
+/* The growth reap's marks so far (cache_reap_lock). */
+static uint64_t cache_grow_marks;
+
+/* cp allocated again since the last mark (cache_reap_lock held): if the growth reaps gave its
+ * depot back since it last allocated, and the caches grew by less than half of that meanwhile,
+ * most of it cannot have served their growth: the heap arena purged it, and cp faults it back
+ * in now.  A class that comes back that soon alternates with the others, and its depot is its
+ * working set: the growth reap leaves it to the decay pass from now on (section 4). */
+static void grow_came_back(prd_cache_t *cp)
+{
+  if (cp->cache_grow_given != 0 &&
+      (cache_grow_marks - cp->cache_grow_first) * PRD_SLAB_GROW_BYTES < cp->cache_grow_given / 2)
+    cp->cache_grow_keep = true;
+  cp->cache_grow_given = 0;
+}
+
 /* Reaps every cache (cache_reap_lock held): user caches first, then the internal caches,
  * which the user caches' slabs just gave bufctls and slab structures back to. */
 static void reap_all_locked(bool all)
@@ -768,7 +791,10 @@ static void cache_decay(void *arg)
   for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
     /* a depot that took and gave no full or tagged magazine for a whole pass has no working
      * set to keep: all of its magazines go to the slabs (section 4) */
-    prd__mag_depot_decay(cp, depot_idle(cp, &cp->cache_decay_depot));
+    bool idle = depot_idle(cp, &cp->cache_decay_depot);
+    prd__mag_depot_decay(cp, idle);
+    if (idle)
+      cp->cache_grow_keep = false;   /* its alternation is over: growth reaps may take it */
     cache_reap_slabs(cp, false);
   }
   pthread_mutex_unlock(&cache_reap_lock);
@@ -823,12 +849,17 @@ static bool cache_grow_reap(bool mark)
   prd__vmem_heap_reuse(true);   /* what it frees, the growing caches take next (vmem.c 16) */
   size_t budget = GROW_REAP_SLICE;
   bool left = false;
+  if (mark)
+    cache_grow_marks++;
   for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next) {
     if (cp->cache_flags & PRD_CF_INTERNAL)
       continue;
     if (mark) {
       bool idle = depot_idle(cp, &cp->cache_grow_moves);
-      cp->cache_grow_left = depot_draining(cp, &cp->cache_grow_depot) || idle;
+      bool draining = depot_draining(cp, &cp->cache_grow_depot);
+      if (!draining)
+        grow_came_back(cp);
+      cp->cache_grow_left = (draining || idle) && !cp->cache_grow_keep;
     } else if (cp->cache_grow_left && !depot_draining(cp, &cp->cache_grow_depot))
       cp->cache_grow_left = false;   /* in use again: its magazines are its working set */
     if (!cp->cache_grow_left)
@@ -838,7 +869,13 @@ static bool cache_grow_reap(bool mark)
       continue;
     }
     /* (a reap takes magazines without counting moves: the snapshot stays right) */
+    size_t before = budget;
     cp->cache_grow_left = prd__mag_depot_reap_some(cp, &budget);
+    if (before > budget) {
+      if (cp->cache_grow_given == 0)
+        cp->cache_grow_first = cache_grow_marks;
+      cp->cache_grow_given += (uint64_t)(before - budget) * cp->cache_chunksize;
+    }
     left |= cp->cache_grow_left;
     if (cp->cache_source == heap)
       prd__slab_reap(cp, true);

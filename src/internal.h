@@ -116,6 +116,8 @@ void  prd__slab_set_oom_hook(prd__slab_oom_fn *fn);
  * the one that made the last, with no lock held, `mark` set; while it returns true (work
  * left), called again, without `mark`, by each one that makes another. */
 typedef bool prd__slab_grow_fn(bool mark);
+#define PRD_SLAB_GROW_BYTES  ((uint64_t)4 << 20)   /* growth between two marks: the heap
+                                                        arena's import */
 void  prd__slab_set_grow_hook(prd__slab_grow_fn *fn);
 /* Counts `bytes` of heap growth toward that hook (no lock held). */
 void  prd__slab_grown(size_t bytes);

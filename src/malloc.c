@@ -1200,9 +1200,11 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
         prd__cache_reclaim();
     }
     /* the growth reap's count (slab.c section 6, cache.c section 4): a large block makes no
-     * slab; not from a re-entrant call (section 5), inside the fork section as the frees'
-     * jobs (free_slow) */
-    if (p != NULL && malloc_depth == 0) {
+     * slab; not one of a size the heap's quantum caches serve, whose slabs count as they are
+     * made (a block from their magazines is reuse, not growth); not from a re-entrant call
+     * (section 5), inside the fork section as the frees' jobs (free_slow) */
+    if (p != NULL && malloc_depth == 0 &&
+        (kind == PM_LARGEX || bytes > prd__vmem_qcache_limit(malloc_heap))) {
       prd__fork_section_enter();
       prd__slab_grown(bytes);
       prd__fork_section_leave();

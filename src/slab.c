@@ -264,8 +264,6 @@
 #define PRD_SLAB_PACK_RESERVE 2   /* free slabs a packed cache keeps (section 6) */
 #define PRD_SLAB_BURST_RESERVE 16 /* free slabs a cache with latent slabs always keeps (section 6) */
 #define PRD_SLAB_BURST_HOLD_NS 50000000u   /* ... and how long they must stay past the bound */
-#define PRD_SLAB_GROW_BYTES  ((uint64_t)4 << 20)   /* user slabs made between growth reaps:
-                                                        the heap arena's import (section 6) */
 
 /* ---- the slab layer's own caches ------------------------------------------------------- */
 static prd_cache_t slab_slab_cache;      /* prd_slab_t of large-layout slabs */

@@ -191,6 +191,47 @@ static void test_alternating_classes(void)
   free(v);
 }
 
+/* Two classes in turn whose phases differ in size: the smaller phase's growth reaps the larger
+ * class's whole depot, which it cannot take, so the heap arena purges the rest, and the larger
+ * class faults it back in at its next turn.  Such a class, back before the growth could use
+ * what was reaped, keeps its depot from then on.  Guards the reap at every turn (1000 B and
+ * 4000 B: 6,250 pages faulted a pair of turns), and blocks the heap's quantum caches serve
+ * (20,000 B) counted as growth at every allocation though their magazines served them: the
+ * 4096 B class reaped at every turn (12,000 faults a pair).  Counted over the turns after the
+ * first six, each block's first word written. */
+static long alternate(size_t a, size_t b, size_t n)
+{
+  enum { TURNS = 16 };
+  void **v = malloc(n * sizeof(void *));
+  CHECK(v != NULL);
+  long f0 = 0;
+  for (int t = 0; v != NULL && t < TURNS; t++) {
+    if (t == 6)
+      f0 = minor_faults();
+    size_t size = t % 2 == 0 ? a : b;
+    for (size_t i = 0; i < n; i++) {
+      v[i] = prd_malloc(size);
+      CHECK(v[i] != NULL);
+      if (v[i] != NULL)
+        *(size_t *)v[i] = i;
+    }
+    for (size_t i = 0; i < n; i++)
+      prd_free(v[i]);
+  }
+  free(v);
+  long f = minor_faults() - f0;
+  printf("# page faults over 10 turns of %zu B and %zu B blocks, %zu each: %ld\n", a, b, n, f);
+  return f;
+}
+
+static void test_alternating_unequal(void)
+{
+  if (debugging())
+    return;
+  CHECK(alternate(1000, 4000, 10000) < 5000);
+  CHECK(alternate(4000, 20000, 2000) < 5000);
+}
+
 /* Bytes of free slabs the library's own caches (magazines, slab structures) hold. */
 static size_t internal_free_bytes(void)
 {
@@ -284,6 +325,7 @@ int main(void)
   RUN(test_phase_change);
   RUN(test_phase_change_draining);
   RUN(test_alternating_classes);
+  RUN(test_alternating_unequal);
   RUN(test_phase_change_magazines);
   RUN(test_thread_churn);
   return prd_test_done();
