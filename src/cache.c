@@ -314,7 +314,7 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
   if (buf == NULL)
     return;
   if (prd_unlikely(cp == NULL)) {
-    prd__error("prd_cache_free: NULL cache for buffer %p (ignored)", buf);
+    prd__error("prd_cache_free: NULL cache for buffer %p (not freed)", buf);
     return;
   }
   /* one flag test: buffer debugging (checks of its own, out of line), NOTOUCH (integers, not

@@ -1,5 +1,6 @@
 /* Tests of the slab layer's debugging features (seed 002 §6, src/debug.c): each provokes its
  * error in a child process and checks the report. */
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -389,6 +390,10 @@ static void leak_report_child(void *arg)
   printf("listed %zu\n", n);
   n = prd_leak_report(stdout, 3600);   /* only the unaudited one has no age to filter by */
   printf("old %zu\n", n);
+  /* ages past 2^64 ns: the same (the conversion to nanoseconds listed every buffer) */
+  n = prd_leak_report(stdout, 1e12) + prd_leak_report(stdout, 1e300) +
+      prd_leak_report(stdout, (double)INFINITY);
+  printf("ancient %zu\n", n);
 }
 
 static void test_leak_report(void)
@@ -402,6 +407,7 @@ static void test_leak_report(void)
   CHECK_STR_CONTAINS(out, "age and stack unknown");
   CHECK_STR_CONTAINS(out, "listed 3");
   CHECK_STR_CONTAINS(out, "old 1");
+  CHECK_STR_CONTAINS(out, "ancient 3");
   CHECK_STR_CONTAINS(out, "leak report: 3 buffers allocated for at least 0.000 s");
 }
 
