@@ -52,9 +52,10 @@
  *    thread.c's record of the maintenance thread (maint_lt) after the last writes of the one
  *    that ended; the waker's own path has maint_lock for that.
  *
- * 4. Constants.  MAINT_WAKE_MS 1000: the jobs want about a second's resolution (snapshots
- *    every stats_interval_ms, pre-flush requests between wake-ups), and a wake-up a second
- *    costs nothing; the tick's own period is the option maint_interval (seed 004's 15 s
+ * 4. Constants.  MAINT_WAKE_MS 1000: the jobs want about a second's resolution (pre-flush
+ *    requests between wake-ups), and a wake-up a second costs nothing; the option
+ *    stats_interval_ms, when shorter, sets the period instead (the statistics job writes a
+ *    snapshot at each wake-up once that much time has passed); the tick's own period is the option maint_interval (seed 004's 15 s
  *    update interval, shorter by default).  MAINT_SLOTS 8: a handful of layers register
  *    jobs; registering more fails (-1) rather than allocate.  MAINT_LOOK_MS 10: how often a
  *    magazine miss (prd__maint_poke_miss) asks maint_needed while no thread runs and one
@@ -181,6 +182,9 @@ static void *maint_main(void *arg)
   (void)arg;
   for (;;) {
     long ms = PRD_MIN(prd__opt(maint_interval), MAINT_WAKE_MS);
+    long snap = prd__opt(stats_interval_ms);   /* a shorter snapshot period (section 4) */
+    if (snap > 0 && snap < ms)
+      ms = snap;
     long look = prd__lthread_idle_ms(&maint_lt);   /* quick looks after a poke (thread.c) */
     if (look >= 0 && look < ms)
       ms = look;

@@ -479,6 +479,44 @@ static int child_periodic(void)
   return 0;   /* the at-exit snapshot and table follow */
 }
 
+/* Two threads (the maintenance thread may start) idle for 1.2 s, the periodic writer on. */
+static void *idle_thread(void *arg)
+{
+  (void)arg;
+  usleep(1200000);
+  return NULL;
+}
+
+static int child_short_interval(void)
+{
+  prd_cache_t *c = prd_cache_create("tstat_short", 48, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  prd_cache_free(c, prd_cache_alloc(c, PRD_SLEEP));
+  pthread_t t;
+  if (pthread_create(&t, NULL, idle_thread, NULL) != 0)
+    return 1;
+  pthread_join(t, NULL);
+  return 0;
+}
+
+/* stats_interval_ms under a second is honoured: the maintenance thread woke once a second
+ * whatever it said, so 100 ms wrote two snapshots in 1.2 s, not about twelve. */
+static void test_short_interval(void)
+{
+  char path[512];
+  snprintf(path, sizeof(path), "%s/short.jsonl", tmpdir);
+  struct child_env ce = { path, NULL, "stats_append=1,stats_interval_ms=100", "--short-child" };
+  int st = prd_test_child(exec_self_alarm, &ce, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  static char file[1 << 20];
+  CHECK(read_file(path, file, sizeof(file)) > 0);
+  int lines = 0;
+  for (const char *p = file; (p = strchr(p, '\n')) != NULL; p++)
+    lines++;
+  printf("# snapshots in 1.2 s at 100 ms: %d\n", lines);
+  CHECK(lines >= 6);
+  unlink(path);
+}
+
 static void test_env_triggers(void)
 {
   char path[512], opts[128];
@@ -787,6 +825,8 @@ int main(int argc, char **argv)
   self_exe = "/proc/self/exe";
   if (argc > 1 && strcmp(argv[1], "--periodic-child") == 0)
     return child_periodic();
+  if (argc > 1 && strcmp(argv[1], "--short-child") == 0)
+    return child_short_interval();
   if (argc > 1 && strcmp(argv[1], "--exit-child") == 0)
     return child_exit_during_write();
   if (argc > 1 && strcmp(argv[1], "--big-child") == 0)
@@ -807,6 +847,7 @@ int main(int argc, char **argv)
   RUN(test_write_file);
   RUN(test_write_file_concurrent);
   RUN(test_env_triggers);
+  RUN(test_short_interval);
   RUN(test_fifo_readers);
   RUN(test_not_replaced);
   RUN(test_exit_during_write);
