@@ -1035,8 +1035,10 @@ static size_t leak_report(FILE *fp, double older_than_seconds)
   if (!(older_than_seconds >= 0))
     older_than_seconds = 0;
   fflush(fp);
-  prd__debug_live_t lc = { fileno(fp), prd__now_ns(), (uint64_t)(older_than_seconds * 1e9), 0,
-                           SIZE_MAX, 0 };
+  /* an age past 2^64 ns (585 years, infinity) lists none: the conversion saturates */
+  double ns = older_than_seconds * 1e9;
+  uint64_t min_age = ns < 18446744073709549568.0 ? (uint64_t)ns : UINT64_MAX;
+  prd__debug_live_t lc = { fileno(fp), prd__now_ns(), min_age, 0, SIZE_MAX, 0 };
   cache_foreach(leak_cache, &lc);
   void (*hook)(prd__debug_live_t *) = atomic_load_explicit(&cache_leak_hook,
                                                            memory_order_acquire);

@@ -375,7 +375,7 @@ int prd__debug_defer(prd_cache_t *cp, void *buf)
     if (deferred)
       dbg_buf_report(cp, buf, bcp, "deferred free", "deferred twice (it is deferred already)");
     else
-      prd__debug_bad_free(cp, buf, bcp);
+      prd__debug_bad_free(cp, buf, bcp, true);
     return -1;
   }
   bcp->bc_dstate = PRD_BC_DEFERRED;
@@ -419,7 +419,7 @@ static int debug_free(prd_cache_t *cp, void *buf, uint32_t expect)
       dbg_buf_report(cp, buf, bcp, "free", "it is deferred (given to a deferred free, whose "
                      "grace period has not ended; not freed)");
     else
-      prd__debug_bad_free(cp, buf, bcp);
+      prd__debug_bad_free(cp, buf, bcp, expect == PRD_BC_DEFERRED);
     return -1;
   }
   bcp->bc_dstate = 0;
@@ -471,17 +471,19 @@ void prd__debug_set_locate(prd__debug_locate_fn *fn)
   atomic_store_explicit(&dbg_locate, fn, memory_order_release);
 }
 
-static void dbg_double_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
+static void dbg_double_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp, bool deferral)
 {
-  dline(-1, "cache %s: double free of buffer %p (it is already free)", cp->cache_name, buf);
+  dline(-1, "cache %s: %s of buffer %p (it is already free)", cp->cache_name,
+        deferral ? "deferred free" : "double free", buf);
   report_buffer(cp, buf, bcp);
   prd__report_done();
 }
 
-void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
+void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp, bool deferral)
 {
+  const char *op = deferral ? "deferred free" : "free";
   if (bcp != NULL) {
-    dbg_double_free(cp, buf, bcp);
+    dbg_double_free(cp, buf, bcp, deferral);
     return;
   }
   /* where the pointer lies: cache.c looks in the slabs and the caches (section 8) */
@@ -490,23 +492,23 @@ void prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp)
   prd_bufctl_t *sbcp = NULL;
   char *start = locate != NULL ? locate(cp, buf, &sbcp, owner) : NULL;
   if (start == buf) {   /* a buffer of this cache that is free (no bufctl in the hash) */
-    dbg_double_free(cp, buf, sbcp);
+    dbg_double_free(cp, buf, sbcp, deferral);
     return;
   }
   if (start != NULL) {
-    dline(-1, "cache %s: bad free of %p: not the start of a buffer (offset %#zx into buffer %p)",
-          cp->cache_name, buf, (size_t)((const char *)buf - start), (void *)start);
+    dline(-1, "cache %s: bad %s of %p: not the start of a buffer (offset %#zx into buffer %p)",
+          cp->cache_name, op, buf, (size_t)((const char *)buf - start), (void *)start);
     report_buffer(cp, start, sbcp);
     prd__report_done();
     return;
   }
   if (owner[0] != '\0')
-    dline(-1, "cache %s: bad free of %p: it is a buffer of cache %s, not of this cache",
-          cp->cache_name, buf, owner);
+    dline(-1, "cache %s: bad %s of %p: it is a buffer of cache %s, not of this cache",
+          cp->cache_name, op, buf, owner);
   else
-    dline(-1, "cache %s: bad free of %p: not a buffer of this cache (nor of another: a foreign "
+    dline(-1, "cache %s: bad %s of %p: not a buffer of this cache (nor of another: a foreign "
           "pointer, or a buffer freed already whose slab has been given back)",
-          cp->cache_name, buf);
+          cp->cache_name, op, buf);
   prd__report_done();
 }
 

@@ -995,7 +995,7 @@ static PRD_NOINLINE PRD_COLD void defer_not_owned(prd_cache_t *cp, void *buf)
 static PRD_NOINLINE PRD_COLD void defer_no_cache(void *buf)
 {
   if (buf != NULL)
-    prd__error("prd_cache_free_deferred: NULL cache for buffer %p (ignored)", buf);
+    prd__error("prd_cache_free_deferred: NULL cache for buffer %p (not deferred)", buf);
 }
 
 /* A debugging, NOTOUCH or call_rcu cache: the same checks, each where its cache has it, then

@@ -251,8 +251,9 @@ int   prd__debug_free(prd_cache_t *cp, void *buf);
  * the free proper after the grace period. */
 int   prd__debug_defer(prd_cache_t *cp, void *buf);
 int   prd__debug_free_deferred(prd_cache_t *cp, void *buf);
-/* Reports a bad free of buf (bcp: its bufctl when found) and calls prd__report_done. */
-void  prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp);
+/* Reports a bad free of buf (bcp: its bufctl when found), named a deferred free when
+ * `deferral`, and calls prd__report_done. */
+void  prd__debug_bad_free(prd_cache_t *cp, const void *buf, prd_bufctl_t *bcp, bool deferral);
 /* True when buf (a buffer start of cp) is allocated to the user by cp's records. */
 bool  prd__debug_allocated(prd_cache_t *cp, const void *buf);
 /* The stray-pointer hook (cache.c sets it): for a bad free of addr, not the start of any

@@ -1101,7 +1101,7 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
         else if (waits)
           slab_free_deferred(cp, buf);
         else
-          prd__debug_bad_free(cp, buf, bcp);
+          prd__debug_bad_free(cp, buf, bcp, false);
         pthread_mutex_lock(cp->cache_lock);
         continue;
       }
@@ -1111,7 +1111,7 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
       sp = prd__slab_small(cp, buf);
       if (prd_unlikely(sp->slab_cache != cp)) {
         pthread_mutex_unlock(cp->cache_lock);
-        prd__debug_bad_free(cp, buf, NULL);
+        prd__debug_bad_free(cp, buf, NULL, false);
         pthread_mutex_lock(cp->cache_lock);
         continue;
       }

@@ -1176,13 +1176,18 @@ static void destroy_child(void *arg)
   prd_option_set("abort_on_error", "0");
   /* inside a read-side section, so that the first deferral's grace period cannot end (and
    * its buffer be merged back free) before the second: a preemption between the two calls
-   * would otherwise turn "deferred twice" into "double free" */
+   * would otherwise turn "deferred twice" into "it is already free" */
   prd_rcu_read_lock();
   prd_cache_free_deferred(cp, p);
   prd_cache_free_deferred(cp, p);   /* twice: reported at the call */
   prd_cache_free_deferred(NULL, p);
+  prd_cache_free(NULL, p);   /* a bad free: reported, abort_on_error decides */
   prd_rcu_read_unlock();
   prd_rcu_barrier();
+  /* a deferral of a freed buffer is named so, not a double free */
+  void *q = prd_cache_alloc(cp, 0);
+  prd_cache_free(cp, q);
+  prd_cache_free_deferred(cp, q);
   prd_cache_destroy(cp);
   exit(prd__error_count() >= 2 ? 0 : 1);
 }
@@ -1395,7 +1400,12 @@ static void test_bad_input(void)
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(buf, "cache dd: deferred free of buffer");
   CHECK_STR_CONTAINS(buf, "deferred twice (it is deferred already)");
-  CHECK_STR_CONTAINS(buf, "NULL cache");
+  CHECK_STR_CONTAINS(buf, "prd_cache_free_deferred: NULL cache for buffer");
+  CHECK_STR_CONTAINS(buf, "(it is already free)");
+  CHECK(strstr(buf, "double free") == NULL);
+  CHECK_STR_CONTAINS(buf, "(not deferred)");
+  CHECK_STR_CONTAINS(buf, "prd_cache_free: NULL cache for buffer");
+  CHECK_STR_CONTAINS(buf, "(not freed)");
   prd_cache_free_deferred(NULL, NULL);   /* NULL buffer: nothing */
 }
 
