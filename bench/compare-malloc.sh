@@ -12,13 +12,16 @@
 #     --json    one JSON line per workload and allocator, then per workload, then the summary
 #               {"bench":"malloc","summary":true,"geomean_time_vs_best":T,
 #                "geomean_rss_vs_best":R,"deferred_time_vs_best":D,"threads_time_vs_best":H,
-#                "bigloop_time_vs_best":B,"bigmix_time_vs_best":X,...}
+#                "bigloop_time_vs_best":B,"bigmix_time_vs_best":X,
+#                "alternate_time_vs_best":L,...}
 #   T and R: geometric means over random, larson, prodcons, realloc; D: the deferred workload
 #   (prd_call_rcu(free) for every allocator; prd_free_deferred for ours once it exists);
 #   H: the threads workload (thread churn: short-lived threads that allocate a little);
 #   B: the bigloop workload (blocks of 5 - 25 MiB), apart because it measures the big-block
 #   path alone; X: the bigmix workload (threads churning blocks of up to 300,000 B among small
-#   ones), apart because it measures the heap arena's bound on free pages.
+#   ones), apart because it measures the heap arena's bound on free pages; L: the alternate
+#   workload (two sizes taking turns), apart because it measures what a class keeps between
+#   its turns.
 #   Allocators whose library is absent are skipped and named on stderr.  On a terminal,
 #   stderr shows progress (bench/common.sh), except with --json.
 set -eu
@@ -36,7 +39,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 peers compare-malloc "$build" jemalloc mimalloc tcmalloc
-workloads="random larson prodcons realloc deferred threads bigloop bigmix"
+workloads="random larson prodcons realloc deferred threads bigloop bigmix alternate"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 nalloc=$(echo $names | wc -w)
@@ -73,7 +76,7 @@ END {
   if (!json) {
     printf "%-10s", "seconds"; for (j = 1; j <= na; j++) printf " %10s", A[j]; printf " %9s %9s\n", "vs best", "rss best"
   }
-  lt = 0; lr = 0; lj = 0; nt = 0; D = 0; H = 0; B = 0; X = 0
+  lt = 0; lr = 0; lj = 0; nt = 0; D = 0; H = 0; B = 0; X = 0; L = 0
   for (i = 1; i <= nw; i++) {
     bt = -1; br = -1; bn = ""
     for (j = 1; j < na; j++) {
@@ -88,6 +91,7 @@ END {
     else if (W[i] == "threads") H = rt
     else if (W[i] == "bigloop") B = rt
     else if (W[i] == "bigmix") X = rt
+    else if (W[i] == "alternate") L = rt
     else { lt += log(rt); lr += log(rr); if (rj > 0) lj += log(rj); nt++ }
     if (json) printf "{\"bench\":\"malloc\",\"workload\":\"%s\",\"time_vs_best\":%.3f,\"best\":\"%s\",\"rss_vs_best\":%.3f,\"rss_vs_jemalloc\":%.3f}\n", W[i], rt, bn, rr, rj
     else {
@@ -99,6 +103,6 @@ END {
     for (i = 1; i <= nw; i++) { printf "%-10s", W[i]; for (j = 1; j <= na; j++) printf " %10d", R[W[i], A[j]]; printf "\n" }
   }
   gt = exp(lt / nt); gr = exp(lr / nt); gj = exp(lj / nt)
-  if (json) printf "{\"bench\":\"malloc\",\"summary\":true,\"geomean_time_vs_best\":%.3f,\"geomean_rss_vs_best\":%.3f,\"deferred_time_vs_best\":%.3f,\"threads_time_vs_best\":%.3f,\"bigloop_time_vs_best\":%.3f,\"bigmix_time_vs_best\":%.3f,\"geomean_rss_vs_jemalloc\":%.3f,\"allocators\":\"%s\"}\n", gt, gr, D, H, B, X, gj, names
-  else printf "prudence over the best of the others: time geomean %.3f, peak RSS geomean %.3f (vs jemalloc %.3f), deferred time %.3f, threads time %.3f, bigloop time %.3f, bigmix time %.3f\n", gt, gr, gj, D, H, B, X
+  if (json) printf "{\"bench\":\"malloc\",\"summary\":true,\"geomean_time_vs_best\":%.3f,\"geomean_rss_vs_best\":%.3f,\"deferred_time_vs_best\":%.3f,\"threads_time_vs_best\":%.3f,\"bigloop_time_vs_best\":%.3f,\"bigmix_time_vs_best\":%.3f,\"alternate_time_vs_best\":%.3f,\"geomean_rss_vs_jemalloc\":%.3f,\"allocators\":\"%s\"}\n", gt, gr, D, H, B, X, L, gj, names
+  else printf "prudence over the best of the others: time geomean %.3f, peak RSS geomean %.3f (vs jemalloc %.3f), deferred time %.3f, threads time %.3f, bigloop time %.3f, bigmix time %.3f, alternate time %.3f\n", gt, gr, gj, D, H, B, X, L
 }' "$tmp"

@@ -1,4 +1,4 @@
-/* prd-bench malloc: the malloc family (src/malloc.c) under eight workloads.
+/* prd-bench malloc: the malloc family (src/malloc.c) under nine workloads.
  *
  *   random    one thread, random sizes 8 B - 1 KiB: a window of live blocks, each step frees
  *             a random one and allocates a new one in its place (and writes it)
@@ -22,6 +22,11 @@
  *             and allocates another in its place, one in eight of up to 300,000 B and the
  *             rest of up to 2 KiB, writing its first 512 bytes (a server's buffers: big
  *             blocks freed and allocated faster than any fixed bound on free pages allows)
+ *   alternate one thread, turns of two sizes: 10,000 blocks of 1000 B allocated (each written at
+ *             both ends) and freed, then 10,000 of 4000 B, and again; then the same with 2,000
+ *             blocks of 4000 B and 20,000 B (a program whose phases take turns, each size's
+ *             memory freed whole before the other's grows: kept per class, or purged and
+ *             faulted back in at every turn)
  *
  * Two ways to run it:
  *   prd-bench malloc [--json] [--smoke] [--rounds N]
@@ -465,6 +470,34 @@ static double w_bigmix(const alloc_t *a)
   return (double)(bench_now_ns() - t0) / 1e9;
 }
 
+/* ---- two sizes taking turns ------------------------------------------------------------------ */
+static void alternate_turns(const alloc_t *a, size_t s0, size_t s1, long n, long turns)
+{
+  char **v = a->a_malloc((size_t)n * sizeof(char *));
+  for (long t = 0; t < turns; t++) {
+    size_t sz = t % 2 == 0 ? s0 : s1;
+    for (long i = 0; i < n; i++) {
+      v[i] = a->a_malloc(sz);
+      v[i][0] = (char)i;
+      v[i][sz - 1] = (char)t;
+    }
+    for (long i = 0; i < n; i++) {
+      bench_sink += (uintptr_t)v[i][0];
+      a->a_free(v[i]);
+    }
+  }
+  a->a_free(v);
+}
+
+static double w_alternate(const alloc_t *a)
+{
+  long turns = scaled(200);
+  uint64_t t0 = bench_now_ns();
+  alternate_turns(a, 1000, 4000, 10000, turns);
+  alternate_turns(a, 4000, 20000, 2000, turns);
+  return (double)(bench_now_ns() - t0) / 1e9;
+}
+
 /* ---- driver ---------------------------------------------------------------------------------- */
 static const struct workload {
   const char *wl_name;
@@ -478,6 +511,7 @@ static const struct workload {
   { "threads", w_threads },
   { "bigloop", w_bigloop },
   { "bigmix", w_bigmix },
+  { "alternate", w_alternate },
 };
 
 static const struct workload *find_workload(const char *name)
