@@ -111,9 +111,10 @@
  *    from its depot since it last allocated (cache_grow_first, cache_grow_given: the marks
  *    since its first such reap, the bytes given) alternates with the others: most of what it
  *    gave served no growth, the heap arena purged it, and the class faults it back in.  Its
- *    depot is its working set then (cache_grow_keep): growth reaps pass it by until a decay
- *    pass finds it idle.  The rule's cost: classes that take turns keep their working sets
- *    side by side instead of one after the other, for as long as they take turns.
+ *    depot is its working set then (cache_grow_kept): growth reaps pass it by until a decay
+ *    pass finds it idle, or the caches grew by twice what it came back for since it last
+ *    allocated (grow_kept).  The rule's cost: classes that take turns keep their working
+ *    sets side by side instead of one after the other, for as long as they take turns.
  *    The reap runs inside prd__vmem_heap_reuse(true/false): the heap arena keeps what it
  *    frees dirty for that class and purges it as later allocations go (vmem.c section 16).
  *    The internal caches (last on the list) then give back all their free slabs: the
@@ -638,13 +639,26 @@ static uint64_t cache_grow_marks;
  * depot back since it last allocated, and the caches grew by less than half of that meanwhile,
  * most of it cannot have served their growth: the heap arena purged it, and cp faults it back
  * in now.  A class that comes back that soon alternates with the others, and its depot is its
- * working set: the growth reap leaves it to the decay pass from now on (section 4). */
+ * working set: growth reaps leave it alone from now on (section 4). */
 static void grow_came_back(prd_cache_t *cp)
 {
   if (cp->cache_grow_given != 0 &&
       (cache_grow_marks - cp->cache_grow_first) * PRD_SLAB_GROW_BYTES < cp->cache_grow_given / 2)
-    cp->cache_grow_keep = true;
+    cp->cache_grow_kept = cp->cache_grow_given;
   cp->cache_grow_given = 0;
+  cp->cache_grow_used = cache_grow_marks;
+}
+
+/* Whether growth reaps leave cp's depot alone (cache_reap_lock held): its class alternates
+ * with others, unless the caches have grown by twice what it came back for since it last
+ * allocated (its turns are over, and the growth needs its memory; with decay off no pass
+ * would ever say so). */
+static bool grow_kept(prd_cache_t *cp)
+{
+  if (cp->cache_grow_kept != 0 && (cache_grow_marks - cp->cache_grow_used) *
+                                      PRD_SLAB_GROW_BYTES >= 2 * cp->cache_grow_kept)
+    cp->cache_grow_kept = 0;
+  return cp->cache_grow_kept != 0;
 }
 
 /* Reaps every cache (cache_reap_lock held): user caches first, then the internal caches,
@@ -794,7 +808,7 @@ static void cache_decay(void *arg)
     bool idle = depot_idle(cp, &cp->cache_decay_depot);
     prd__mag_depot_decay(cp, idle);
     if (idle)
-      cp->cache_grow_keep = false;   /* its alternation is over: growth reaps may take it */
+      cp->cache_grow_kept = 0;   /* its alternation is over: growth reaps may take it */
     cache_reap_slabs(cp, false);
   }
   pthread_mutex_unlock(&cache_reap_lock);
@@ -859,7 +873,7 @@ static bool cache_grow_reap(bool mark)
       bool draining = depot_draining(cp, &cp->cache_grow_depot);
       if (!draining)
         grow_came_back(cp);
-      cp->cache_grow_left = (draining || idle) && !cp->cache_grow_keep;
+      cp->cache_grow_left = (draining || idle) && !grow_kept(cp);
     } else if (cp->cache_grow_left && !depot_draining(cp, &cp->cache_grow_depot))
       cp->cache_grow_left = false;   /* in use again: its magazines are its working set */
     if (!cp->cache_grow_left)

@@ -469,11 +469,13 @@ struct prd_cache {
                                     growth reap */
   uint64_t cache_grow_moves;     /* its magazine moves then (depot_idle) */
   bool cache_grow_left;          /* that reap has more of its depot to empty (cache_reap_lock) */
-  bool cache_grow_keep;          /* its class came back before the growth could take what those
-                                    reaps gave: they leave its depot to decay (cache.c 4) */
   uint64_t cache_grow_first;     /* the mark of the first of those reaps since it last
                                     allocated ... */
   uint64_t cache_grow_given;     /* ... and the bytes they gave back since */
+  uint64_t cache_grow_used;      /* the last mark at which it had allocated */
+  uint64_t cache_grow_kept;      /* not 0: its class came back before the growth could take
+                                    the bytes those reaps gave (this many): they leave its
+                                    depot alone (cache.c section 4) */
 };
 
 /* One cache as the statistics printers see it (copied, then printed with no lock held). */

@@ -224,6 +224,34 @@ static long alternate(size_t a, size_t b, size_t n)
   return f;
 }
 
+/* A class kept for its turns whose turns end: with decay off no pass ends the keep, so the
+ * growth of other classes does, once it reaches twice what the class came back for.  Guards
+ * a keep that only a decay pass ended: with decay_ms=0 a class that once alternated kept its
+ * depot through any growth.  (Classes no test before uses: a class whose depot another test
+ * left full takes its turns there, and nothing grows.) */
+static void test_alternation_over(void)
+{
+  if (debugging())
+    return;
+  char decay[32];
+  snprintf(decay, sizeof(decay), "%ld", prd_option_get("decay_ms"));
+  CHECK_EQ(prd_option_set("decay_ms", "0"), 0);
+  (void)alternate(1500, 6000, 4000);   /* the 6 KiB class kept, its 24 MB in its depot */
+  prd_cache_t *cp = prd__malloc_class_cache(6000);
+  prd_cache_stats_t st = stats_of(cp);
+  uint64_t kept = st.depot_rounds * st.chunk_size;
+  size_t n;
+  void **v = fill(3000, 64 * MIB, &n);   /* 16 marks: more than twice what it came back for */
+  st = stats_of(cp);
+  uint64_t after = st.depot_rounds * st.chunk_size;
+  printf("# 6 KiB class's depot: %llu KiB kept, %llu KiB after 64 MiB of another class\n",
+         (unsigned long long)(kept >> 10), (unsigned long long)(after >> 10));
+  CHECK(kept >= 16 * MIB);
+  CHECK(after <= 4 * MIB);
+  drop(v, n);
+  CHECK_EQ(prd_option_set("decay_ms", decay), 0);
+}
+
 static void test_alternating_unequal(void)
 {
   if (debugging())
@@ -325,6 +353,7 @@ int main(void)
   RUN(test_phase_change);
   RUN(test_phase_change_draining);
   RUN(test_alternating_classes);
+  RUN(test_alternation_over);
   RUN(test_alternating_unequal);
   RUN(test_phase_change_magazines);
   RUN(test_thread_churn);
