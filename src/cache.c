@@ -767,9 +767,13 @@ static size_t reap_and_decommit(bool all)
   cache_in_reclaim = true;
   pthread_mutex_lock(&cache_reap_lock);
   reap_all_locked(all);
+  /* the free ranges the heap's quantum caches keep in their slabs, every one (slab.c 6) */
+  size_t purged = 0;
+  for (prd_cache_t *cp = cache_first(); cp != NULL; cp = cp->cache_next)
+    purged += prd__slab_purge(cp, true);
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = nested;
-  size_t released = prd__vmem_heap_decay(true);
+  size_t released = purged + prd__vmem_heap_decay(true);
   if (counted && prd_vmem_stats(heap, &after) == 0 && after.bytes_imported < before.bytes_imported)
     released += before.bytes_imported - after.bytes_imported;
   errno = saved;
@@ -810,6 +814,7 @@ static void cache_decay(void *arg)
     if (idle)
       cp->cache_grow_kept = 0;   /* its alternation is over: growth reaps may take it */
     cache_reap_slabs(cp, false);
+    (void)prd__slab_purge(cp, false);   /* the heap's quantum caches' free ranges (slab.c 6) */
   }
   pthread_mutex_unlock(&cache_reap_lock);
   cache_in_reclaim = nested;

@@ -123,6 +123,9 @@ void  prd__slab_set_grow_hook(prd__slab_grow_fn *fn);
 void  prd__slab_grown(size_t bytes);
 /* Returns the free slabs outside the working set (all: every free slab) to the source. */
 void  prd__slab_reap(prd_cache_t *cp, bool all);
+/* A NOTOUCH cache over the heap arena: decommits the free buffers free since the last call
+ * (all: every free one) (slab.c section 6); the bytes it tried (a refusal keeps them). */
+size_t prd__slab_purge(prd_cache_t *cp, bool all);
 /* Large layout: the bufctl of a buffer (allocated or free), or NULL.  cache_lock held.
  * Inline, as a read of the slab layer's table: debug.c, below it, looks buffers up too. */
 static inline size_t prd__slab_hash_index(const prd_cache_t *cp, const void *buf)

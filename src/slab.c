@@ -155,6 +155,22 @@
  *    sets (cache.c section 4: the flags' policy, Prudence's wait, reclaim of every cache),
  *    whether to try again; the slab layer's own caches fail at once.  The slab layer always
  *    asks vmem with PRD_VM_NOSLEEP: waiting is decided above it.
+ *    Free buffers that are memory.  A NOTOUCH cache over the heap arena (the arena's quantum
+ *    caches: malloc's blocks of 5-8 pages) hands out ranges of the heap as integers, and its
+ *    partial slabs hold free ranges whose pages stay resident: a server whose blocks of
+ *    20 KB die at random keeps a few live in most slabs of eight, and the slabs, never wholly
+ *    free, never reach the heap arena's decay.  So the decay pass purges them too
+ *    (prd__slab_purge, cache.c section 4): a free buffer found free at one pass (AGED) is
+ *    decommitted at the next (CLEAN), as the heap arena does with its free segments; a reap
+ *    of everything (prd_reap, malloc_trim) decommits every free one.  A free clears the
+ *    marks; an allocation needs none of them (the range reads back as zeroes, which the
+ *    heap's users accept: vmem.c section 16).  The decommits run under cache_lock, which
+ *    keeps allocations off the range, PRD_SLAB_PURGE_BATCH a hold: one walk marks the chosen
+ *    buffers (PURGE), a second lists their addresses (in pages of its own, os.c), and each
+ *    hold decommits the next batch of the list, finding each through the hash; so an
+ *    allocation waits for at most one batch, one that takes a marked buffer between two
+ *    holds clears its mark, and a slab destroyed meanwhile takes its bufctls out of the
+ *    hash.
  *
  * 7. Debugging (002 §6) lives in debug.c, below this layer: the slab layer calls it when a
  *    slab of a debugging cache is made and destroyed (patterns, redzone tags, guard pages),
@@ -262,6 +278,8 @@
 #define PRD_SLAB_PACK_MAX_BIG ((size_t)128 << 10)  /* ... 128 KiB for chunks above 4 KiB */
 #define PRD_SLAB_PACK_BIG    4096 /* chunks above it may take 128 KiB: 5120 B, 6144 B need it */
 #define PRD_SLAB_PACK_RESERVE 2   /* free slabs a packed cache keeps (section 6) */
+#define PRD_SLAB_PURGE_BATCH 16   /* decommits of free buffers under one hold of cache_lock
+                                     (section 6): vmem.c's VMEM_DECOMMIT_BATCH */
 #define PRD_SLAB_BURST_RESERVE 16 /* free slabs a cache with latent slabs always keeps (section 6) */
 #define PRD_SLAB_BURST_HOLD_NS 50000000u   /* ... and how long they must stay past the bound */
 
@@ -731,6 +749,81 @@ void prd__slab_reap(prd_cache_t *cp, bool all)
   slab_destroy_chain(cp, chain);
 }
 
+/* One walk of cp's slabs with free buffers (cache_lock held): every free buffer of the large
+ * layout.  Without `addrs`, the aged ones not clean (every one not clean when `all`) are
+ * marked PURGE and counted, the others aged; with it, the addresses of at most n marked ones
+ * go there, and their number is returned. */
+static size_t purge_walk(prd_cache_t *cp, bool all, uintptr_t *addrs, size_t n)
+{
+  size_t k = 0;
+  uintptr_t pmask = prd__os_page_size() - 1;
+  for (int b = -1; b < PRD_SLAB_BUCKETS; b++) {
+    prd_slab_link_t *head = b < 0 ? &cp->cache_free : &cp->cache_partial[b];
+    for (prd_slab_link_t *l = head->sl_next; l != head; l = l->sl_next) {
+      for (prd_bufctl_t *bcp = prd__slab_of_link(l)->slab_head; bcp != NULL;
+           bcp = bcp->bc_next) {
+        uint32_t f = bcp->bc_flags;
+        if (addrs != NULL) {
+          if (f & PRD_BC_PURGE) {
+            addrs[k++] = (uintptr_t)bcp->bc_addr;
+            if (k == n)
+              return k;
+          }
+        } else if (!(f & PRD_BC_CLEAN) && ((uintptr_t)bcp->bc_addr & pmask) == 0) {
+          if ((f & PRD_BC_AGED) || all) {
+            bcp->bc_flags = f | PRD_BC_PURGE;
+            k++;
+          } else {
+            bcp->bc_flags = f | PRD_BC_AGED;
+          }
+        }
+      }
+    }
+  }
+  return k;
+}
+
+size_t prd__slab_purge(prd_cache_t *cp, bool all)
+{
+  size_t page = prd__os_page_size();
+  if (!(cp->cache_flags & PRD_CACHE_NOTOUCH) || cp->cache_source != prd_heap_arena() ||
+      cp->cache_chunksize % page != 0)
+    return 0;
+  pthread_mutex_lock(cp->cache_lock);
+  size_t n = purge_walk(cp, all, NULL, 0);
+  pthread_mutex_unlock(cp->cache_lock);
+  if (n == 0)
+    return 0;
+  /* the chosen ones' addresses, so that each hold finds its batch through the hash instead
+   * of walking the lists again (a slab may go, and its bufctls with it, between two holds);
+   * no room for the list: the marks stay, and the next pass tries again */
+  size_t bytes = PRD_P2ROUNDUP(n * sizeof(uintptr_t), page);
+  uintptr_t *addrs = prd__os_map(bytes);
+  if (addrs == NULL)
+    return 0;
+  pthread_mutex_lock(cp->cache_lock);
+  n = purge_walk(cp, all, addrs, n);
+  pthread_mutex_unlock(cp->cache_lock);
+  size_t done = 0;
+  for (size_t i = 0; i < n; i += PRD_SLAB_PURGE_BATCH) {
+    pthread_mutex_lock(cp->cache_lock);
+    for (size_t j = i; j < n && j < i + PRD_SLAB_PURGE_BATCH; j++) {
+      /* allocated since (its marks cleared), or its slab gone (no bufctl, or another's) */
+      prd_bufctl_t *bcp = prd__slab_hash_find(cp, (void *)addrs[j]);
+      if (bcp == NULL || !(bcp->bc_flags & PRD_BC_PURGE))
+        continue;
+      /* a refusal (EPERM from a seccomp filter) leaves it resident: not marked clean, tried
+       * again at the next pass, as the heap arena does */
+      bool ok = prd__os_decommit(bcp->bc_addr, cp->cache_chunksize) == 0;
+      bcp->bc_flags = (bcp->bc_flags & ~PRD_BC_PURGE) | (ok ? PRD_BC_CLEAN : 0);
+      done += ok;
+    }
+    pthread_mutex_unlock(cp->cache_lock);
+  }
+  prd__os_unmap(addrs, bytes);
+  return done * cp->cache_chunksize;
+}
+
 void prd__slab_set_oom_hook(prd__slab_oom_fn *fn)
 {
   atomic_store_explicit(&slab_oom_hook, fn, memory_order_release);
@@ -927,7 +1020,7 @@ size_t prd__slab_alloc_own(prd_cache_t *cp, void **out, size_t want, int flags,
       sp->slab_refcnt++;
       void *buf;
       if (cp->cache_flags & PRD_CF_HASH) {
-        bcp->bc_flags |= PRD_BC_ALLOC;
+        bcp->bc_flags = (bcp->bc_flags & ~PRD_BC_PURGED) | PRD_BC_ALLOC;
         buf = bcp->bc_addr;
       } else {
         buf = (char *)bcp - cp->cache_link_off;

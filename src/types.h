@@ -155,6 +155,10 @@ typedef struct prd_bufctl {
 } prd_bufctl_t;
 #define PRD_BC_ALLOC 0x1         /* handed out by the slab layer */
 #define PRD_BC_DEFERRED 0x2      /* in its slab's latent slab (defer.c), still allocated */
+#define PRD_BC_AGED 0x4          /* free since the last purge pass (slab.c section 6) */
+#define PRD_BC_PURGE 0x8         /* chosen by this purge pass, not decommitted yet */
+#define PRD_BC_CLEAN 0x10        /* free and decommitted by a purge pass */
+#define PRD_BC_PURGED (PRD_BC_AGED | PRD_BC_PURGE | PRD_BC_CLEAN)   /* what a free clears */
 
 /* One transaction on a buffer (auditing, seed 002 6.1). */
 typedef struct prd_audit_tx {

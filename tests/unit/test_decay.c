@@ -23,6 +23,9 @@
  *   decay_off     decay_ms=0: nothing is given back without a reap
  *   reuse         a phase of 640-byte blocks, freed, then a phase of 3-KiB blocks: with decay
  *                 the second phase reuses the first one's pages (no new RSS)
+ *   sparse        blocks of 20,000 B (the heap's quantum caches, slabs of eight), seven of
+ *                 every eight freed: the free ones, in slabs never wholly free, are
+ *                 decommitted by the decay passes, and by malloc_trim at once (slab.c section 6)
  *
  * Each case but reuse turns off the bound on dirty free heap pages (vmem.c section 16, option
  * heap_dirty_pct), which would otherwise decommit most of what is freed at once and leave
@@ -36,6 +39,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "prd_test.h"
@@ -358,6 +362,59 @@ static int case_reuse(void)
   return peak1 >= base + TOTAL / 2 && peak2 <= peak1 + SLACK ? 0 : 1;
 }
 
+/* Pages of the blocks v[i] (i % 8 != 0, `size` bytes each) that are resident. */
+static size_t resident_freed(void **v, size_t n, size_t size)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (size + page - 1) / page, in = 0;
+  unsigned char vec[64];
+  for (size_t i = 0; i < n; i++) {
+    if (i % 8 == 0 || ((uintptr_t)v[i] & (page - 1)) != 0 || pages > sizeof(vec))
+      continue;
+    if (mincore(v[i], pages * page, vec) != 0)
+      continue;
+    for (size_t k = 0; k < pages; k++)
+      in += vec[k] & 1;
+  }
+  return in;
+}
+
+static int case_sparse(void)
+{
+  enum { SIZE = 20000, N = 2048 };   /* 40 MB: 256 slabs of eight */
+  if (prd_option_set("decay_ms", "200") != 0 || prd_option_set("maint_interval", "100") != 0)
+    return 2;
+  size_t rounds[2];
+  for (int r = 0; r < 2; r++) {
+    for (size_t i = 0; i < N; i++) {
+      blocks[i] = prd_malloc(SIZE);
+      if (blocks[i] == NULL)
+        return 3;
+      memset(blocks[i], 1, SIZE);
+    }
+    for (size_t i = 0; i < N; i++)
+      if (i % 8 != 0)
+        prd_free(blocks[i]);
+    size_t before = resident_freed(blocks, N, SIZE);
+    if (r == 0) {
+      (void)prd__cache_trim();
+    } else {
+      for (int k = 0; k < 20 && resident_freed(blocks, N, SIZE) > before / 8; k++) {
+        usleep(100000);
+        prd__maint_tick();
+      }
+    }
+    rounds[r] = resident_freed(blocks, N, SIZE);
+    printf("# sparse, %s: %zu of the freed blocks' pages resident, %zu after\n",
+           r == 0 ? "malloc_trim" : "decay", before, rounds[r]);
+    fflush(stdout);
+    if (before < N * 4)
+      return 4;   /* what was freed was resident: the test means something */
+    for (size_t i = 0; i < N; i += 8)
+      prd_free(blocks[i]);
+  }
+  return rounds[0] <= N / 2 && rounds[1] <= N / 2 ? 0 : 1;
+}
+
 static void test_trim(void) { CHECK_EQ(prd_test_bounded(case_trim, "trim", 60), 0); }
 static void test_reap(void) { CHECK_EQ(prd_test_bounded(case_reap, "reap", 60), 0); }
 static void test_decay_thread(void)
@@ -376,6 +433,7 @@ static void test_decay_alone_big(void)
 static void test_single(void) { CHECK_EQ(prd_test_bounded(case_single, "single", 60), 0); }
 static void test_decay_off(void) { CHECK_EQ(prd_test_bounded(case_decay_off, "decay_off", 60), 0); }
 static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
+static void test_sparse(void) { CHECK_EQ(prd_test_bounded(case_sparse, "sparse", 60), 0); }
 
 int main(void)
 {
@@ -388,5 +446,6 @@ int main(void)
   RUN(test_single);
   RUN(test_decay_off);
   RUN(test_reuse);
+  RUN(test_sparse);
   return prd_test_done();
 }
