@@ -162,9 +162,9 @@
  *    free, never reach the heap arena's decay.  So the decay pass purges them too
  *    (prd__slab_purge, cache.c section 4): a free buffer found free at one pass (AGED) is
  *    decommitted at the next (CLEAN), as the heap arena does with its free segments; a reap
- *    of everything (prd_reap, malloc_trim) decommits every free one.  A free clears the
- *    marks; an allocation needs none of them (the range reads back as zeroes, which the
- *    heap's users accept: vmem.c section 16).  The decommits run under cache_lock, which
+ *    of everything (prd_reap, malloc_trim) decommits every free one.  The allocation that
+ *    hands a buffer out clears its marks, and a freed buffer starts without them; the range
+ *    of a clean one reads back as zeroes, which the heap's users accept (vmem.c section 16).  The decommits run under cache_lock, which
  *    keeps allocations off the range, PRD_SLAB_PURGE_BATCH a hold: one walk marks the chosen
  *    buffers (PURGE), a second lists their addresses (in pages of its own, os.c), and each
  *    hold decommits the next batch of the list, finding each through the hash; so an

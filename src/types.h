@@ -158,7 +158,7 @@ typedef struct prd_bufctl {
 #define PRD_BC_AGED 0x4          /* free since the last purge pass (slab.c section 6) */
 #define PRD_BC_PURGE 0x8         /* chosen by this purge pass, not decommitted yet */
 #define PRD_BC_CLEAN 0x10        /* free and decommitted by a purge pass */
-#define PRD_BC_PURGED (PRD_BC_AGED | PRD_BC_PURGE | PRD_BC_CLEAN)   /* what a free clears */
+#define PRD_BC_PURGED (PRD_BC_AGED | PRD_BC_PURGE | PRD_BC_CLEAN)   /* an allocation clears */
 
 /* One transaction on a buffer (auditing, seed 002 6.1). */
 typedef struct prd_audit_tx {
