@@ -263,6 +263,7 @@
 #include "hash.h"
 #include "internal.h"
 #include "pagemap.h"
+#include "race.h"
 #include "slab.h"
 
 #define PRD_SLAB_MIN_ALIGN   8    /* the freelist word is a pointer */
@@ -801,11 +802,13 @@ size_t prd__slab_purge(prd_cache_t *cp, bool all)
   uintptr_t *addrs = prd__os_map(bytes);
   if (addrs == NULL)
     return 0;
+  PRD_RACE();   /* race widening (race.h): allocations between the holds */
   pthread_mutex_lock(cp->cache_lock);
   n = purge_walk(cp, all, addrs, n);
   pthread_mutex_unlock(cp->cache_lock);
   size_t done = 0;
   for (size_t i = 0; i < n; i += PRD_SLAB_PURGE_BATCH) {
+    PRD_RACE();
     pthread_mutex_lock(cp->cache_lock);
     for (size_t j = i; j < n && j < i + PRD_SLAB_PURGE_BATCH; j++) {
       /* allocated since (its marks cleared), or its slab gone (no bufctl, or another's) */
