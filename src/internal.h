@@ -421,6 +421,9 @@ int   prd__lthread_start(struct prd__lthread *lt);
 /* The same from a caller that holds `held` (its thread's lock, with its start claimed under
  * it): held is dropped around pthread_create and taken again (thread.c section 2). */
 int   prd__lthread_start_unlocked(struct prd__lthread *lt, pthread_mutex_t *held);
+/* Marks the calling thread as inside glibc's thread bookkeeping (on) or out of it (off),
+ * nested: no library thread starts while it is (thread.c section 2). */
+void  prd__lthread_nostart(bool on);
 /* False within PRD_LTHREAD_RETRY_NS of lt's last failed start: a need that comes with every
  * call tries again then, not at each call (thread.c section 2). */
 bool  prd__lthread_may_try(const struct prd__lthread *lt);

@@ -1525,6 +1525,9 @@ static void mag_thread_exit(void *arg)
 {
   prd_tcache_t *tc = arg;
   mag_exiting = true;
+  /* glibc frees what it keeps of dead threads' stacks later in this exit, with its
+   * stack-cache lock held: no library thread starts from here on (thread.c section 2) */
+  prd__lthread_nostart(true);
   prd__mag_tls.mt_lim = 0;
   prd__mag_tls.mt_cc = NULL;
   prd__mag_tls.mt_tc = &mag_tc_none;

@@ -32,6 +32,15 @@
  *    The library is built with the initial-exec TLS model (CMakeLists.txt), so no thread-local
  *    access inside the allocator can call __tls_get_addr, which may itself call malloc.
  *
+ * 5. glibc's thread bookkeeping.  pthread_join, its try/timed/clock forms, pthread_detach
+ *    (of a thread that has ended), pthread_create, thrd_join and thrd_detach may free a dead
+ *    thread's TLS with glibc's stack-cache lock held, which pthread_create takes: a library
+ *    thread started from such a free waits for the lock for ever, in the thread that holds it
+ *    (thread.c section 2).  So they are defined here too, each marking its thread for the
+ *    call (prd__lthread_nostart) around the C library's own, found once with dlsym(RTLD_NEXT).
+ *    A symbol the C library does not have (an old glibc without pthread_clockjoin_np) makes
+ *    the call fail with ENOSYS, which no program that found it at link time can reach.
+ *
  * 4. The hottest names are aliases.  malloc, free, cfree and malloc_usable_size are the
  *    symbols of prd_malloc, prd_free and prd_malloc_usable_size themselves (defined in
  *    malloc.c under PRD_OVERRIDE_NAMES, which only this library's build sets: an alias must
@@ -39,8 +48,12 @@
  *    a function that jumps on: one branch less on every malloc and free.  The declarations
  *    below still say that this library exports them.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <threads.h>
 
 #include "internal.h"
 
@@ -102,6 +115,95 @@ int malloc_trim(size_t pad)
   (void)pad;
   size_t huge = prd__malloc_huge_cached();   /* given back by the trim's reap hook */
   return prd__cache_trim() > 0 || huge > 0;
+}
+
+/* ---- glibc's thread bookkeeping (section 5) ---------------------------------------------- */
+PRD_EXPORT int pthread_join(pthread_t t, void **ret);
+PRD_EXPORT int pthread_tryjoin_np(pthread_t t, void **ret);
+PRD_EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *abstime);
+PRD_EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
+                                    const struct timespec *abstime);
+PRD_EXPORT int pthread_detach(pthread_t t);
+PRD_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                              void *arg);
+PRD_EXPORT int thrd_join(thrd_t t, int *res);
+PRD_EXPORT int thrd_detach(thrd_t t);
+
+/* The C library's definition of `name`, looked up once (relaxed: a race looks it up twice
+ * and stores the same address); NULL if it has none. */
+static void *next_fn(_Atomic(void *) *slot, const char *name)
+{
+  void *fn = atomic_load_explicit(slot, memory_order_relaxed);
+  if (fn == NULL) {
+    fn = dlsym(RTLD_NEXT, name);
+    atomic_store_explicit(slot, fn, memory_order_relaxed);
+  }
+  return fn;
+}
+
+/* Calls the C library's `name` with the arguments that follow, its thread marked: no library
+ * thread starts inside (section 5). */
+#define NEXT_CALL(type, name, ...)                                                            \
+  do {                                                                                        \
+    static _Atomic(void *) slot;                                                              \
+    prd__lthread_nostart(true);   /* dlsym may allocate too */                                \
+    type next = (type)next_fn(&slot, #name);                                                  \
+    if (next == NULL) {                                                                       \
+      prd__lthread_nostart(false);                                                            \
+      return ENOSYS;                                                                          \
+    }                                                                                         \
+    int rc = next(__VA_ARGS__);                                                               \
+    prd__lthread_nostart(false);                                                              \
+    return rc;                                                                                \
+  } while (0)
+
+typedef int join_fn(pthread_t, void **);
+typedef int timedjoin_fn(pthread_t, void **, const struct timespec *);
+typedef int clockjoin_fn(pthread_t, void **, clockid_t, const struct timespec *);
+typedef int detach_fn(pthread_t);
+typedef int create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int thrd_join_fn(thrd_t, int *);
+typedef int thrd_detach_fn(thrd_t);
+
+int pthread_join(pthread_t t, void **ret)
+{
+  NEXT_CALL(join_fn *, pthread_join, t, ret);
+}
+
+int pthread_tryjoin_np(pthread_t t, void **ret)
+{
+  NEXT_CALL(join_fn *, pthread_tryjoin_np, t, ret);
+}
+
+int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *abstime)
+{
+  NEXT_CALL(timedjoin_fn *, pthread_timedjoin_np, t, ret, abstime);
+}
+
+int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
+                         const struct timespec *abstime)
+{
+  NEXT_CALL(clockjoin_fn *, pthread_clockjoin_np, t, ret, clock, abstime);
+}
+
+int pthread_detach(pthread_t t)
+{
+  NEXT_CALL(detach_fn *, pthread_detach, t);
+}
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+  NEXT_CALL(create_fn *, pthread_create, t, attr, fn, arg);
+}
+
+int thrd_join(thrd_t t, int *res)
+{
+  NEXT_CALL(thrd_join_fn *, thrd_join, t, res);
+}
+
+int thrd_detach(thrd_t t)
+{
+  NEXT_CALL(thrd_detach_fn *, thrd_detach, t);
 }
 
 /* ---- C++ (section 2) --------------------------------------------------------------------- */

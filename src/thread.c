@@ -30,6 +30,22 @@
  *    not start: rcu.c's waiters run the grace period on their own thread, call_rcu.c's
  *    barrier invokes the callbacks itself, and maint.c runs the maintenance work inline on
  *    the slow paths (its section 2).
+ *    No start inside glibc's thread bookkeeping.  glibc frees the TLS of dead threads with its
+ *    stack-cache lock held, which pthread_create takes: in pthread_join (a fork child's first
+ *    join frees the parent's other threads' cached stacks so), pthread_detach of a thread
+ *    that has ended, a failed pthread_create, and a detached thread's exit.  A library thread
+ *    started from such a free (a magazine miss that finds the maintenance thread needed)
+ *    waits on that lock for ever, in the thread that holds it.  So a thread is marked
+ *    (prd__lthread_nostart, thread-local, nested) while it is inside those calls (the malloc
+ *    replacement defines them over the C library's: override.c section 5), once its
+ *    magazine layer's exit destructor ran (magazine.c), and inside a free by a thread that
+ *    never allocated through the malloc family (malloc.c: glibc's frees are a thread's first
+ *    calls when it exits or joins without having allocated), and a start asked for by a
+ *    marked thread returns EAGAIN, neither reported nor paced: the need is met inline as
+ *    after any failure, and the next need elsewhere starts the thread.  Other frees may
+ *    start it: a program that frees and then sleeps gets its memory back only so.  glibc
+ *    takes none of those locks around its calls to malloc, and pthread_create marks its
+ *    caller too, so a start's own allocations start nothing more.
  *
  * 3. Ending.  glibc ends the process when its last thread exits (pthread_exit in main, exit(0)
  *    from the last thread), so a library thread that stays would keep a process whose application
@@ -156,6 +172,7 @@ static _Atomic uint64_t lt_threads_read_ns;    /* §9: when the kernel's count w
 static _Atomic bool lt_threaded;                /* §9: what it said */
 static __thread bool lt_counted __attribute__((tls_model("initial-exec")));
 static __thread bool lt_library __attribute__((tls_model("initial-exec")));
+static __thread unsigned lt_nostart __attribute__((tls_model("initial-exec")));   /* §2 */
 
 static pid_t lt_gettid(void)
 {
@@ -232,8 +249,15 @@ __attribute__((constructor)) static void lt_pid_init(void)
   (void)lt_owner();
 }
 
+void prd__lthread_nostart(bool on)
+{
+  lt_nostart += on ? 1u : -1u;
+}
+
 int prd__lthread_start(struct prd__lthread *lt)
 {
+  if (lt_nostart != 0)
+    return EAGAIN;   /* inside glibc's thread bookkeeping (§2): the next need starts it */
   if (getpid() != lt_owner()) {   /* §8: a clone(CLONE_VM) child is not this process */
     static atomic_flag told = ATOMIC_FLAG_INIT;
     if (!atomic_flag_test_and_set(&told))

@@ -24,6 +24,13 @@
  *   signalfd      SIGTERM blocked in every application thread and read from a signalfd: the
  *                 program gets every one it sends itself.  A library thread created without
  *                 blocking signals takes the signal and the default action kills the process.
+ *   join          (run with GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0, so that glibc
+ *                 frees a joined thread's TLS inside pthread_join, with its stack-cache lock
+ *                 held) a thread that allocated joins another while two application threads
+ *                 are counted and no library thread runs yet, and the join's free is a
+ *                 magazine miss that finds the maintenance thread needed.  The allocator
+ *                 started it there, and pthread_create waited for the lock its own thread
+ *                 held: the program hung (a fork child's first join did so).
  * The run.sh cases bound each run with timeout(1): a hang fails, it does not block ctest.
  */
 #include <dirent.h>
@@ -31,6 +38,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +202,62 @@ static int mode_signalfd(void)
   return n >= 2 || getenv("PRD_EXPECT_PRELOAD") == NULL ? 0 : 1;
 }
 
+/* join (see the top): U only frees (a thread that never allocated starts nothing) and stays
+ * counted; J allocates one big block (no magazine yet) and joins T, which ended at once: the
+ * free of T's TLS inside the join is J's first magazine use, a miss, which finds the
+ * maintenance thread needed (two application threads counted, none started). */
+#define JOIN_BLOCKS 512
+static void *join_blocks[JOIN_BLOCKS];
+static pthread_barrier_t join_go, join_end;
+static pthread_t join_target;
+static volatile int join_u_done;
+
+static void *join_t(void *arg)
+{
+  return arg;   /* T: ends at once, joinable */
+}
+
+static void *join_u(void *arg)
+{
+  pthread_barrier_wait(&join_go);
+  for (int i = 0; i < JOIN_BLOCKS; i++)
+    free(join_blocks[i]);
+  __atomic_store_n(&join_u_done, 1, __ATOMIC_RELEASE);
+  pthread_barrier_wait(&join_end);   /* stays counted until the join is over */
+  return arg;
+}
+
+static void *join_j(void *arg)
+{
+  pthread_barrier_wait(&join_go);
+  while (!__atomic_load_n(&join_u_done, __ATOMIC_ACQUIRE))
+    usleep(1000);
+  static void *big;
+  big = malloc(1 << 20);   /* allocated through the family: not a first use by a free */
+  pthread_join(join_target, NULL);
+  free(big);
+  return arg;
+}
+
+static int mode_join(void)
+{
+  for (int i = 0; i < JOIN_BLOCKS; i++)
+    join_blocks[i] = malloc(64 + (size_t)i % 512);
+  pthread_barrier_init(&join_go, NULL, 3);
+  pthread_barrier_init(&join_end, NULL, 2);
+  pthread_t u, j;
+  if (pthread_create(&join_target, NULL, join_t, NULL) != 0 ||
+      pthread_create(&u, NULL, join_u, NULL) != 0 || pthread_create(&j, NULL, join_j, NULL) != 0)
+    return 2;
+  usleep(50000);   /* T has ended */
+  pthread_barrier_wait(&join_go);
+  pthread_join(j, NULL);
+  pthread_barrier_wait(&join_end);
+  pthread_join(u, NULL);
+  printf("joined\n");
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   const char *mode = argc > 1 ? argv[1] : "";
@@ -231,8 +295,10 @@ int main(int argc, char **argv)
     return mode_fork_exit(true);
   if (strcmp(mode, "signalfd") == 0)
     return mode_signalfd();
+  if (strcmp(mode, "join") == 0)
+    return mode_join();
   fprintf(stderr, "usage: %s one-thread|exit|exit-threads|exit-grandchildren|fork-exit|"
-                  "fork-exit-threads|signalfd\n",
+                  "fork-exit-threads|signalfd|join\n",
           argv[0]);
   return 2;
 }

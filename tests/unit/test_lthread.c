@@ -511,6 +511,64 @@ static void test_main_named_like_library(void)
   in_child(prefix_main_body);
 }
 
+/* Guards: the free miss that found the maintenance thread needed started it, from inside
+ * free().  glibc frees a dead thread's TLS with its stack-cache lock held (pthread_join; in a
+ * fork child the first join frees the parent's other threads' stacks so; a detached thread's
+ * exit), pthread_create takes that lock, and the thread waited for itself for ever.  A
+ * thread's frees start nothing while it has not allocated through the family (glibc's frees
+ * are the first calls of a thread that exits or joins without having allocated; the joins
+ * themselves are marked by the preloaded library: tests/preload/threads.c, join).  Here a
+ * second thread that never allocated makes the first misses after the thread is needed (it
+ * arrives with them): no thread may start there, and the next allocation miss starts it. */
+#define FREE_N 4096
+static void *free_n[FREE_N];
+static pthread_barrier_t free_done, free_end;
+
+static void *free_thread(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < FREE_N; i++)
+    prd_free(free_n[i]);
+  pthread_barrier_wait(&free_done);
+  pthread_barrier_wait(&free_end);   /* stays counted until the main thread looked */
+  return NULL;
+}
+
+static void free_body(void)
+{
+  for (int i = 0; i < FREE_N; i++)
+    free_n[i] = prd_malloc(64);
+  CHECK_EQ(named_threads("prd-maint"), 0);   /* one application thread: none yet */
+  pthread_barrier_init(&free_done, NULL, 2);
+  pthread_barrier_init(&free_end, NULL, 2);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, free_thread, NULL), 0);
+  pthread_barrier_wait(&free_done);
+  sleep_ms(200);   /* a thread started by the frees has named itself by now */
+  int in_free = named_threads("prd-maint");
+  void *p[FREE_N];
+  for (int i = 0; i < FREE_N; i++)   /* allocation misses: the thread may start now */
+    p[i] = prd_malloc(64);
+  int after = 0;
+  for (int i = 0; i < 200 && (after = named_threads("prd-maint")) == 0; i++)
+    sleep_ms(10);
+  for (int i = 0; i < FREE_N; i++)
+    prd_free(p[i]);
+  printf("  maintenance threads after the frees: %d, after the allocations: %d\n", in_free,
+         after);
+  CHECK_EQ(in_free, 0);
+  CHECK(after >= 1);
+  pthread_barrier_wait(&free_end);
+  pthread_join(t, NULL);
+  pthread_barrier_destroy(&free_done);
+  pthread_barrier_destroy(&free_end);
+}
+
+static void test_no_start_in_free(void)
+{
+  in_child(free_body);
+}
+
 int main(void)
 {
   RUN(test_start_fails_once);
@@ -522,5 +580,6 @@ int main(void)
   RUN(test_pthread_exit_no_proc);
   RUN(test_uncounted_thread);
   RUN(test_main_named_like_library);
+  RUN(test_no_start_in_free);
   return prd_test_done();
 }
