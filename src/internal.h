@@ -557,6 +557,9 @@ void  *prd__os_reserve(size_t size, size_t align);
 int    prd__os_commit(void *addr, size_t size);
 /* Return memory to the kernel: the range stays mapped and reads back as zeroes. */
 int    prd__os_decommit(void *addr, size_t size);
+/* Pages of [addr, addr + size) (page-aligned addr) resident now (mincore); the count so far
+ * where part of the range is not mapped. */
+size_t prd__os_resident(const void *addr, size_t size);
 /* 64 random bits for a per-process secret (os.c section 10); callers that draw more than one
  * pass different salts. */
 uint64_t prd__os_random64(uint64_t salt);
@@ -627,6 +630,12 @@ size_t prd__vmem_quantum(const prd_vmem_t *vmp);
 /* The largest size the arena's quantum caches serve (object caches, which the leak report and
  * the statistics see as caches), 0 when it has none. */
 size_t prd__vmem_qcache_limit(const prd_vmem_t *vmp);
+/* prd_vmem_alloc (align 0) or prd_vmem_xalloc with only an alignment, and *clean: whether the
+ * range came from a clean segment (vmem.c section 16: mapped or decommitted since its last
+ * use, so an arena of memory that decommits reads it as zeroes); false for a quantum
+ * cache's object. */
+void  *prd__vmem_alloc_clean(prd_vmem_t *vmp, size_t size, size_t align, int vmflags,
+                             bool *clean);
 /* addr starts a segment of a quantum-cached size that the arena served itself (section 14:
  * its caches were not made yet, or could not be), so no quantum cache lists it. */
 bool  prd__vmem_qdirect(prd_vmem_t *vmp, const void *addr);

@@ -52,7 +52,7 @@
  *    would stay resident beside the new ones (sqlite's sorter buffer before its page cache:
  *    peak RSS 1.6 times glibc's); a loop of big blocks takes them back sooner.
  *    calloc zeroes a kept block (a fresh mapping is
- *    zero already).  Unmaps happen outside hc_lock.  Memory ordering: the cache itself is
+ *    zero already; big_zero gives a mostly untouched one back to the kernel instead).  Unmaps happen outside hc_lock.  Memory ordering: the cache itself is
  *    read and written only under hc_lock; hc_nonempty, read without it by a take, the
  *    release and the job's predicate, is a relaxed hint: a stale false only makes a request
  *    map a fresh block (or the job wait a wake-up) while one is kept, a stale true only takes
@@ -1130,7 +1130,8 @@ static bool big_guard_drop(void *p, size_t data, size_t bytes)
 }
 
 /* A big block: pages from the heap arena, or its own mapping above the threshold; its bytes
- * zeroed when `zero` (calloc) unless they are a fresh mapping's. */
+ * zeroed when `zero` (calloc) unless they are zero already: a fresh mapping's, or a range of
+ * the heap arena that is clean (mapped or decommitted since it was last used). */
 static void *malloc_big_in(size_t size, size_t align, bool zero);
 
 static PRD_NOINLINE void *malloc_big(size_t size, size_t align, bool zero)
@@ -1164,6 +1165,24 @@ static void *huge_map(size_t bytes, size_t align)
   return align > malloc_page ? prd__os_map_aligned(bytes, align) : prd__os_map(bytes);
 }
 
+/* calloc's zeroing of a big block not known to be zero (a kept huge block, or heap pages
+ * freed since they were last decommitted).  A block of BIG_ZERO_LOOK pages or more whose
+ * pages are mostly not resident (a program that touched little of it before it freed it)
+ * goes back to the kernel instead, whole pages, which read back as zeroes: the pages the
+ * program touches then fault in as a fresh mapping's would, the others never, where a memset
+ * faulted in every one (threads churning calloc'd blocks of up to 8 MiB that touch two pages
+ * of each: 3.8 M page faults, 7 s, against jemalloc's 67,000, 0.2 s).  A block mostly
+ * resident is written: the program likely uses all of it, and giving it back would fault
+ * each page in again.  Written too if the kernel refuses. */
+#define BIG_ZERO_LOOK 64   /* pages: 256 KiB, where a memset costs more than two system calls */
+static void big_zero(void *p, size_t size)
+{
+  size_t len = PRD_P2ROUNDUP(size, malloc_page), pages = len / malloc_page;
+  if (pages < BIG_ZERO_LOOK || 2 * prd__os_resident(p, len) >= pages ||
+      prd__os_decommit(p, len) != 0)
+    memset(p, 0, size);
+}
+
 static void *malloc_big_in(size_t size, size_t align, bool zero)
 {
   if (size > (size_t)PTRDIFF_MAX - 3 * malloc_page) {
@@ -1175,7 +1194,7 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
     bytes = PRD_P2ROUNDUP(size + BG_TAG, malloc_page) + malloc_page;
   uintptr_t kind;
   void *p;
-  bool fresh = false;
+  bool fresh = false;   /* zero already */
   long huge = prd__opt(malloc_mmap_threshold);
   if (huge > 0 && bytes >= (size_t)huge) {
     kind = PM_HUGE;
@@ -1204,9 +1223,9 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
      * mapping the kernel refused once is retried, as a class allocation's is.  Not from a
      * re-entrant call, whose thread may hold the locks a reclaim takes (section 5) */
     for (int tries = 0;; tries++) {
-      p = kind == PM_LARGEX
-              ? prd_vmem_xalloc(malloc_heap, bytes, align, 0, 0, NULL, NULL, PRD_VM_NOSLEEP)
-              : prd_vmem_alloc(malloc_heap, bytes, PRD_VM_NOSLEEP);
+      /* a range from a clean segment (a fresh import, or decommitted) is zero already */
+      p = prd__vmem_alloc_clean(malloc_heap, bytes, kind == PM_LARGEX ? align : 0,
+                                PRD_VM_NOSLEEP, &fresh);
       if (p != NULL || tries == 1)
         break;
       if (malloc_depth == 0)
@@ -1231,7 +1250,7 @@ static void *malloc_big_in(size_t size, size_t align, bool zero)
   if (slot == NULL)
     return big_undo(p, bytes, kind);
   if (zero && !fresh)
-    memset(p, 0, size);
+    big_zero(p, size);
   size_t data = PRD_P2ROUNDUP(size + BG_TAG, malloc_page);   /* when guarded (1c) */
   if (malloc_guard && !big_guard_make(p, size, data, bytes)) {
     (void)big_guard_drop(p, data, bytes);   /* the guard may be half made */
@@ -1567,7 +1586,8 @@ void *prd_calloc(size_t n, size_t size)
     errno = ENOMEM;
     return NULL;
   }
-  /* a big block is zeroed by malloc_big unless it is a fresh mapping, zero already */
+  /* a big block is zeroed by malloc_big unless it is zero already (a fresh mapping, a clean
+   * range of the heap arena) */
   if (total > MC_MAX && malloc_ready())
     return malloc_big(total, 0, true);
   void *p = prd_malloc(total);

@@ -161,6 +161,22 @@ bool prd__os_is_mapped(const void *addr, size_t size)
   return ok;
 }
 
+size_t prd__os_resident(const void *addr, size_t size)
+{
+  size_t page = prd__os_page_size(), n = 0;
+  unsigned char v[256];
+  int saved = errno;
+  for (size_t off = 0; off < size; off += sizeof(v) * page) {
+    size_t len = PRD_MIN(size - off, sizeof(v) * page);
+    if (mincore((char *)addr + off, len, v) != 0)
+      break;
+    for (size_t k = 0; k < (len + page - 1) / page; k++)
+      n += v[k] & 1;
+  }
+  errno = saved;
+  return n;
+}
+
 void *prd__os_map(size_t size)
 {
   return os_mmap(size, PROT_READ | PROT_WRITE);

@@ -343,6 +343,7 @@
 struct vreq {
   uintptr_t vr_size, vr_align, vr_phase, vr_nocross, vr_lo, vr_hi;
   bool vr_qdirect;   /* a cached size served while the quantum caches are not made (§14) */
+  bool *vr_clean;    /* not NULL: told whether the range came from a clean segment (§16) */
 };
 
 /* An imported span a free left wholly free: given back after the lock is dropped. */
@@ -1006,6 +1007,8 @@ static void *vmem_do_alloc(prd_vmem_t *vmp, const struct vreq *r, int vmflags, b
       uintptr_t addr;
       prd_vseg_t *vsp = vmem_find(vmp, r, policy, &addr);
       if (vsp != NULL) {
+        if (r->vr_clean != NULL)   /* the segment's state, which its parts keep (§16) */
+          *r->vr_clean = vsp->vs_dirty == PRD_VS_CLEAN;
         vsp = seg_alloc(vmp, vsp, addr, r->vr_size, xalloc);
         if (r->vr_qdirect) {   /* section 14: its free must come back here */
           vsp->vs_qdirect = 1;
@@ -1106,7 +1109,7 @@ static bool vmflags_ok(int vmflags)
   return PRD_ISP2(policy);
 }
 
-void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
+static void *vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags, bool *clean)
 {
   if (vmp == NULL || size == 0 || (size & (vmp->vm_quantum - 1)) != 0 || !vmflags_ok(vmflags)) {
     errno = EINVAL;
@@ -1129,12 +1132,17 @@ void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
       return p;
     errno = saved;
   }
-  struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX, cached };
+  struct vreq r = { size, vmp->vm_quantum, 0, 0, 0, UINTPTR_MAX, cached, clean };
   return vmem_do_alloc(vmp, &r, vmflags, false, true);
 }
 
-void *prd_vmem_xalloc(prd_vmem_t *vmp, size_t size, size_t align, size_t phase, size_t nocross,
-                      void *minaddr, void *maxaddr, int vmflags)
+void *prd_vmem_alloc(prd_vmem_t *vmp, size_t size, int vmflags)
+{
+  return vmem_alloc(vmp, size, vmflags, NULL);
+}
+
+static void *vmem_xalloc(prd_vmem_t *vmp, size_t size, size_t align, size_t phase,
+                         size_t nocross, void *minaddr, void *maxaddr, int vmflags, bool *clean)
 {
   if (vmp == NULL || !vmflags_ok(vmflags))
     goto einval;
@@ -1152,12 +1160,26 @@ void *prd_vmem_xalloc(prd_vmem_t *vmp, size_t size, size_t align, size_t phase, 
     goto einval;
   if (lo >= hi || hi - lo < size)
     goto einval;
-  struct vreq r = { size, align, phase, nocross, lo, hi, false };
+  struct vreq r = { size, align, phase, nocross, lo, hi, false, clean };
   bool may_import = nocross == 0 && minaddr == NULL && maxaddr == NULL;
   return vmem_do_alloc(vmp, &r, vmflags, true, may_import);
 einval:
   errno = EINVAL;
   return NULL;
+}
+
+void *prd_vmem_xalloc(prd_vmem_t *vmp, size_t size, size_t align, size_t phase, size_t nocross,
+                      void *minaddr, void *maxaddr, int vmflags)
+{
+  return vmem_xalloc(vmp, size, align, phase, nocross, minaddr, maxaddr, vmflags, NULL);
+}
+
+void *prd__vmem_alloc_clean(prd_vmem_t *vmp, size_t size, size_t align, int vmflags,
+                            bool *clean)
+{
+  *clean = false;   /* a quantum cache's object: not known */
+  return align == 0 ? vmem_alloc(vmp, size, vmflags, clean)
+                    : vmem_xalloc(vmp, size, align, 0, 0, NULL, NULL, vmflags, clean);
 }
 
 /* ---- freeing (section 11 for bad frees) ----------------------------------------------- */
