@@ -149,13 +149,7 @@ static void test_phase_change_draining(void)
   drop(v6, n6);
 }
 
-/* Two classes in turn, each allocated and then freed whole before the other grows: the
- * class that grows is allocating, not a finished phase, though its refills come from its
- * slabs and its depot moves nothing until it frees.  Guards the growth reap's test of a
- * draining depot when it counted only full magazines given: the growing class's own frees
- * were reaped as they came, its slabs purged, and every turn faulted the other's memory
- * back in (ten times the faults).  Counted in this thread's page faults over the turns after
- * the first six (the heap settled), each block's first word written. */
+/* This thread's minor page faults so far. */
 static long minor_faults(void)
 {
   struct rusage ru;
@@ -163,42 +157,8 @@ static long minor_faults(void)
   return ru.ru_minflt;
 }
 
-static void test_alternating_classes(void)
-{
-  if (debugging())
-    return;
-  enum { N = 100000, TURNS = 16 };
-  void **v = malloc(N * sizeof(void *));
-  CHECK(v != NULL);
-  long f0 = 0;
-  for (int t = 0; v != NULL && t < TURNS; t++) {
-    if (t == 6)
-      f0 = minor_faults();
-    size_t size = t % 2 == 0 ? 64 : 1000;
-    for (size_t i = 0; i < N; i++) {
-      v[i] = prd_malloc(size);
-      CHECK(v[i] != NULL);
-      if (v[i] != NULL)
-        *(size_t *)v[i] = i;
-    }
-    for (size_t i = 0; i < N; i++)
-      prd_free(v[i]);
-  }
-  long f = minor_faults() - f0;
-  /* 1000 B x N is about 24,000 pages, refaulted at every turn of that class */
-  printf("# page faults over %d turns of 64 B and 1000 B classes: %ld\n", TURNS - 6, f);
-  CHECK(f < 20000);
-  free(v);
-}
-
-/* Two classes in turn whose phases differ in size: the smaller phase's growth reaps the larger
- * class's whole depot, which it cannot take, so the heap arena purges the rest, and the larger
- * class faults it back in at its next turn.  Such a class, back before the growth could use
- * what was reaped, keeps its depot from then on.  Guards the reap at every turn (1000 B and
- * 4000 B: 6,250 pages faulted a pair of turns), and blocks the heap's quantum caches serve
- * (20,000 B) counted as growth at every allocation though their magazines served them: the
- * 4096 B class reaped at every turn (12,000 faults a pair).  Counted over the turns after the
- * first six, each block's first word written. */
+/* Two classes in turn, n blocks of each a turn, each block's first word written: the page
+ * faults of the turns after the first six (the heap settled). */
 static long alternate(size_t a, size_t b, size_t n)
 {
   enum { TURNS = 16 };
@@ -222,6 +182,20 @@ static long alternate(size_t a, size_t b, size_t n)
   long f = minor_faults() - f0;
   printf("# page faults over 10 turns of %zu B and %zu B blocks, %zu each: %ld\n", a, b, n, f);
   return f;
+}
+
+/* Two classes in turn, each allocated and then freed whole before the other grows: the
+ * class that grows is allocating, not a finished phase, though its refills come from its
+ * slabs and its depot moves nothing until it frees.  Guards the growth reap's test of a
+ * draining depot when it counted only full magazines given: the growing class's own frees
+ * were reaped as they came, its slabs purged, and every turn faulted the other's memory
+ * back in (ten times the faults). */
+static void test_alternating_classes(void)
+{
+  if (debugging())
+    return;
+  /* 1000 B x 100,000 is about 24,000 pages, refaulted at every turn of that class */
+  CHECK(alternate(64, 1000, 100000) < 20000);
 }
 
 /* A class kept for its turns whose turns end: with decay off no pass ends the keep, so the
@@ -252,6 +226,14 @@ static void test_alternation_over(void)
   CHECK_EQ(prd_option_set("decay_ms", decay), 0);
 }
 
+/* Two classes in turn whose phases differ in size: the smaller phase's growth reaps the larger
+ * class's whole depot, which it cannot take, so the heap arena purges the rest, and the larger
+ * class faults it back in at its next turn.  Such a class, back before the growth could use
+ * what was reaped, keeps its depot from then on.  Guards the reap at every turn (1000 B and
+ * 4000 B: 6,250 pages faulted a pair of turns), and blocks the heap's quantum caches serve
+ * (20,000 B) counted as growth at every allocation though their magazines served them: the
+ * 4096 B class reaped at every turn (12,000 faults a pair).  Counted over the turns after the
+ * first six, each block's first word written. */
 static void test_alternating_unequal(void)
 {
   if (debugging())
