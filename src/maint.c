@@ -55,8 +55,8 @@
  * 4. Constants.  MAINT_WAKE_MS 1000: the jobs want about a second's resolution (pre-flush
  *    requests between wake-ups), and a wake-up a second costs nothing; the option
  *    stats_interval_ms, when shorter, sets the period instead (the statistics job writes a
- *    snapshot at each wake-up once that much time has passed); the tick's own period is the option maint_interval (seed 004's 15 s
- *    update interval, shorter by default).  MAINT_SLOTS 8: a handful of layers register
+ *    snapshot at each wake-up once that much time has passed); the tick's own period is the
+ *    option maint_interval (seed 004's 15 s update interval, shorter by default).  MAINT_SLOTS 8: a handful of layers register
  *    jobs; registering more fails (-1) rather than allocate.  MAINT_LOOK_MS 10: how often a
  *    magazine miss (prd__maint_poke_miss) asks maint_needed while no thread runs and one
  *    application thread does: the look reads every library thread's record and every job's

@@ -51,9 +51,9 @@
  *    big buffer and then grew its heap by 4 MiB has moved on from it, and kept, its pages
  *    would stay resident beside the new ones (sqlite's sorter buffer before its page cache:
  *    peak RSS 1.6 times glibc's); a loop of big blocks takes them back sooner.
- *    calloc zeroes a kept block (a fresh mapping is
- *    zero already; big_zero gives a mostly untouched one back to the kernel instead).  Unmaps happen outside hc_lock.  Memory ordering: the cache itself is
- *    read and written only under hc_lock; hc_nonempty, read without it by a take, the
+ *    calloc zeroes a kept block (a fresh mapping is zero already; big_zero gives a mostly
+ *    untouched one back to the kernel instead).  Unmaps happen outside hc_lock.  Memory
+ *    ordering: the cache itself is read and written only under hc_lock; hc_nonempty, read without it by a take, the
  *    release and the job's predicate, is a relaxed hint: a stale false only makes a request
  *    map a fresh block (or the job wait a wake-up) while one is kept, a stale true only takes
  *    the lock and finds nothing, so no ordering is needed beyond the mutex's.
@@ -1170,10 +1170,10 @@ static void *huge_map(size_t bytes, size_t align)
  * pages are mostly not resident (a program that touched little of it before it freed it)
  * goes back to the kernel instead, whole pages, which read back as zeroes: the pages the
  * program touches then fault in as a fresh mapping's would, the others never, where a memset
- * faulted in every one (threads churning calloc'd blocks of up to 8 MiB that touch two pages
- * of each: 3.8 M page faults, 7 s, against jemalloc's 67,000, 0.2 s).  A block mostly
- * resident is written: the program likely uses all of it, and giving it back would fault
- * each page in again.  Written too if the kernel refuses. */
+ * faulted in every one (threads churning calloc'd blocks that touch two pages of each:
+ * docs/benchmarks.md, "calloc of big blocks").  A block mostly resident is written: the
+ * program likely uses all of it, and giving it back would fault each page in again.  Written
+ * too if the kernel refuses. */
 #define BIG_ZERO_LOOK 64   /* pages: 256 KiB, where a memset costs more than two system calls */
 static void big_zero(void *p, size_t size)
 {
