@@ -2173,11 +2173,16 @@ PRD_NOINLINE void prd__mag_free_miss(prd_cache_t *cp, void *buf)
 {
   uint32_t id = cp->cache_magid;
   prd_tcache_t *tc;
+  /* a thread's first use of the layer a free (glibc's frees of dead threads' TLS, with its
+   * stack-cache lock held, are the first calls of a thread that never allocated, as it
+   * exits): that free asks for no library thread (thread.c section 2) */
+  bool first = prd__mag_tls.mt_tc == &mag_tc_none;
   if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL) {
     prd__slab_free(cp, buf);
     return;
   }
-  prd__maint_poke_miss();
+  if (!first)
+    prd__maint_poke_miss();
   prd_depot_t *dp = &cp->cache_depot;
   bool done = false, visited = false, wake = false;
   uint64_t parked = 0;   /* rounds put into the depot full */

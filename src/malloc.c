@@ -626,18 +626,20 @@ static inline prd_cache_t *class_cache_get(uint32_t c)
   return prd_likely(cp != NULL) ? cp : class_cache_make(c);
 }
 
-/* Whether this thread has allocated through the family (its allocation misses set it).  A
- * free by a thread that has not (glibc's frees of other threads' TLS, with its stack-cache
- * lock held, in a thread that exits or joins and never allocated: its first calls here) marks
- * the thread: no library thread starts inside it (thread.c section 2). */
-static __thread bool malloc_allocated __attribute__((tls_model("initial-exec")));
+/* Whether this thread has called the family's slow paths before (an allocation's miss, a big
+ * block's allocation or free).  A big block's free that is a thread's first call (glibc's
+ * frees of dead threads' TLS, with its stack-cache lock held, in a thread that exits having
+ * never used the library: a module's large thread-local block is a big block) marks the
+ * thread: no library thread starts inside it (thread.c section 2).  Class frees need no mark:
+ * the magazine miss of a thread's first free asks for none (magazine.c). */
+static __thread bool malloc_seen __attribute__((tls_model("initial-exec")));
 
 static PRD_NOINLINE void *malloc_class_alloc(uint32_t c)
 {
   if (prd_unlikely(malloc_depth != 0))
     return malloc_boot_alloc(malloc_class[c].mc_size, malloc_class[c].mc_align);
   int saved = errno;   /* a success keeps it: a mapping refused on the way may have set it */
-  malloc_allocated = true;
+  malloc_seen = true;
   malloc_enter();
   prd_cache_t *cp = class_cache_get(c);
   if (prd_unlikely(cp == NULL)) {
@@ -674,12 +676,7 @@ static void malloc_class_free_in(uint32_t c, void *p)
 static PRD_NOINLINE void malloc_class_free(uint32_t c, void *p)
 {
   int saved = errno;   /* free keeps errno (section 4); set again on every return below */
-  bool mark = !malloc_allocated;
-  if (mark)
-    prd__lthread_nostart(true);
   malloc_class_free_in(c, p);
-  if (mark)
-    prd__lthread_nostart(false);
   errno = saved;
 }
 
@@ -1137,7 +1134,7 @@ static void *malloc_big_in(size_t size, size_t align, bool zero);
 static PRD_NOINLINE void *malloc_big(size_t size, size_t align, bool zero)
 {
   int saved = errno;   /* a success keeps it: a mapping refused on the way may have set it */
-  malloc_allocated = true;
+  malloc_seen = true;
   prd__fork_section_enter();   /* the heap arena's locks (section 6) */
   void *p = malloc_big_in(size, align, zero);
   prd__fork_section_leave();
@@ -1506,7 +1503,8 @@ static void free_named(const char *fn, void *ptr)
 
 static PRD_NOINLINE void free_slow(void *ptr)
 {
-  bool mark = !malloc_allocated;   /* as malloc_class_free */
+  bool mark = !malloc_seen;   /* see malloc_seen */
+  malloc_seen = true;
   if (mark)
     prd__lthread_nostart(true);
   free_named("free", ptr);

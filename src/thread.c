@@ -38,12 +38,13 @@
  *    waits on that lock for ever, in the thread that holds it.  So a thread is marked
  *    (prd__lthread_nostart, thread-local, nested) while it is inside those calls (the malloc
  *    replacement defines them over the C library's: override.c section 5), once its
- *    magazine layer's exit destructor ran (magazine.c), and inside a free by a thread that
- *    never allocated through the malloc family (malloc.c: glibc's frees are a thread's first
- *    calls when it exits or joins without having allocated), and a start asked for by a
- *    marked thread returns EAGAIN, neither reported nor paced: the need is met inline as
- *    after any failure, and the next need elsewhere starts the thread.  Other frees may
- *    start it: a program that frees and then sleeps gets its memory back only so.  glibc
+ *    magazine layer's exit destructor ran (magazine.c), and inside a big block's free that
+ *    is a thread's first call of the malloc family (malloc.c); and the magazine miss of a
+ *    thread's first free, which makes its magazines, asks for none (magazine.c): glibc's
+ *    frees are the first calls of a thread that exits without having used the library.  A start asked for by a marked thread returns EAGAIN, neither reported nor
+ *    paced: the need is met inline as after any failure, and the next need elsewhere starts
+ *    the thread.  Other frees may start it: a program that frees and then sleeps gets its
+ *    memory back only so, and a thread that only frees (a consumer) asks for it too.  glibc
  *    takes none of those locks around its calls to malloc, and pthread_create marks its
  *    caller too, so a start's own allocations start nothing more.
  *

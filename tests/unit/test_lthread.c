@@ -512,25 +512,27 @@ static void test_main_named_like_library(void)
 }
 
 /* Guards: the free miss that found the maintenance thread needed started it, from inside
- * free().  glibc frees a dead thread's TLS with its stack-cache lock held (pthread_join; in a
- * fork child the first join frees the parent's other threads' stacks so; a detached thread's
- * exit), pthread_create takes that lock, and the thread waited for itself for ever.  A
- * thread's frees start nothing while it has not allocated through the family (glibc's frees
- * are the first calls of a thread that exits or joins without having allocated; the joins
- * themselves are marked by the preloaded library: tests/preload/threads.c, join).  Here a
- * second thread that never allocated makes the first misses after the thread is needed (it
- * arrives with them): no thread may start there, and the next allocation miss starts it. */
+ * free().  glibc frees dead threads' TLS with its stack-cache lock held (pthread_join: in a
+ * fork child the first join frees the parent's other threads' stacks so; a detached
+ * thread's exit), pthread_create takes that lock, and the thread waited for itself for ever.
+ * The joins are marked by the preloaded library (tests/preload/threads.c, join); a thread's
+ * first free, which makes its magazines, asks for no thread (glibc's frees are the first
+ * calls of a thread that exits without having used the library).  Here a second thread's
+ * first call is a free, a miss after which the thread is needed (it arrives with it): no
+ * thread may start there; its later frees, a consumer's, start it. */
 #define FREE_N 4096
 static void *free_n[FREE_N];
-static pthread_barrier_t free_done, free_end;
+static pthread_barrier_t free_first, free_more, free_end;
 
 static void *free_thread(void *arg)
 {
   (void)arg;
-  for (int i = 0; i < FREE_N; i++)
+  prd_free(free_n[0]);
+  pthread_barrier_wait(&free_first);
+  pthread_barrier_wait(&free_more);   /* the main thread has looked */
+  for (int i = 1; i < FREE_N; i++)
     prd_free(free_n[i]);
-  pthread_barrier_wait(&free_done);
-  pthread_barrier_wait(&free_end);   /* stays counted until the main thread looked */
+  pthread_barrier_wait(&free_end);   /* stays counted until the main thread looked again */
   return NULL;
 }
 
@@ -539,28 +541,26 @@ static void free_body(void)
   for (int i = 0; i < FREE_N; i++)
     free_n[i] = prd_malloc(64);
   CHECK_EQ(named_threads("prd-maint"), 0);   /* one application thread: none yet */
-  pthread_barrier_init(&free_done, NULL, 2);
+  pthread_barrier_init(&free_first, NULL, 2);
+  pthread_barrier_init(&free_more, NULL, 2);
   pthread_barrier_init(&free_end, NULL, 2);
   pthread_t t;
   CHECK_EQ(pthread_create(&t, NULL, free_thread, NULL), 0);
-  pthread_barrier_wait(&free_done);
-  sleep_ms(200);   /* a thread started by the frees has named itself by now */
-  int in_free = named_threads("prd-maint");
-  void *p[FREE_N];
-  for (int i = 0; i < FREE_N; i++)   /* allocation misses: the thread may start now */
-    p[i] = prd_malloc(64);
+  pthread_barrier_wait(&free_first);
+  sleep_ms(200);   /* a thread started by the first free has named itself by now */
+  int first = named_threads("prd-maint");
+  pthread_barrier_wait(&free_more);
   int after = 0;
   for (int i = 0; i < 200 && (after = named_threads("prd-maint")) == 0; i++)
     sleep_ms(10);
-  for (int i = 0; i < FREE_N; i++)
-    prd_free(p[i]);
-  printf("  maintenance threads after the frees: %d, after the allocations: %d\n", in_free,
-         after);
-  CHECK_EQ(in_free, 0);
+  printf("  maintenance threads after a thread's first free: %d, after its other frees: %d\n",
+         first, after);
+  CHECK_EQ(first, 0);
   CHECK(after >= 1);
   pthread_barrier_wait(&free_end);
   pthread_join(t, NULL);
-  pthread_barrier_destroy(&free_done);
+  pthread_barrier_destroy(&free_first);
+  pthread_barrier_destroy(&free_more);
   pthread_barrier_destroy(&free_end);
 }
 
