@@ -1163,19 +1163,21 @@ static void *huge_map(size_t bytes, size_t align)
 }
 
 /* calloc's zeroing of a big block not known to be zero (a kept huge block, or heap pages
- * freed since they were last decommitted).  A block of BIG_ZERO_LOOK pages or more whose
- * pages are mostly not resident (a program that touched little of it before it freed it)
- * goes back to the kernel instead, whole pages, which read back as zeroes: the pages the
- * program touches then fault in as a fresh mapping's would, the others never, where a memset
- * faulted in every one (threads churning calloc'd blocks that touch two pages of each:
- * docs/benchmarks.md, "calloc of big blocks").  A block mostly resident is written: the
- * program likely uses all of it, and giving it back would fault each page in again.  Written
- * too if the kernel refuses. */
+ * freed since they were last decommitted).  A block of BIG_ZERO_LOOK pages or more of which
+ * fewer than one page in BIG_ZERO_FEW is resident (a program that touched little of it before
+ * it freed it) goes back to the kernel instead, whole pages, which read back as zeroes: the
+ * pages the program touches then fault in as a fresh mapping's would, the others never, where
+ * a memset faulted in every one (threads churning calloc'd blocks that touch two pages of
+ * each: docs/benchmarks.md, "calloc of big blocks").  A block with more resident is written:
+ * a program that used that much of it likely does so again, and each round would fault its
+ * pages in again (a loop that writes nearly half of each block it callocs did so at every
+ * round when half resident was the line).  Written too if the kernel refuses. */
 #define BIG_ZERO_LOOK 64   /* pages: 256 KiB, where a memset costs more than two system calls */
+#define BIG_ZERO_FEW 8
 static void big_zero(void *p, size_t size)
 {
   size_t len = PRD_P2ROUNDUP(size, malloc_page), pages = len / malloc_page;
-  if (pages < BIG_ZERO_LOOK || 2 * prd__os_resident(p, len) >= pages ||
+  if (pages < BIG_ZERO_LOOK || BIG_ZERO_FEW * prd__os_resident(p, len) >= pages ||
       prd__os_decommit(p, len) != 0)
     memset(p, 0, size);
 }
