@@ -85,7 +85,7 @@
  *    a pass early or late by one wake-up, never two passes at once).  A pass that leaves
  *    more than DECAY_THREAD_BYTES of dirty free heap pages for the next one asks for the
  *    maintenance thread (prd__maint_wake), so a program whose slow paths ran one pass inline
- *    (once a maint_interval) gets the rest back while it idles, where the thread would not
+ *    (at most once a second) gets the rest back while it idles, where the thread would not
  *    make a single-threaded process multi-threaded (maint.c section 2, option maint_alone).  Two other events ask for it while no thread runs, since a
  *    program that frees and then idles runs no slow path that would get to a pass: a thread
  *    that parked more than 8 MiB net in depots (magazine.c section 9), and a large block

@@ -31,8 +31,9 @@
  *    or option maint_alone allows it;
  *    and when a predicate that is the program's own request says so (periodic statistics).
  *    Until then, and with maint_thread=0, the slow paths of the layer that owns
- *    the tick run the work inline (prd__maint_poke) once an interval has passed, with the
- *    tick's try-lock form: never waiting on a slow path.  A single-threaded program so stays
+ *    the tick run the work inline (prd__maint_poke): the jobs as often as the thread would
+ *    (once a MAINT_WAKE_MS), the tick once an interval has passed, with its try-lock form:
+ *    never waiting on a slow path.  A single-threaded program so stays
  *    single-threaded, as it does with glibc, jemalloc or mimalloc, none of which starts a
  *    thread of its own: glibc skips its stdio and fork locking only while a process has one
  *    thread, a fork() from a signal handler can deadlock in glibc's own fork lock in a
@@ -101,6 +102,7 @@ static _Atomic(prd__maint_tick_fn *) maint_tick_fn;
 static _Atomic bool maint_started;
 static _Atomic int maint_kick;             /* prd__maint_wake: run the jobs now */
 static _Atomic uint64_t maint_last_ns;     /* when the last tick ran (inline mode) */
+static _Atomic uint64_t maint_jobs_ns;     /* when the jobs last ran inline (section 2) */
 static bool maint_inline_child;            /* TSan: a forked child must not start threads */
 static _Atomic bool maint_wanted;          /* a job asked for the thread (prd__maint_wake) */
 static void *maint_main(void *arg);
@@ -116,7 +118,9 @@ static void maint_cv_init(void)
 static void maint_init_once(void)
 {
   maint_cv_init();
-  atomic_store_explicit(&maint_last_ns, prd__now_ns(), memory_order_relaxed);
+  uint64_t now = prd__now_ns();   /* the first inline run a period after start-up */
+  atomic_store_explicit(&maint_last_ns, now, memory_order_relaxed);
+  atomic_store_explicit(&maint_jobs_ns, now, memory_order_relaxed);
 }
 
 /* ---- registration (section 1) -------------------------------------------------------------- */
@@ -289,13 +293,17 @@ static void maint_poke(bool always_look)
     }
     /* no thread (not needed yet, starting, or it could not be started): the work inline */
   }
-  uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
-  if (now - last < (uint64_t)prd__opt(maint_interval) * 1000000ull)
+  /* the jobs as often as the thread would run them (MAINT_WAKE_MS), the tick once an
+   * interval; one slow path at a time (the exchange; relaxed: a clock reading) */
+  uint64_t interval = (uint64_t)prd__opt(maint_interval) * 1000000ull;
+  uint64_t jobs = atomic_load_explicit(&maint_jobs_ns, memory_order_relaxed);
+  if (now - jobs < PRD_MIN(interval, (uint64_t)MAINT_WAKE_MS * 1000000ull) ||
+      !atomic_compare_exchange_strong_explicit(&maint_jobs_ns, &jobs, now,
+                                               memory_order_relaxed, memory_order_relaxed))
     return;
-  if (atomic_compare_exchange_strong(&maint_last_ns, &last, now)) {
-    maint_tick(true);
-    maint_jobs();
-  }
+  if (now - atomic_load_explicit(&maint_last_ns, memory_order_relaxed) >= interval)
+    maint_tick(true);   /* sets maint_last_ns when it ran (its try-locks may all fail) */
+  maint_jobs();
 }
 
 void prd__maint_poke(void)

@@ -20,6 +20,10 @@
  *   single        by default a single-threaded program stays single-threaded through all
  *                 that (maint.c section 2): no thread while it sleeps, and its next slow path
  *                 after the delay gives the memory back
+ *   single_interval  the same with maint_interval at its default (15 s): the slow paths run
+ *                 the decay job as often as the thread would (once a second), not once an
+ *                 interval, so a program that goes on with other work gets its freed memory
+ *                 back within a few decay periods (it waited for 15 s and more)
  *   decay_off     decay_ms=0: nothing is given back without a reap
  *   reuse         a phase of 640-byte blocks, freed, then a phase of 3-KiB blocks: with decay
  *                 the second phase reuses the first one's pages (no new RSS)
@@ -324,6 +328,29 @@ static int case_single(void)
   return peak >= base + TOTAL / 2 && threads == 1 && after <= base + kept + SLACK ? 0 : 1;
 }
 
+static int case_single_interval(void)
+{
+  if (prd_option_set("decay_ms", "500") != 0)   /* maint_interval stays 15 s */
+    return 2;
+  size_t base = base_rss();
+  alloc_all(mixed, TOTAL);
+  size_t peak = rss_bytes();
+  size_t kept = free_all();
+  /* the program goes on: slow paths every 50 ms for at most 12 s */
+  size_t after = rss_bytes();
+  int ms = 0;
+  for (; ms < 12000 && after > base + kept + SLACK; ms += 50) {
+    prd_free(prd_malloc(100000));
+    usleep(50000);
+    after = rss_bytes();
+  }
+  printf("# single_interval: base %zu MiB, peak %zu MiB, live %zu MiB, threads %d, after %d ms "
+         "of slow paths %zu MiB\n", base / MIB, peak / MIB, kept / MIB, task_count(), ms,
+         after / MIB);
+  fflush(stdout);
+  return peak >= base + TOTAL / 2 && after <= base + kept + SLACK ? 0 : 1;
+}
+
 static int case_decay_off(void)
 {
   if (prd_option_set("decay_ms", "0") != 0 || prd_option_set("maint_interval", "100") != 0)
@@ -431,6 +458,10 @@ static void test_decay_alone_big(void)
   CHECK_EQ(prd_test_bounded(case_decay_alone_big, "decay_alone_big", 60), 0);
 }
 static void test_single(void) { CHECK_EQ(prd_test_bounded(case_single, "single", 60), 0); }
+static void test_single_interval(void)
+{
+  CHECK_EQ(prd_test_bounded(case_single_interval, "single_interval", 60), 0);
+}
 static void test_decay_off(void) { CHECK_EQ(prd_test_bounded(case_decay_off, "decay_off", 60), 0); }
 static void test_reuse(void) { CHECK_EQ(prd_test_bounded(case_reuse, "reuse", 60), 0); }
 static void test_sparse(void) { CHECK_EQ(prd_test_bounded(case_sparse, "sparse", 60), 0); }
@@ -444,6 +475,7 @@ int main(void)
   RUN(test_decay_alone_big);
   RUN(test_helper);
   RUN(test_single);
+  RUN(test_single_interval);
   RUN(test_decay_off);
   RUN(test_reuse);
   RUN(test_sparse);
