@@ -179,6 +179,16 @@ void prd__maint_tick(void)
   maint_jobs();
 }
 
+/* One wake-up's work, on the thread or inline (`trylock`, section 2): the tick once
+ * maint_interval has passed since it last ran, then the jobs. */
+static void maint_run(uint64_t now, bool trylock)
+{
+  uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
+  if (now - last >= (uint64_t)prd__opt(maint_interval) * 1000000ull)
+    maint_tick(trylock);   /* sets maint_last_ns when it ran (its try-locks may all fail) */
+  maint_jobs();
+}
+
 /* The maintenance thread: wakes every MAINT_WAKE_MS at most, runs the registered jobs at each
  * wake and the tick once maint_interval has passed. */
 static void *maint_main(void *arg)
@@ -217,10 +227,7 @@ static void *maint_main(void *arg)
     pthread_mutex_unlock(&maint_lock);
     if (!prd__opt(maint_thread))
       continue;
-    uint64_t last = atomic_load_explicit(&maint_last_ns, memory_order_relaxed);
-    if (prd__now_ns() - last >= (uint64_t)prd__opt(maint_interval) * 1000000ull)
-      maint_tick(false);
-    maint_jobs();
+    maint_run(prd__now_ns(), false);
   }
   return NULL;
 }
@@ -301,9 +308,7 @@ static void maint_poke(bool always_look)
       !atomic_compare_exchange_strong_explicit(&maint_jobs_ns, &jobs, now,
                                                memory_order_relaxed, memory_order_relaxed))
     return;
-  if (now - atomic_load_explicit(&maint_last_ns, memory_order_relaxed) >= interval)
-    maint_tick(true);   /* sets maint_last_ns when it ran (its try-locks may all fail) */
-  maint_jobs();
+  maint_run(now, true);
 }
 
 void prd__maint_poke(void)

@@ -9,9 +9,9 @@
  *    malloc_usable_size, malloc_trim, glibc's __libc_malloc, __libc_free, __libc_calloc,
  *    __libc_realloc, __libc_memalign, __libc_valloc and __libc_pvalloc, and the C++
  *    operators new and delete in every variant (plain, sized, array, aligned; the nothrow
- *    deletes; the nothrow news are the C++ runtime's over these, section 2).  This is the
- *    only file besides malloc.c that defines names of the C library, and it is built only
- *    into libprudence-malloc.so.
+ *    deletes; the nothrow news are the C++ runtime's over these, section 2), and the thread
+ *    calls of section 5.  This is the only file besides malloc.c that defines names of the C
+ *    library, and it is built only into libprudence-malloc.so.
  *
  * 2. C++ operators in C.  The operators are defined here under their Itanium-ABI mangled
  *    names (_Znwm is operator new(size_t), ...), so the library needs no C++ runtime and a
@@ -32,6 +32,13 @@
  *    The library is built with the initial-exec TLS model (CMakeLists.txt), so no thread-local
  *    access inside the allocator can call __tls_get_addr, which may itself call malloc.
  *
+ * 4. The hottest names are aliases.  malloc, free, cfree and malloc_usable_size are the
+ *    symbols of prd_malloc, prd_free and prd_malloc_usable_size themselves (defined in
+ *    malloc.c under PRD_OVERRIDE_NAMES, which only this library's build sets: an alias must
+ *    name a function of its own translation unit), so a call through them is not a call of
+ *    a function that jumps on: one branch less on every malloc and free.  The declarations
+ *    below still say that this library exports them.
+ *
  * 5. glibc's thread bookkeeping.  pthread_join, its try/timed/clock forms, pthread_detach
  *    (of a thread that has ended), pthread_create, thrd_join and thrd_detach may free a dead
  *    thread's TLS with glibc's stack-cache lock held, which pthread_create takes: a library
@@ -40,13 +47,6 @@
  *    call (prd__lthread_nostart) around the C library's own, found once with dlsym(RTLD_NEXT).
  *    A symbol the C library does not have (an old glibc without pthread_clockjoin_np) makes
  *    the call fail with ENOSYS, which no program that found it at link time can reach.
- *
- * 4. The hottest names are aliases.  malloc, free, cfree and malloc_usable_size are the
- *    symbols of prd_malloc, prd_free and prd_malloc_usable_size themselves (defined in
- *    malloc.c under PRD_OVERRIDE_NAMES, which only this library's build sets: an alias must
- *    name a function of its own translation unit), so a call through them is not a call of
- *    a function that jumps on: one branch less on every malloc and free.  The declarations
- *    below still say that this library exports them.
  */
 #include <dlfcn.h>
 #include <errno.h>
