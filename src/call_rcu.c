@@ -70,11 +70,19 @@
  * 7. Fork.  fork.c's handlers take wrk_lock and cbq_lock after rcu.c's locks
  *    (prd__call_rcu_fork_prepare; fork.c section 2 states the whole order) and release them
  *    first (prd__call_rcu_fork_parent).  In the child prd__call_rcu_fork_child reinitializes
- *    them, moves the other threads' pending callbacks to the orphans (those threads are gone,
- *    maybe between an exchange and its link, so each chain is followed only as far as it is
- *    linked) and marks the worker as not running: it starts again at the next call_rcu,
- *    rcu_barrier or thread exit (thread.c forgets its id).  A barrier pending in the parent is
- *    done in the child, where no thread waits for it.
+ *    them, moves the other threads' pending callbacks to the orphans and marks the worker as
+ *    not running: it starts again at the next call_rcu, rcu_barrier or thread exit (thread.c
+ *    forgets its id).  A barrier pending in the parent is done in the child, where no thread
+ *    waits for it.
+ *    A thread the fork cut between its exchange and its link store never stores the link in
+ *    the child, and a chain that a consumer there followed with next_wait would wait for it
+ *    for ever.  Each producer has one enqueue at a time, so the missing link is the last one
+ *    of its chain: in a dead thread's queue the child repairs it (the tail is the node whose
+ *    link is missing, the end of the linked chain its predecessor).  A queue the parent's
+ *    worker had spliced before the producer linked is a segment in the middle of the batch in
+ *    flight, where its end is no longer known: prepare waits for the batch's links, as for a
+ *    batch being invoked (a store away, no lock between: the bounded wait below), and past
+ *    the bound the child keeps the batch only as far as it is linked.
  *    The batch a worker pass has spliced lives only on that pass's stack, which the child
  *    lacks, so its bounds and step are kept under cbq_lock too (cb_flight_*): spliced and
  *    waiting for its grace period (FL_WAITING: a whole grace period, the long step), none of
@@ -110,6 +118,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "race.h"
 
 /* A thread's call_rcu state. */
 struct cb_thread {
@@ -263,9 +272,14 @@ static void cbq_orphan_locked(struct cb_thread *t, bool dead)
 {
   struct prd_rcu_head *first, *last;
   if (dead) {
+    /* the end of the linked chain; a tail past it is the node whose link the fork cut */
+    struct prd_rcu_head *end = &t->ct_head, *tail = atomic_load(&t->ct_tail);
+    while (next_load(end) != NULL)
+      end = next_load(end);
+    if (end != tail)
+      __atomic_store_n(&end->next, tail, __ATOMIC_RELAXED);
     first = next_load(&t->ct_head);
-    for (last = first; last != NULL && next_load(last) != NULL; last = next_load(last))
-      ;
+    last = tail;
   } else {
     first = cbq_splice(t, &last);
   }
@@ -381,6 +395,7 @@ void prd_call_rcu(struct prd_rcu_head *head, void (*func)(struct prd_rcu_head *)
   /* seq_cst exchange: publishes the node to the worker's splice and orders it before the
    * cb_sleeping load in worker_wake (§3) */
   struct prd_rcu_head *prev = atomic_exchange(&t->ct_tail, head);
+  PRD_RACE();   /* the window a fork can cut (§7) */
   __atomic_store_n(&prev->next, head, __ATOMIC_RELEASE); /* pairs with next_load's acquire */
   worker_wake();
 }
@@ -587,6 +602,31 @@ PRD__FORK_LINK();
  * never end while it forks. */
 #define FORK_CB_WAIT_NS 20000000u
 
+/* Both locks held, the batch spliced and waiting: waits, until the deadline, for the links a
+ * producer between its exchange and its store still owes it (§7). */
+static void flight_settle(uint64_t deadline)
+{
+  for (struct prd_rcu_head *h = cb_flight_first; h != cb_flight_last;) {
+    struct prd_rcu_head *next = next_load(h);
+    if (next != NULL)
+      h = next;
+    else if (prd__now_ns() < deadline)
+      sched_yield();
+    else
+      return;
+  }
+}
+
+/* The child's batch in flight as far as it is linked: a producer the fork cut before it
+ * linked a segment of it left the rest out of reach (§7). */
+static void flight_trim(void)
+{
+  struct prd_rcu_head *h = cb_flight_first;
+  while (h != cb_flight_last && next_load(h) != NULL)
+    h = next_load(h);
+  cb_flight_last = h;
+}
+
 void prd__call_rcu_fork_prepare(void)
 {
   uint64_t deadline = prd__now_ns() + FORK_CB_WAIT_NS;
@@ -596,8 +636,11 @@ void prd__call_rcu_fork_prepare(void)
     /* not while a batch is being invoked (§7), unless this thread invokes it (a fork from a
      * callback: the child's copy of this thread goes on with the batch), or the bound ran
      * out (the child drops the batch) */
-    if (cb_flight_state != FL_INVOKING || cb_self.ct_is_worker || prd__now_ns() >= deadline)
+    if (cb_flight_state != FL_INVOKING || cb_self.ct_is_worker || prd__now_ns() >= deadline) {
+      if (cb_flight_state == FL_WAITING)
+        flight_settle(deadline);
       return;
+    }
     pthread_mutex_unlock(&wrk_lock);
     struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
     while (cb_flight_state == FL_INVOKING &&
@@ -626,6 +669,7 @@ void prd__call_rcu_fork_child(void)
    * which the child's copy of this thread goes on with, or another thread's that prepare's
    * bounded wait did not see end: some of it ran, the child cannot tell which, and drops it */
   if (cb_flight_state == FL_WAITING) {
+    flight_trim();
     cb_append(&cb_orphan_first, &cb_orphan_last, cb_flight_first, cb_flight_last);
     cb_flight_first = cb_flight_last = NULL;
     cb_flight_state = FL_NONE;

@@ -13,7 +13,8 @@
  *    test, the changes and clearing tc_steal); the grace-period machine (rcu.c gp_run, between
  *    the odd sequence and (W1), and the driver before it takes gp_lock); each latent transition
  *    of defer.c (rotate, merge, to the depot, to the latent slabs); the holds of slab.c's
- *    purge of free buffers (prd__slab_purge: allocations take chosen buffers between them).
+ *    purge of free buffers (prd__slab_purge: allocations take chosen buffers between them);
+ *    call_rcu.c's enqueue, between the tail's exchange and the link (a fork cuts it there).
  * 3. The pause.  Drawn at random so that neither side settles into a rhythm: half the pauses
  *    spin (up to 1024 `pause` instructions: up to tens of microseconds, the thread stays on
  *    its CPU), a quarter yield the CPU (the other side runs a step), a quarter sleep up to
