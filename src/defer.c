@@ -154,6 +154,9 @@
  *    last pre-flush: when allocation is slower than deferral, the whole excess moves at once;
  *    when faster, half of it, and the job yields afterwards (the loaded magazine empties by
  *    itself).  It merges again after moving, so a grace period that ended meanwhile is used.
+ *    The hit path asks only while its flag is clear; the slow path asks again while the job
+ *    has nothing pending, so a request whose job never came is not lost for good (a fork
+ *    child of a maintenance thread cut between taking pf_pending and its visit).
  *
  * 7. The magazine layer's hooks, and taking a thread's magazines.  At its first deferral to a
  *    cache with magazines (defer_init_once) this file registers the pre-flush job with
@@ -906,7 +909,8 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
   cc_count(cc, PRD_PC_DEFERRED, 1);
   bool ask = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + prd__mag_latent(cc) >
                  cc->cc_lat_limit &&                          /* line 41 */
-             !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed);
+             (!atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed) ||
+              !atomic_load_explicit(&pf_pending, memory_order_relaxed));
   cc_restop(cc);
   pthread_mutex_unlock(&tc->tc_lock);
   gp_requests();
