@@ -53,8 +53,10 @@
  *    threads are all gone alive forever.  Application threads that use the library are counted
  *    (prd__lthread_app_arrive, at a thread's first magazine or RCU use; prd__lthread_app_leave,
  *    from the same files' exit destructors).  When the count falls to zero the leaving thread
- *    records its id (lt_leaver) and pokes every library thread (lt_poked, then its lt_wake); each
- *    looks at its next idle point (prd__lthread_idle_exit) for a live application thread in
+ *    records its id (lt_leaver) and pokes every library thread (lt_poked, then its lt_wake), as
+ *    a start does while none is counted (a thread the poke found ended, started again for
+ *    what the leaver left: its call_rcu callbacks' grace period); each looks at its next
+ *    idle point (prd__lthread_idle_exit) for a live application thread in
  *    /proc/self/task: a thread that is not a library thread (its id in lt_table, or its name
  *    starting with LT_PREFIX: a process may hold two copies of the library, a preloaded malloc
  *    beside a program's own, and each must see the other's threads as the library's, or neither
@@ -270,6 +272,11 @@ int prd__lthread_start(struct prd__lthread *lt)
   }
   lt_pin();
   lt_register(lt);
+  /* started with no application thread counted (a callback's grace period after the last
+   * one left, whose poke found this thread ended or not yet started): it looks at its first
+   * idle point, not an idle period after its last life's look (section 3) */
+  if (atomic_load_explicit(&lt_apps, memory_order_relaxed) == 0)
+    atomic_store_explicit(&lt->lt_poked, true, memory_order_relaxed);
   pthread_t th;
   pthread_attr_t attr;
   sigset_t all, old;
@@ -406,6 +413,10 @@ bool prd__lthread_poked(struct prd__lthread *lt)
 
 long prd__lthread_idle_ms(const struct prd__lthread *lt)
 {
+  /* a poke not taken yet (an idle point that could not look: the driver's waiters had not
+   * left) is taken at the next one, soon */
+  if (atomic_load_explicit(&lt->lt_poked, memory_order_relaxed))
+    return 1;
   if (lt->lt_quick > 0)
     return 1l << (LT_QUICK - 1 - lt->lt_quick);
   return atomic_load_explicit(&lt_apps, memory_order_relaxed) > 0 ? LT_COUNTED_MS : LT_IDLE_MS;
