@@ -176,7 +176,8 @@ PRD_API void  prd_set_nofail_callback(int (*cb)(void));
 /* Leak detection: lists, on fp, every buffer of every cache still allocated and allocated at
  * least older_than_seconds ago (ages and stacks need auditing; without it every allocated
  * buffer is listed, age unknown).  Returns the number listed.  PRUDENCE_DEBUG=leaks runs it
- * at exit with older_than_seconds = 0. */
+ * at exit with older_than_seconds = 0, from the library's destructor: after the program's
+ * atexit handlers and destructors. */
 PRD_API size_t prd_leak_report(FILE *fp, double older_than_seconds);
 
 /* Statistics of one cache, versioned: the caller sets st->size = sizeof(*st) and

@@ -336,16 +336,17 @@ void prd_cache_free(prd_cache_t *cp, void *buf)
 }
 
 /* ---- creating and destroying caches (section 3) --------------------------------------------- */
-static void cache_leaks_atexit(void)
-{
-  prd_leak_report(stderr, 0);
-}
+static _Atomic bool cache_leaks_at_exit;   /* a cache with PRD_CACHE_LEAKS was made */
 
-static pthread_once_t cache_leaks_once = PTHREAD_ONCE_INIT;
-
-static void cache_leaks_register(void)
+/* The report at exit: from this object's destructor, after the program's atexit handlers
+ * and its own destructors, so that blocks they free are not listed (an atexit handler ran
+ * before the destructors of every object).  The main program is finalized before the shared
+ * objects it needs; linked into it, the lowest priority runs this after its default ones.
+ * Another shared object's destructors may still come after it. */
+__attribute__((destructor(101))) static void cache_leaks_fini(void)
 {
-  atexit(cache_leaks_atexit);
+  if (atomic_load_explicit(&cache_leaks_at_exit, memory_order_relaxed))
+    prd_leak_report(stderr, 0);
 }
 
 /* A cache from checked arguments (section 3), its slab layer and CPU layer set up, not yet on
@@ -461,7 +462,7 @@ static prd_cache_t *cache_create(const char *name, size_t size, size_t align, pr
     return NULL;
   cache_list_insert(cp);
   if (flags & PRD_CACHE_LEAKS)   /* the leak report at exit (002 §6.7) */
-    pthread_once(&cache_leaks_once, cache_leaks_register);
+    atomic_store_explicit(&cache_leaks_at_exit, true, memory_order_relaxed);
   return cp;
 }
 

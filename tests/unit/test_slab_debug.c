@@ -420,6 +420,41 @@ static int leak_exit_main(void)
   return 0;   /* the leak report runs at exit */
 }
 
+/* The program's own destructor frees two of three buffers: the report at exit comes after
+ * it and lists one.  An atexit handler ran before every destructor and listed three. */
+static prd_cache_t *dtor_cache;
+static void *dtor_bufs[3];
+__attribute__((destructor)) static void leak_dtor_frees(void)
+{
+  for (int i = 0; dtor_cache != NULL && i < 2; i++)
+    prd_cache_free(dtor_cache, dtor_bufs[i]);
+}
+
+static int leak_dtor_main(void)
+{
+  dtor_cache = prd_cache_create("dtorleaks", 100, 0, NULL, NULL, NULL, NULL, NULL, 0);
+  for (int i = 0; i < 3; i++)
+    dtor_bufs[i] = prd_cache_alloc(dtor_cache, 0);
+  return 0;
+}
+
+static void exec_leak_dtor_child(void *arg)
+{
+  (void)arg;
+  setenv("PRUDENCE_DEBUG", "leaks", 1);
+  execl("/proc/self/exe", "test_slab_debug", "--leak-dtor", (char *)NULL);
+  _exit(127);
+}
+
+static void test_leaks_after_destructors(void)
+{
+  char out[16384];
+  int st = prd_test_child(exec_leak_dtor_child, NULL, out, sizeof(out));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(out, "cache dtorleaks: buffer=");
+  CHECK_STR_CONTAINS(out, "leak report: 1 buffer allocated");
+}
+
 static void exec_leak_child(void *arg)
 {
   (void)arg;
@@ -642,6 +677,8 @@ int main(int argc, char **argv)
   prd_option_set("magazines", "0");   /* this tests the layers below the CPU layer */
   if (argc > 1 && strcmp(argv[1], "--leak-exit") == 0)
     return leak_exit_main();
+  if (argc > 1 && strcmp(argv[1], "--leak-dtor") == 0)
+    return leak_dtor_main();
   if (argc > 1 && strcmp(argv[1], "--print-abort") == 0) {
     printf("abort_on_error=%ld debug=%ld\n", prd_option_get("abort_on_error"),
            prd_option_get("debug"));
@@ -663,6 +700,7 @@ int main(int argc, char **argv)
   RUN(test_unmap_quarantine_fork);
   RUN(test_leaks_at_exit);
   RUN(test_leaks_cflag_at_exit);
+  RUN(test_leaks_after_destructors);
   RUN(test_debug_env_abort_option);
   return prd_test_done();
 }
