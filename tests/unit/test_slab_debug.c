@@ -438,35 +438,35 @@ static int leak_dtor_main(void)
   return 0;
 }
 
-static void exec_leak_dtor_child(void *arg)
+/* This program again, with PRUDENCE_DEBUG set and a mode flag (arg: {debug, flag}). */
+static void exec_self_child(void *arg)
 {
-  (void)arg;
-  setenv("PRUDENCE_DEBUG", "leaks", 1);
-  execl("/proc/self/exe", "test_slab_debug", "--leak-dtor", (char *)NULL);
+  const char *const *a = arg;
+  setenv("PRUDENCE_DEBUG", a[0], 1);
+  execl("/proc/self/exe", "test_slab_debug", a[1], (char *)NULL);
   _exit(127);
+}
+
+/* Runs this program again as exec_self_child does; its exit status, its output in out. */
+static int run_self(const char *debug, const char *flag, char *out, size_t len)
+{
+  const char *a[2] = { debug, flag };
+  return prd_test_child(exec_self_child, (void *)a, out, len);
 }
 
 static void test_leaks_after_destructors(void)
 {
   char out[16384];
-  int st = prd_test_child(exec_leak_dtor_child, NULL, out, sizeof(out));
+  int st = run_self("leaks", "--leak-dtor", out, sizeof(out));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(out, "cache dtorleaks: buffer=");
   CHECK_STR_CONTAINS(out, "leak report: 1 buffer allocated");
 }
 
-static void exec_leak_child(void *arg)
-{
-  (void)arg;
-  setenv("PRUDENCE_DEBUG", "leaks,bogus", 1);
-  execl("/proc/self/exe", "test_slab_debug", "--leak-exit", (char *)NULL);
-  _exit(127);
-}
-
 static void test_leaks_at_exit(void)
 {
   char out[16384];
-  int st = prd_test_child(exec_leak_child, NULL, out, sizeof(out));
+  int st = run_self("leaks,bogus", "--leak-exit", out, sizeof(out));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK_STR_CONTAINS(out, "PRUDENCE_DEBUG: unknown debug feature 'bogus'");
   CHECK_STR_CONTAINS(out, "cache leaked: buffer=");
