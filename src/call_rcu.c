@@ -161,6 +161,12 @@ static pthread_once_t cb_once = PTHREAD_ONCE_INIT;
 
 static void cb_thread_exit(void *arg);
 
+/* The exit key made at load (thread.c section 6). */
+__attribute__((constructor)) static void cb_key_at_load(void)
+{
+  prd__thread_key_at_load(&cb_key_v, cb_thread_exit);
+}
+
 static void cb_init_once(void)
 {
   prd__init();

@@ -447,6 +447,9 @@ extern bool prd__lthread_no_proc;
  * made at the first call; false when it cannot be made now, and the next call tries again
  * (thread.c section 6). */
 bool  prd__thread_key(_Atomic unsigned long *slot, void (*dtor)(void *), pthread_key_t *key);
+/* The same key made when the library is loaded (a constructor of its owner), ahead of a
+ * program that may take every key later; a failure is left to the first need. */
+void  prd__thread_key_at_load(_Atomic unsigned long *slot, void (*dtor)(void *));
 /* In every forked child (fork.c's child handler, last): forgets the library threads' ids and
  * counts this thread once if it was counted.  Stores only atomics and this thread's own
  * variables, so it is async-signal-safe (thread.c section 5). */

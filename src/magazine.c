@@ -1336,6 +1336,12 @@ static _Atomic unsigned long mag_key_v;
 static void tc_unregister_free(prd_tcache_t *tc);
 static void mag_thread_exit(void *arg);
 
+/* The exit key made at load (thread.c section 6). */
+__attribute__((constructor)) static void mag_key_at_load(void)
+{
+  prd__thread_key_at_load(&mag_key_v, mag_thread_exit);
+}
+
 /* A record for a new thread (section 10), mag_registry_lock held: a spare with its CPU-cache
  * array, else a bare one, else a new slot of the record pages, which maps a page when none
  * is left (the lock dropped around the mapping).  NULL with the lock dropped when no page can

@@ -416,6 +416,12 @@ static void membarrier_setup(void)
 
 static void rcu_thread_exit(void *arg);
 
+/* The reader records' exit key made at load (thread.c section 6). */
+__attribute__((constructor)) static void rcu_key_at_load(void)
+{
+  prd__thread_key_at_load(&rcu_key_v, rcu_thread_exit);
+}
+
 /* drv_cond waits with timeouts on CLOCK_MONOTONIC (pacing); set up before any use. */
 static void drv_cond_setup(void)
 {
@@ -436,28 +442,37 @@ static void rcu_init(void)
 }
 
 /* ---- §2 registration ------------------------------------------------------------------- */
-/* The exit destructor, on the key made at the first registration that needs it (thread.c
- * section 6): a key that cannot be made, or a value that cannot be set, is reported (a
- * reader whose record outlives its thread is read after its memory is gone), and the next
- * registering thread tries again; no key that was not made is ever set. */
-static void exit_key_arm(_Atomic unsigned long *slot, void (*dtor)(void *), void *value,
-                         bool *set, const char *from)
+/* The exit destructor, on the key made at load or at the first registration that needs it
+ * (thread.c section 6); no key that was not made is ever set.  False when the key cannot be
+ * made, or the value cannot be set. */
+static bool exit_key_arm(_Atomic unsigned long *slot, void (*dtor)(void *), void *value,
+                         bool *set)
 {
   if (!*set) {
     pthread_key_t key;
-    if (!prd__thread_key(slot, dtor, &key) || pthread_setspecific(key, value) != 0) {
-      prd__error("rcu: no thread-exit destructor for this thread (pthread_key_create or "
-                 "pthread_setspecific failed): it will not unregister%s at exit", from);
-      return;
-    }
+    if (!prd__thread_key(slot, dtor, &key) || pthread_setspecific(key, value) != 0)
+      return false;
     *set = true;
     prd__lthread_app_arrive();   /* its exit may leave the library threads alone (§5) */
   }
+  return true;
 }
 
+/* A reader must leave the registry when its thread ends: its record is in the thread's TLS,
+ * which is freed (or becomes another thread's) then, and the grace periods read it.  Without
+ * the destructor there is no safe way on: the record could not be unregistered, and a reader
+ * not registered is not waited for.  So the process ends, whatever abort_on_error says (a
+ * safety guarantee that cannot be kept fails loudly); the key is made at load, so only a
+ * process that had no key left before the library was loaded, nor at this thread's first
+ * section, gets here. */
 static void arm_exit_destructor(struct rcu_thread *t)
 {
-  exit_key_arm(&rcu_key_v, rcu_thread_exit, t, &t->rt_key_set, "");
+  if (prd_likely(exit_key_arm(&rcu_key_v, rcu_thread_exit, t, &t->rt_key_set)))
+    return;
+  prd__report("rcu: no thread-exit destructor for this reader thread (pthread_key_create or "
+              "pthread_setspecific failed: the process's pthread keys are all taken): its "
+              "record would outlive it, and grace periods would read freed memory");
+  abort();
 }
 
 static void reader_register(struct rcu_thread *t)
@@ -465,6 +480,7 @@ static void reader_register(struct rcu_thread *t)
   rcu_init();
   if (t->rt_registered)
     return;
+  arm_exit_destructor(t);   /* before the record is linked: no record without it */
   t->rt_reader = &prd__rcu_reader;
   pthread_mutex_lock(&reg_lock);
   t->rt_prev = NULL;
@@ -474,7 +490,6 @@ static void reader_register(struct rcu_thread *t)
   reg_head = t;
   t->rt_registered = true;
   pthread_mutex_unlock(&reg_lock);
-  arm_exit_destructor(t);
 }
 
 static void reader_unregister(struct rcu_thread *t)
@@ -1533,8 +1548,10 @@ void prd_rcu_register_thread(void)
   if (rcu_ext_src == src)
     return;   /* the exit destructor is armed already */
   rcu_ext_src = src;
-  exit_key_arm(&rcu_ext_key_v, rcu_ext_thread_exit, (void *)src, &rcu_ext_key_set,
-               " from its liburcu source");
+  if (!exit_key_arm(&rcu_ext_key_v, rcu_ext_thread_exit, (void *)src, &rcu_ext_key_set))
+    prd__error("rcu: no thread-exit destructor for this thread (pthread_key_create or "
+               "pthread_setspecific failed): it will not unregister from its liburcu source "
+               "at exit");
 }
 
 void prd_rcu_unregister_thread(void)

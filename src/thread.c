@@ -112,16 +112,24 @@
  *    threads that race both make a key, and the one that loses deletes its spare.  Memory
  *    ordering: the acq_rel compare-exchange that publishes pairs with the acquire load of
  *    every later call.
+ *    Each key is also made when the library is loaded (prd__thread_key_at_load, from a
+ *    constructor of the file that owns it): a program that takes every key the process has
+ *    after that (an outside tester's did, then started a reader thread) leaves the library
+ *    its own, where one made at the first need found none left.  A failure at load is not
+ *    remembered either: the first need tries again.  Making it pins the object that holds
+ *    this code (section 7), so a plugin linked with libprudence.a stays loaded from its
+ *    dlopen on.
  *
  * 7. Staying loaded.  A library thread runs this code until the process ends, and an exit key's
  *    destructor runs it at every thread's exit, so the object that holds it must not be
  *    unmapped under them: a program that dlopen()s a plugin linked with libprudence.a and
  *    dlclose()s it died of SIGSEGV later in a key destructor.  The shared libraries are linked
  *    -z nodelete for that (CMakeLists.txt); for a copy linked into another object, the first
- *    thread start or exit key makes that object RTLD_NODELETE (lt_pin: dladdr of this file's
- *    data, then dlopen with RTLD_NOLOAD | RTLD_NODELETE, whose handle is kept; for the main
- *    program the name does not match and nothing happens, nor is there need).  Once per
- *    process, with no lock of the library held (the callers' claims are dropped first).
+ *    thread start or exit key, made at load (section 6), makes that object RTLD_NODELETE
+ *    (lt_pin: dladdr of this file's data, then dlopen with RTLD_NOLOAD | RTLD_NODELETE, whose
+ *    handle is kept; for the main program the name does not match and nothing happens, nor
+ *    is there need).  Once per process, with no lock of the library held (the callers' claims
+ *    are dropped first).
  *
  * 8. Whose threads.  The library's threads belong to the process that loaded it (lt_pid, its
  *    id taken when the library is loaded, or at the first start if the library was used
@@ -606,4 +614,10 @@ bool prd__thread_key(_Atomic unsigned long *slot, void (*dtor)(void *), pthread_
   }
   *key = (pthread_key_t)(v - 1);
   return true;
+}
+
+void prd__thread_key_at_load(_Atomic unsigned long *slot, void (*dtor)(void *))
+{
+  pthread_key_t key;
+  (void)prd__thread_key(slot, dtor, &key);   /* failed: the first need tries again */
 }
