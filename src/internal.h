@@ -566,6 +566,9 @@ size_t prd__os_resident(const void *addr, size_t size);
 /* 64 random bits for a per-process secret (os.c section 10); callers that draw more than one
  * pass different salts. */
 uint64_t prd__os_random64(uint64_t salt);
+/* membarrier(cmd, 0, 0), tried again for about a second while the kernel refuses it for
+ * want of memory (os.c section 11): 0, or the errno of the refusal that stays. */
+int      prd__os_membarrier(int cmd);
 void   prd__os_unmap(void *addr, size_t size);
 /* Make a range inaccessible (debug: unmapped slabs, guard pages) or usable again. */
 int    prd__os_protect_none(void *addr, size_t size);

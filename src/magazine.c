@@ -1613,13 +1613,15 @@ static void handshake_fence(void)
 {
 #ifndef PRD_TSAN
   if (prd__mag_membarrier) {
-    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {   /* A */
-      /* registered at start, refused now (a seccomp filter installed since): the owners
-       * test tc_steal behind a compiler barrier only, so a visitor could take a magazine
-       * from under an owner's operation.  The process ends, whatever abort_on_error says
-       * (a safety guarantee that cannot be kept fails loudly) */
+    int e = prd__os_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);   /* A */
+    if (e != 0) {
+      /* registered at start, refused now for good (a seccomp filter installed since), or
+       * for want of memory for a second (os.c section 11): the owners test tc_steal behind
+       * a compiler barrier only, so a visitor could take a magazine from under an owner's
+       * operation.  The process ends, whatever abort_on_error says (a safety guarantee that
+       * cannot be kept fails loudly) */
       prd__report("magazines: membarrier(PRIVATE_EXPEDITED) failed (errno %d) after it was "
-                  "registered: another thread's magazines cannot be taken safely", errno);
+                  "registered: another thread's magazines cannot be taken safely", e);
       abort();
     }
   } else

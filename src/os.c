@@ -81,13 +81,23 @@
  *    from them too), mixed with the caller's salt, so that the keys stay unguessable from
  *    outside the process.  Only where neither is there, the clock and the address space
  *    layout, reported once: docs/options.md promises a random key.
+ * 11. The process-wide barrier (prd__os_membarrier): membarrier(PRIVATE_EXPEDITED), the
+ *    writer's half of the magazine handshake and of the grace periods, whose other half is a
+ *    compiler barrier only.  The kernel may refuse one call for want of memory (ENOMEM: the
+ *    cpumask it allocates), or be interrupted; that is not a refusal for good, so such a call
+ *    is tried again, 1 ms apart doubling to 64 ms, for about a second in all.  The callers
+ *    cannot go on without it (a safety guarantee that cannot be kept fails loudly): they end
+ *    the process on what is left, a refusal for good (EPERM from a seccomp filter installed
+ *    since the registration, EINVAL) or a second of ENOMEM.
  */
 #include <errno.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -488,6 +498,23 @@ uint64_t prd__os_random64(uint64_t salt)
     prd__report("no random source (getrandom failed, no AT_RANDOM): the process's keys come "
                 "from the clock and the address space layout");
   return os_mix64(prd__now_ns() ^ ((uint64_t)(uintptr_t)&r << 17) ^ os_mix64(salt));
+}
+
+/* ---- section 11: membarrier ------------------------------------------------------------------ */
+int prd__os_membarrier(int cmd)
+{
+  long wait_ms = 1;
+  for (long waited = 0;; waited += wait_ms, wait_ms = wait_ms < 64 ? wait_ms * 2 : 64) {
+    if (syscall(SYS_membarrier, cmd, 0, 0) == 0)
+      return 0;
+    int e = errno;
+    if ((e != ENOMEM && e != EAGAIN && e != EINTR) || waited >= 1000)
+      return e;
+    struct timespec ts = { 0, wait_ms * 1000000L };
+    int old = prd__cancel_off();   /* not a cancellation point of the caller's (section 8) */
+    nanosleep(&ts, NULL);
+    prd__cancel_on(old);
+  }
 }
 
 uint64_t prd__now_ns(void)

@@ -379,14 +379,16 @@ static void smp_mb_master(void)
 {
   if (use_membarrier) {
     rcu_count(RCU_ST_membarriers, 1);
-    if (sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
-      /* registered at start, refused now (a seccomp filter installed since): the readers run
-       * without fences and this barrier is their half, so no grace period can be trusted.
-       * A fence here is not that half; the process ends, whatever abort_on_error says (a
-       * safety guarantee that cannot be kept fails loudly, as debug.c's protections do) */
+    int e = prd__os_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+    if (e != 0) {
+      /* registered at start, refused now for good (a seccomp filter installed since), or for
+       * want of memory for a second (os.c section 11): the readers run without fences and
+       * this barrier is their half, so no grace period can be trusted.  A fence here is not
+       * that half; the process ends, whatever abort_on_error says (a safety guarantee that
+       * cannot be kept fails loudly, as debug.c's protections do) */
       prd__report("rcu: membarrier(PRIVATE_EXPEDITED) failed (errno %d) after it was "
                   "registered: readers run without fences, so grace periods cannot be kept",
-                  errno);
+                  e);
       abort();
     }
   } else {
