@@ -19,7 +19,9 @@
  *    the ends with munmap, so no address space stays reserved that nobody owns.
  * 3. Returning memory: prd__os_decommit uses MADV_DONTNEED, which frees the pages at once and
  *    makes them read back as zeroes (RSS drops right away; the tests read /proc/self/statm);
- *    unmap gives the address space back too.
+ *    unmap gives the address space back too.  An unmap the kernel refuses (a split past
+ *    vm.max_map_count: ENOMEM) still gives the pages back, by MADV_DONTNEED, and is reported
+ *    at the first refusal and then once per 1024.
  * 4. Fault injection: with the option fault_mmap=N (or PRUDENCE_FAULT_MMAP=N) every Nth call
  *    that would create a mapping fails as if the kernel had said ENOMEM, so the tests of every
  *    layer can prove that allocation failure is handled.  The counter is one relaxed atomic.
@@ -91,6 +93,7 @@
  *    since the registration, EINVAL) or a second of ENOMEM.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -334,13 +337,31 @@ static bool os_unmap_fault_now(void)
   return true;
 }
 
+/* A refused munmap (section 3): the kernel refuses to split a mapping past vm.max_map_count
+ * with ENOMEM.  The range stays mapped (its address space is lost to the process) but its
+ * pages go back (MADV_DONTNEED does not split the mapping), so memory is not lost with it; the
+ * first refusal is reported, then one line per 1024, not one each. */
+static _Atomic uint64_t os_unmap_refused;
+
+static PRD_COLD void os_unmap_refused_now(void *addr, size_t size, int err)
+{
+  int released = madvise(addr, size, MADV_DONTNEED) == 0;
+  uint64_t n = atomic_fetch_add_explicit(&os_unmap_refused, 1, memory_order_relaxed) + 1;
+  if (n == 1 || n % 1024 == 0)
+    prd__report("os: munmap(%p, %zu) failed (errno %d): %s; %" PRIu64 " refused so far%s",
+                addr, size, err,
+                released ? "its pages were given back, its address space stays mapped"
+                         : "it stays mapped, and MADV_DONTNEED was refused too",
+                n, n == 1 ? " (reported again every 1024)" : "");
+}
+
 void prd__os_unmap(void *addr, size_t size)
 {
   PRD_ASSERT(PRD_IS_P2ALIGNED(addr, prd__os_page_size()));
   if (!os_unmap_fault_now() && munmap(addr, size) == 0)
     atomic_fetch_sub_explicit(&os_mapped, size, memory_order_relaxed);
   else
-    prd__report("os: munmap(%p, %zu) failed (errno %d)", addr, size, errno);
+    os_unmap_refused_now(addr, size, errno);
 }
 
 int prd__os_protect_none(void *addr, size_t size)
