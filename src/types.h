@@ -104,6 +104,7 @@ struct prd_vmem {
   size_t vm_dirty_peak;        /* the most dirty free bytes since the last decay pass (16) */
   uint64_t vm_decommit_retry_ns;   /* the kernel refused a decommit: no purge before this
                                       (prd__now_ns; 0: none refused; section 16) */
+  uint64_t vm_decommit_refused;    /* refusals so far: the first reported, then each 1024th */
   uint8_t vm_purge_more;       /* an inline purge stopped after its slice short of its target:
                                   PURGE_FREE or PURGE_REUSE, the kind that started it; 0 none
                                   (section 16) */

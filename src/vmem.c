@@ -213,8 +213,9 @@
  *    the walk stops there: a kernel or a seccomp filter that refuses it (EPERM, ENOSYS,
  *    EINVAL) refuses it for every segment, and the dirty bytes, which then never fall, would
  *    make every later free walk the free lists again under vm_lock, each decommit failing,
- *    while the other threads wait for the lock.  So a refusal is reported once, with
- *    its errno, and no purge runs until VMEM_DECOMMIT_RETRY_NS later (vm_decommit_retry_ns);
+ *    while the other threads wait for the lock.  So a refusal is reported, with
+ *    its errno, at the first (then once per 1024, however successes and refusals alternate:
+ *    vm_decommit_refused), and no purge runs until VMEM_DECOMMIT_RETRY_NS later (vm_decommit_retry_ns);
  *    a pass or a reap tries again regardless: a refusal is retried, never remembered for
  *    good.  The pages stay resident meanwhile, as they would with the bound off.
  *    The dirty bound (jemalloc 3's lg_dirty_mult, glibc's trim threshold).  Decay acts on
@@ -316,6 +317,7 @@
  *    vm_waiters, since the waiters were threads that the child does not have.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -1762,9 +1764,11 @@ prd_vmem_t *prd_heap_arena(void)
  * this arena, whose lock this thread holds. */
 static void decommit_refused(prd_vmem_t *vmp, int err)
 {
-  if (vmp->vm_decommit_retry_ns == 0)
+  uint64_t n = ++vmp->vm_decommit_refused;
+  if (n == 1 || n % 1024 == 0)
     prd__report("vmem '%s': madvise(MADV_DONTNEED) failed (errno %d): free pages stay "
-                "resident; tried again in 1 s", vmp->vm_name, err);
+                "resident; tried again in 1 s; %" PRIu64 " refused so far%s", vmp->vm_name,
+                err, n, n == 1 ? " (reported again every 1024)" : "");
   vmp->vm_decommit_retry_ns = prd__now_ns() + VMEM_DECOMMIT_RETRY_NS;
 }
 
