@@ -369,10 +369,12 @@ static void rcu_count(int which, uint64_t n)
 #define RCU_IDLE_SCANS 4    /* scans held only by readers seen idle before a membarrier vouches */
 static bool gp_counted;     /* RCU_COUNTED and membarrier registered (membarrier_setup) */
 
-static int sys_membarrier(int cmd)
+#ifndef PRD_TSAN
+static int sys_membarrier(int cmd)   /* membarrier_setup's query and registration */
 {
   return (int)syscall(__NR_membarrier, cmd, 0, 0);
 }
+#endif
 
 /* (W1)/(W2): a full barrier on every thread of the process, or on this one in fence mode. */
 static void smp_mb_master(void)
