@@ -65,7 +65,12 @@
  *    counts the thread as an application thread, thread.c section 3), moves the thread's
  *    pending callbacks to the orphans and wakes the worker, or starts it when it has ended.
  *    rcu.c's own key unregisters the thread's reader record; the two destructors run in
- *    either order and touch nothing of each other's.
+ *    either order and touch nothing of each other's.  A thread whose destructor has run gets
+ *    no queue again: a later key destructor of the program (one made after this file's key,
+ *    which is made at load, runs after it in each round) may still call prd_call_rcu, and a
+ *    queue it registered then could outlive the thread, when the call came in glibc's last
+ *    round (PTHREAD_DESTRUCTOR_ITERATIONS): the registry would then hold the dead thread's
+ *    TLS, which the next thread's start zeroes.  Its callbacks go to the orphans instead.
  *
  * 7. Fork.  fork.c's handlers take wrk_lock and cbq_lock after rcu.c's locks
  *    (prd__call_rcu_fork_prepare; fork.c section 2 states the whole order) and release them
@@ -129,6 +134,7 @@ struct cb_thread {
   bool ct_registered;                  /* in the queue registry */
   bool ct_key_set;                     /* the exit destructor is armed (§6) */
   bool ct_is_worker;                   /* the worker, or a barrier in its place (§5) */
+  bool ct_exited;                      /* its exit destructor ran: no queue again (§6) */
   uint32_t ct_nokey;                   /* calls until the next try for the exit key (§2) */
 };
 
@@ -371,7 +377,7 @@ static void orphans_kick(void)
 static PRD_NOINLINE void call_rcu_slow(struct cb_thread *t)
 {
   prd__rcu_fork_release();   /* a fork child's first call_rcu: it uses RCU (rcu.c §7) */
-  if (!t->ct_registered)
+  if (!t->ct_registered && !t->ct_exited)
     cbq_register(t);
   /* a start that failed (a thread limit) is tried again by the first call 10 ms later, not
    * by every call meanwhile (thread.c section 2) */
@@ -592,6 +598,7 @@ static void cb_thread_exit(void *arg)
 {
   struct cb_thread *t = arg;
   t->ct_key_set = false;
+  t->ct_exited = true;
   if (t->ct_registered) {
     pthread_mutex_lock(&cbq_lock);
     cbq_orphan_locked(t, false);

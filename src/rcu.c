@@ -25,6 +25,14 @@
  *    (nesting 0), ACTIVE_CURRENT (its phase equals the global phase) or ACTIVE_OLD.  Threads register automatically on their first
  *    outermost lock (rr_fast == 0 sends it to prd__rcu_read_lock_slow); a pthread key's
  *    destructor unregisters them at exit and reports a thread that exits inside a section.
+ *    The record is in the thread's TLS, which the next thread to start may get and zero, so
+ *    it must never stay in the registry after its thread.  glibc runs key destructors in
+ *    rounds, at most PTHREAD_DESTRUCTOR_ITERATIONS, each in key order, and this file's key,
+ *    made at load, usually comes before the program's: a program's destructor that reads
+ *    after ours ran registers the thread again, and ours, armed again, runs in the next
+ *    round; in the last round there is none.  So the destructor stays armed until the last
+ *    round (it counts them, rt_exit_rounds), and a registration after it in that round ends
+ *    the process with a report (rt_dead) instead of leaving the record behind.
  *
  * 3. The built-in grace period (gp_advance's stages, under gp_lock).
  *        (W1) full barrier on every thread          [done by gp_run before calling the source]
@@ -297,7 +305,13 @@ struct rcu_thread {
   bool rt_offline;                     /* prd_rcu_thread_offline() called (built-in source) */
   bool rt_key_set;                     /* the exit destructor is armed */
   bool rt_warned_source;               /* prd_rcu_read_lock with another source: reported */
+  bool rt_dead;                        /* its destructor's last round ran (§2): no record */
+  unsigned rt_exit_rounds;             /* rounds of key destructors its destructor ran in */
 };
+
+#ifndef PTHREAD_DESTRUCTOR_ITERATIONS
+#define PTHREAD_DESTRUCTOR_ITERATIONS 4
+#endif
 
 static __thread struct rcu_thread rcu_self __attribute__((tls_model("initial-exec")));
 
@@ -484,6 +498,12 @@ static void reader_register(struct rcu_thread *t)
   rcu_init();
   if (t->rt_registered)
     return;
+  if (prd_unlikely(t->rt_dead)) {
+    prd__report("rcu: a read-side section in a pthread key destructor's last round, after "
+                "the library's: this thread's record would outlive it, and grace periods "
+                "would read freed memory");
+    abort();
+  }
   arm_exit_destructor(t);   /* before the record is linked: no record without it */
   t->rt_reader = &prd__rcu_reader;
   pthread_mutex_lock(&reg_lock);
@@ -1597,6 +1617,15 @@ static void rcu_thread_exit(void *arg)
 {
   struct rcu_thread *t = arg;
   t->rt_key_set = false;
+  /* armed again until glibc's last round, so that a registration by a later destructor of
+   * the program is undone in the next round, or refused in the last (§2) */
+  if (++t->rt_exit_rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_key_t key;
+    if (prd__thread_key(&rcu_key_v, rcu_thread_exit, &key) && pthread_setspecific(key, t) == 0)
+      t->rt_key_set = true;
+  } else {
+    t->rt_dead = true;
+  }
   if (t->rt_registered) {
     unsigned long nest = reader_nesting();
     if (nest != 0) {

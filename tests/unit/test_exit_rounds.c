@@ -1,0 +1,125 @@
+/* test_exit_rounds: the program's pthread key destructors that use the library after the
+ * library's own destructors ran (src/rcu.c section 2, src/call_rcu.c section 6).  The
+ * library's keys are made at load, so they usually come before the program's, and glibc runs
+ * destructors in rounds (at most PTHREAD_DESTRUCTOR_ITERATIONS), each in key order: a
+ * program's destructor runs after the library's in every round, and one that sets its value
+ * again runs in the next round too.  Guards: a destructor that called prd_call_rcu in glibc's
+ * last round registered a queue whose thread-exit destructor never ran; the queue, in the
+ * dead thread's TLS, stayed in the registry, the next thread's start zeroed it, and the
+ * call_rcu worker waited for ever for a link (prd_rcu_barrier hung).  A reader record
+ * registered so would have stayed in the registry the same way; it is undone in the next
+ * round now, and refused, loudly, in the last. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "prd_test.h"
+#include "prudence.h"
+#include "prudence_rcu.h"
+
+// prd-test-labels: unit no-tsan
+// (no-tsan: TSan's runtime crashes on any malloc in a thread's late destructor rounds, this
+// library or not: its thread state is gone by then)
+
+static pthread_key_t key;
+static _Atomic int what;   /* 0: prd_call_rcu in each round; 1: a read-side section */
+static _Atomic int last_round;   /* the last round that uses the library (1..4) */
+static _Atomic int queued, ran;
+
+static void cb(struct prd_rcu_head *h)
+{
+  atomic_fetch_add(&ran, 1);
+  free(h);
+}
+
+static void use_library(void)
+{
+  if (atomic_load(&what) == 0) {
+    struct prd_rcu_head *h = malloc(sizeof(*h));
+    if (h == NULL)
+      return;
+    atomic_fetch_add(&queued, 1);
+    prd_call_rcu(h, cb);
+  } else {
+    prd_rcu_read_lock();
+    prd_rcu_read_unlock();
+  }
+}
+
+/* The program's destructor: sets its value again for rounds 2..4, uses the library in
+ * rounds up to last_round. */
+static void dtor(void *v)
+{
+  int round = (int)(intptr_t)v;
+  if (round <= atomic_load(&last_round))
+    use_library();
+  if (round < 4)
+    pthread_setspecific(key, (void *)(intptr_t)(round + 1));
+}
+
+static void *worker(void *arg)
+{
+  (void)arg;
+  pthread_setspecific(key, (void *)(intptr_t)1);
+  use_library();   /* the library's destructors are armed first */
+  return NULL;
+}
+
+static void run_threads(int n)
+{
+  for (int i = 0; i < n; i++) {
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, worker, NULL), 0);
+    pthread_join(t, NULL);
+  }
+}
+
+static void test_call_rcu_every_round(void)
+{
+  atomic_store(&what, 0);
+  atomic_store(&last_round, 4);
+  run_threads(100);
+  prd_rcu_barrier();   /* hung (main's alarm ends the test then) */
+  CHECK_EQ(atomic_load(&ran), atomic_load(&queued));
+  CHECK_EQ(atomic_load(&queued), 500);
+}
+
+/* Sections in rounds 1..3: each registration is undone in the next round; new threads (which
+ * may get a dead one's TLS) and grace periods go on. */
+static void test_reader_before_last_round(void)
+{
+  atomic_store(&what, 1);
+  atomic_store(&last_round, 3);
+  run_threads(100);
+  prd_synchronize_rcu();
+}
+
+/* A section in the last round: the process ends with a report. */
+static void reader_last_round_child(void *arg)
+{
+  (void)arg;
+  atomic_store(&what, 1);
+  atomic_store(&last_round, 4);
+  run_threads(1);
+  _exit(4);   /* not reached */
+}
+
+static void test_reader_last_round_refused(void)
+{
+  char out[4096];
+  int st = prd_test_child(reader_last_round_child, NULL, out, sizeof(out));
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  CHECK_STR_CONTAINS(out, "rcu: a read-side section in a pthread key destructor's last round");
+}
+
+int main(void)
+{
+  alarm(60);
+  CHECK_EQ(pthread_key_create(&key, dtor), 0);   /* after the library's (made at load) */
+  RUN(test_call_rcu_every_round);
+  RUN(test_reader_before_last_round);
+  RUN(test_reader_last_round_refused);
+  return prd_test_done();
+}
