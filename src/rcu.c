@@ -27,12 +27,16 @@
  *    destructor unregisters them at exit and reports a thread that exits inside a section.
  *    The record is in the thread's TLS, which the next thread to start may get and zero, so
  *    it must never stay in the registry after its thread.  glibc runs key destructors in
- *    rounds, at most PTHREAD_DESTRUCTOR_ITERATIONS, each in key order, and this file's key,
- *    made at load, usually comes before the program's: a program's destructor that reads
- *    after ours ran registers the thread again, and ours, armed again, runs in the next
- *    round; in the last round there is none.  So the destructor stays armed until the last
- *    round (it counts them, rt_exit_rounds), and a registration after it in that round ends
- *    the process with a report (rt_dead) instead of leaving the record behind.
+ *    rounds, at most PTHREAD_DESTRUCTOR_ITERATIONS, each in key order: a program's destructor
+ *    that reads after ours ran registers the thread again, and ours, armed again, runs in the
+ *    next round; in the last round there is none.  So this file's key is made at the first
+ *    registration, after the keys the program made before it (whose destructors then run
+ *    before ours in every round, the last included), not at load as the other layers' keys
+ *    are; a spare made at load (rcu_spare_v) becomes the key when none can be made then (a
+ *    program that took every key).  The destructor stays armed until the last round (it
+ *    counts them, rt_exit_rounds), and a registration after it in that round, by a
+ *    destructor on a key made later than ours, ends the process with a report (rt_dead)
+ *    instead of leaving the record behind.
  *
  * 3. The built-in grace period (gp_advance's stages, under gp_lock).
  *        (W1) full barrier on every thread          [done by gp_run before calling the source]
@@ -320,6 +324,7 @@ static pthread_cond_t gp_ext_cond;   /* with gp_lock: a source's synchronize end
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER; /* reader registry */
 static struct rcu_thread *reg_head;
 static _Atomic unsigned long rcu_key_v;   /* the exit destructor's key (thread.c section 6) */
+static _Atomic unsigned long rcu_spare_v; /* one made at load, for when rcu_key_v cannot be (§2) */
 static pthread_once_t rcu_once = PTHREAD_ONCE_INIT;
 static bool use_membarrier;
 
@@ -434,10 +439,11 @@ static void membarrier_setup(void)
 
 static void rcu_thread_exit(void *arg);
 
-/* The reader records' exit key made at load (thread.c section 6). */
+/* A spare of the reader records' exit key, made at load (thread.c section 6; §2 says why the
+ * key itself is made later). */
 __attribute__((constructor)) static void rcu_key_at_load(void)
 {
-  prd__thread_key_at_load(&rcu_key_v, rcu_thread_exit);
+  prd__thread_key_at_load(&rcu_spare_v, rcu_thread_exit);
 }
 
 /* drv_cond waits with timeouts on CLOCK_MONOTONIC (pacing); set up before any use. */
@@ -480,12 +486,20 @@ static bool exit_key_arm(_Atomic unsigned long *slot, void (*dtor)(void *), void
  * which is freed (or becomes another thread's) then, and the grace periods read it.  Without
  * the destructor there is no safe way on: the record could not be unregistered, and a reader
  * not registered is not waited for.  So the process ends, whatever abort_on_error says (a
- * safety guarantee that cannot be kept fails loudly); the key is made at load, so only a
+ * safety guarantee that cannot be kept fails loudly); a spare key is made at load, so only a
  * process that had no key left before the library was loaded, nor at this thread's first
  * section, gets here. */
 static void arm_exit_destructor(struct rcu_thread *t)
 {
   if (prd_likely(exit_key_arm(&rcu_key_v, rcu_thread_exit, t, &t->rt_key_set)))
+    return;
+  /* no key left: the spare made at load becomes the key, for this thread and every later
+   * one (acq_rel: as prd__thread_key's publication) */
+  unsigned long none = 0, spare = atomic_load_explicit(&rcu_spare_v, memory_order_acquire);
+  if (spare != 0)
+    atomic_compare_exchange_strong_explicit(&rcu_key_v, &none, spare, memory_order_acq_rel,
+                                            memory_order_acquire);
+  if (exit_key_arm(&rcu_key_v, rcu_thread_exit, t, &t->rt_key_set))
     return;
   prd__report("rcu: no thread-exit destructor for this reader thread (pthread_key_create or "
               "pthread_setspecific failed: the process's pthread keys are all taken): its "

@@ -112,11 +112,13 @@
  *    threads that race both make a key, and the one that loses deletes its spare.  Memory
  *    ordering: the acq_rel compare-exchange that publishes pairs with the acquire load of
  *    every later call.
- *    Each key is also made when the library is loaded (prd__thread_key_at_load, from a
- *    constructor of the file that owns it): a program that takes every key the process has
- *    after that (an outside tester's did, then started a reader thread) leaves the library
- *    its own, where one made at the first need found none left.  A failure at load is not
- *    remembered either: the first need tries again.  Making it pins the object that holds
+ *    The keys are also made when the library is loaded (prd__thread_key_at_load, from a
+ *    constructor of the file that owns each: the magazine layer's and call_rcu's; rcu.c makes
+ *    a spare there, its key itself at the first registration: rcu.c section 2 says why): a
+ *    program that takes every key the process has after that (an outside tester's did, then
+ *    started a reader thread) leaves the library its own, where one made at the first need
+ *    found none left.  A failure at load is not remembered either: the first need tries
+ *    again.  Making it pins the object that holds
  *    this code (section 7), so a plugin linked with libprudence.a stays loaded from its
  *    dlopen on.
  *

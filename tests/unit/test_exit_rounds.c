@@ -1,14 +1,16 @@
 /* test_exit_rounds: the program's pthread key destructors that use the library after the
- * library's own destructors ran (src/rcu.c section 2, src/call_rcu.c section 6).  The
- * library's keys are made at load, so they usually come before the program's, and glibc runs
- * destructors in rounds (at most PTHREAD_DESTRUCTOR_ITERATIONS), each in key order: a
- * program's destructor runs after the library's in every round, and one that sets its value
- * again runs in the next round too.  Guards: a destructor that called prd_call_rcu in glibc's
- * last round registered a queue whose thread-exit destructor never ran; the queue, in the
+ * library's own destructors ran (src/rcu.c section 2, src/call_rcu.c section 6).  glibc runs
+ * destructors in rounds (at most PTHREAD_DESTRUCTOR_ITERATIONS), each in key order, and a
+ * destructor that sets its value again runs in the next round too.  The magazine and
+ * call_rcu keys are made at load, before the program's; the reader records' key at the
+ * first registration.  Guards: a destructor that called prd_call_rcu in glibc's last round,
+ * after the library's, registered a queue whose exit destructor never ran: the queue, in the
  * dead thread's TLS, stayed in the registry, the next thread's start zeroed it, and the
  * call_rcu worker waited for ever for a link (prd_rcu_barrier hung).  A reader record
- * registered so would have stayed in the registry the same way; it is undone in the next
- * round now, and refused, loudly, in the last. */
+ * registered so would stay in the registry the same way: a destructor on a key made before
+ * the reader key (key_before) reads in every round, the last included, as before the keys
+ * were made at load; one on a key made after it (key_after) may read until the round before
+ * the last, and is refused, loudly, in the last. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -23,7 +25,8 @@
 // (no-tsan: TSan's runtime crashes on any malloc in a thread's late destructor rounds, this
 // library or not: its thread state is gone by then)
 
-static pthread_key_t key;
+static pthread_key_t key_before, key_after;
+static pthread_key_t *_Atomic key = &key_before;   /* the key the next threads use */
 static _Atomic int what;   /* 0: prd_call_rcu in each round; 1: a read-side section */
 static _Atomic int last_round;   /* the last round that uses the library (1..4) */
 static _Atomic int queued, ran;
@@ -56,13 +59,13 @@ static void dtor(void *v)
   if (round <= atomic_load(&last_round))
     use_library();
   if (round < 4)
-    pthread_setspecific(key, (void *)(intptr_t)(round + 1));
+    pthread_setspecific(*atomic_load(&key), (void *)(intptr_t)(round + 1));
 }
 
 static void *worker(void *arg)
 {
   (void)arg;
-  pthread_setspecific(key, (void *)(intptr_t)1);
+  pthread_setspecific(*atomic_load(&key), (void *)(intptr_t)1);
   use_library();   /* the library's destructors are armed first */
   return NULL;
 }
@@ -78,6 +81,7 @@ static void run_threads(int n)
 
 static void test_call_rcu_every_round(void)
 {
+  atomic_store(&key, &key_after);
   atomic_store(&what, 0);
   atomic_store(&last_round, 4);
   run_threads(100);
@@ -86,21 +90,29 @@ static void test_call_rcu_every_round(void)
   CHECK_EQ(atomic_load(&queued), 500);
 }
 
-/* Sections in rounds 1..3: each registration is undone in the next round; new threads (which
- * may get a dead one's TLS) and grace periods go on. */
-static void test_reader_before_last_round(void)
+/* Sections in every round on a key made before the reader key, and in rounds 1..3 on one made
+ * after it: each registration is undone in the next round (or in the same round, after it);
+ * new threads (which may get a dead one's TLS) and grace periods go on. */
+static void test_reader_rounds(void)
 {
   atomic_store(&what, 1);
+  atomic_store(&key, &key_before);
+  atomic_store(&last_round, 4);
+  run_threads(100);
+  prd_synchronize_rcu();
+  atomic_store(&key, &key_after);
   atomic_store(&last_round, 3);
   run_threads(100);
   prd_synchronize_rcu();
 }
 
-/* A section in the last round: the process ends with a report. */
+/* A section in the last round, after the library's destructor: the process ends with a
+ * report. */
 static void reader_last_round_child(void *arg)
 {
   (void)arg;
   atomic_store(&what, 1);
+  atomic_store(&key, &key_after);
   atomic_store(&last_round, 4);
   run_threads(1);
   _exit(4);   /* not reached */
@@ -117,9 +129,12 @@ static void test_reader_last_round_refused(void)
 int main(void)
 {
   alarm(60);
-  CHECK_EQ(pthread_key_create(&key, dtor), 0);   /* after the library's (made at load) */
+  CHECK_EQ(pthread_key_create(&key_before, dtor), 0);   /* before the reader key */
+  prd_rcu_read_lock();   /* this thread's registration makes the reader key */
+  prd_rcu_read_unlock();
+  CHECK_EQ(pthread_key_create(&key_after, dtor), 0);    /* after every library key */
   RUN(test_call_rcu_every_round);
-  RUN(test_reader_before_last_round);
+  RUN(test_reader_rounds);
   RUN(test_reader_last_round_refused);
   return prd_test_done();
 }
