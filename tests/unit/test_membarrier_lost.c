@@ -6,11 +6,20 @@
  * in a child).  A filter in place from the start that lets the query and the registration
  * through and refuses only the barrier is found at start-up, when nothing relies on it yet:
  * fence mode, and the program runs.  Not under TSan, whose builds use fences instead of
- * membarrier. */
+ * membarrier.
+ *
+ * A refusal for a moment (os.c section 11): the kernel may fail one call with ENOMEM (it
+ * allocates a cpumask) or be interrupted.  Both halves once ended the process at the first
+ * such failure too; an outside tester's fault injection ended every run so.  They try again
+ * now, for about a second, and end the process only when the refusal lasts.  syscall() is
+ * interposed for that (a definition here, forwarding through dlsym(RTLD_NEXT)): while
+ * `fail_left` is above 0, membarrier(PRIVATE_EXPEDITED) fails with ENOMEM. */
 // prd-test-labels: no-tsan
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,6 +33,36 @@
 #include "prudence.h"
 #include "prudence_rcu.h"
 
+#define CMD_QUERY 0
+#define CMD_PRIVATE_EXPEDITED (1 << 3)
+
+static _Atomic int fail_left;
+static _Atomic int failed;
+
+long syscall(long nr, ...)
+{
+  static long (*real)(long, ...);
+  if (real == NULL)
+    *(void **)&real = dlsym(RTLD_NEXT, "syscall");
+  va_list ap;
+  va_start(ap, nr);
+  long a[6];
+  for (int i = 0; i < 6; i++)
+    a[i] = va_arg(ap, long);
+  va_end(ap);
+  if (nr == SYS_membarrier && a[0] == CMD_PRIVATE_EXPEDITED) {
+    int left = atomic_load(&fail_left);
+    while (left > 0 && !atomic_compare_exchange_weak(&fail_left, &left, left - 1))
+      ;
+    if (left > 0) {
+      atomic_fetch_add(&failed, 1);
+      errno = ENOMEM;
+      return -1;
+    }
+  }
+  return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
 /* Every thread's membarrier fails with EPERM from now on; false when seccomp is refused. */
 static bool refuse_membarrier(void)
 {
@@ -33,15 +72,15 @@ static bool refuse_membarrier(void)
 /* Only membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) fails, with EPERM, from now on. */
 static bool refuse_membarrier_command(void)
 {
-  return prd_test_refuse(__NR_membarrier, 0, 1 << 3 /* PRIVATE_EXPEDITED */, EPERM, false) == 0;
+  return prd_test_refuse(__NR_membarrier, 0, CMD_PRIVATE_EXPEDITED, EPERM, false) == 0;
 }
 
 static bool membarrier_registered(void)
 {
   /* the library registers PRIVATE_EXPEDITED when the kernel offers it; a test of a kernel
    * without it has nothing to lose */
-  long cmds = syscall(__NR_membarrier, 0 /* QUERY */, 0, 0);
-  return cmds > 0 && (cmds & (1 << 3)) != 0;   /* MEMBARRIER_CMD_PRIVATE_EXPEDITED */
+  long cmds = syscall(__NR_membarrier, CMD_QUERY, 0, 0);
+  return cmds > 0 && (cmds & CMD_PRIVATE_EXPEDITED) != 0;
 }
 
 static atomic_int stop;
@@ -146,6 +185,65 @@ static void test_refused_from_the_start_runs(void)
     fprintf(stderr, "%s", buf);
 }
 
+/* A child: another thread with magazines and reader sections, then reaps (`what` 0) or
+ * grace periods (1) while membarrier fails `n` times. */
+static void refused_for_a_while(void *arg)
+{
+  intptr_t v = (intptr_t)arg;
+  int what = (int)(v & 1), n = (int)(v >> 1);
+  prd_free(prd_malloc(48));
+  prd_synchronize_rcu();
+  pthread_t t;
+  if (pthread_create(&t, NULL, allocator, NULL) != 0)
+    _exit(3);
+  usleep(50000);
+  atomic_store(&fail_left, n);
+  for (int i = 0; i < 20; i++) {
+    if (what == 0)
+      prd_reap();
+    else
+      prd_synchronize_rcu();
+  }
+  int seen = atomic_load(&failed);
+  atomic_store(&fail_left, 0);
+  atomic_store(&stop, 1);
+  pthread_join(t, NULL);
+  printf("membarrier failed %d times\n", seen);
+  fflush(stdout);
+  _exit(seen == n ? 0 : 4);
+}
+
+static void check_goes_on(int what)
+{
+  char buf[4096];
+  int st = prd_test_child(refused_for_a_while, (void *)(intptr_t)(what | (3 << 1)), buf,
+                          sizeof(buf));
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_STR_CONTAINS(buf, "membarrier failed 3 times");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fprintf(stderr, "%s", buf);
+}
+
+static void test_reap_goes_on(void)
+{
+  check_goes_on(0);
+}
+
+static void test_grace_period_goes_on(void)
+{
+  check_goes_on(1);
+}
+
+/* A refusal that lasts still ends the process, after about a second of tries. */
+static void test_lasting_refusal_ends(void)
+{
+  char buf[4096];
+  int st = prd_test_child(refused_for_a_while, (void *)(intptr_t)(1 | (1000000 << 1)), buf,
+                          sizeof(buf));
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  CHECK_STR_CONTAINS(buf, "membarrier(PRIVATE_EXPEDITED) failed (errno 12) after it was registered");
+}
+
 int main(void)
 {
   if (!membarrier_registered()) {
@@ -155,5 +253,8 @@ int main(void)
   RUN(test_reap_ends);
   RUN(test_grace_period_ends);
   RUN(test_refused_from_the_start_runs);
+  RUN(test_reap_goes_on);
+  RUN(test_grace_period_goes_on);
+  RUN(test_lasting_refusal_ends);
   return prd_test_done();
 }
