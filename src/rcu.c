@@ -30,13 +30,17 @@
  *    rounds, at most PTHREAD_DESTRUCTOR_ITERATIONS, each in key order: a program's destructor
  *    that reads after ours ran registers the thread again, and ours, armed again, runs in the
  *    next round; in the last round there is none.  So this file's key is made at the first
- *    registration, after the keys the program made before it (whose destructors then run
- *    before ours in every round, the last included), not at load as the other layers' keys
- *    are; a spare made at load (rcu_spare_v) becomes the key when none can be made then (a
- *    program that took every key).  The destructor stays armed until the last round (it
- *    counts them, rt_exit_rounds), and a registration after it in that round, by a
- *    destructor on a key made later than ours, ends the process with a report (rt_dead)
- *    instead of leaving the record behind.
+ *    registration, after the keys the program made before it (pthread_key_create gives the
+ *    lowest free index, so theirs usually come before ours, and their destructors run before
+ *    ours in every round, the last included), not at load as the other layers' keys are; a
+ *    spare made at load (rcu_spare_v) becomes the key when none can be made then (a program
+ *    that took every key).  The destructor stays armed until the last round (it counts them,
+ *    rt_exit_rounds), and a registration after it in that round, by a destructor on a key of
+ *    a higher index, ends the process with a report (rt_dead) instead of leaving the record
+ *    behind.  The count starts at the destructor's first run: a thread whose first
+ *    registration is itself in such a destructor counts a round behind, and its record can
+ *    outlive it (docs/api.md: not supported; glibc says no round number, and nothing runs
+ *    after its last round).
  *
  * 3. The built-in grace period (gp_advance's stages, under gp_lock).
  *        (W1) full barrier on every thread          [done by gp_run before calling the source]

@@ -90,8 +90,8 @@ static void test_call_rcu_every_round(void)
   CHECK_EQ(atomic_load(&queued), 500);
 }
 
-/* Sections in every round on a key made before the reader key, and in rounds 1..3 on one made
- * after it: each registration is undone in the next round (or in the same round, after it);
+/* Sections in every round on a key made before the reader key (a lower index), and in rounds
+ * 1..3 on one made after it (a higher index): each registration is undone in the next round (or in the same round, after it);
  * new threads (which may get a dead one's TLS) and grace periods go on. */
 static void test_reader_rounds(void)
 {
