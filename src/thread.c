@@ -118,9 +118,8 @@
  *    program that takes every key the process has after that (an outside tester's did, then
  *    started a reader thread) leaves the library its own, where one made at the first need
  *    found none left.  A failure at load is not remembered either: the first need tries
- *    again.  Making it pins the object that holds
- *    this code (section 7), so a plugin linked with libprudence.a stays loaded from its
- *    dlopen on.
+ *    again.  Making a key pins the object that holds this code (section 7), so a plugin
+ *    linked with libprudence.a stays loaded from its dlopen on.
  *
  * 7. Staying loaded.  A library thread runs this code until the process ends, and an exit key's
  *    destructor runs it at every thread's exit, so the object that holds it must not be

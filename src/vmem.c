@@ -213,11 +213,11 @@
  *    the walk stops there: a kernel or a seccomp filter that refuses it (EPERM, ENOSYS,
  *    EINVAL) refuses it for every segment, and the dirty bytes, which then never fall, would
  *    make every later free walk the free lists again under vm_lock, each decommit failing,
- *    while the other threads wait for the lock.  So a refusal is reported, with
- *    its errno, at the first (then once per 1024, however successes and refusals alternate:
- *    vm_decommit_refused), and no purge runs until VMEM_DECOMMIT_RETRY_NS later (vm_decommit_retry_ns);
- *    a pass or a reap tries again regardless: a refusal is retried, never remembered for
- *    good.  The pages stay resident meanwhile, as they would with the bound off.
+ *    while the other threads wait for the lock.  So a refusal is reported, with its errno, at
+ *    the first (then once per 1024, however successes and refusals alternate:
+ *    vm_decommit_refused), and no purge runs until VMEM_DECOMMIT_RETRY_NS later
+ *    (vm_decommit_retry_ns); a pass or a reap tries again regardless: a refusal is retried,
+ *    never remembered for good.  The pages stay resident meanwhile, as they would with the bound off.
  *    The dirty bound (jemalloc 3's lg_dirty_mult, glibc's trim threshold).  Decay acts on
  *    time, so a program phase that frees its peak and ends (or goes on allocating other
  *    sizes) within decay_ms keeps every freed page resident until then.  So an arena with
