@@ -47,6 +47,13 @@ void prd__report(const char *fmt, ...) PRD_PRINTF(1, 2) PRD_COLD;
 void prd__report_done(void) PRD_COLD;
 /* prd__report + prd__report_done. */
 void prd__error(const char *fmt, ...) PRD_PRINTF(1, 2) PRD_COLD;
+/* A condition that may repeat without end (a refused munmap or madvise) is reported at its
+ * first occurrence and then once per PRD_REPORT_EVERY: whether its n-th (from 1) is. */
+#define PRD_REPORT_EVERY 1024
+static inline bool prd__report_due(uint64_t n)
+{
+  return n == 1 || n % PRD_REPORT_EVERY == 0;
+}
 /* Number of errors reported so far (tests read it). */
 uint64_t prd__error_count(void);
 _Noreturn void prd__assert_fail(const char *expr, const char *file, int line) PRD_COLD;
@@ -569,6 +576,9 @@ uint64_t prd__os_random64(uint64_t salt);
 /* membarrier(cmd, 0, 0), tried again for about a second while the kernel refuses it for
  * want of memory (os.c section 11): 0, or the errno of the refusal that stays. */
 int      prd__os_membarrier(int cmd);
+/* Registers membarrier(PRIVATE_EXPEDITED) and tries the barrier once: false (fence mode) when
+ * the kernel lacks it or refuses any step (os.c section 11). */
+bool     prd__os_membarrier_register(void);
 void   prd__os_unmap(void *addr, size_t size);
 /* Make a range inaccessible (debug: unmapped slabs, guard pages) or usable again. */
 int    prd__os_protect_none(void *addr, size_t size);

@@ -495,7 +495,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2603,10 +2602,7 @@ static void mag_init_once(void)
 #ifndef PRD_TSAN
   /* the barrier is tried once too, before any owner relies on it: a seccomp filter may let
    * the query and the registration through and refuse the command (fence mode then) */
-  long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  if (q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+  if (prd__os_membarrier_register())
     prd__mag_membarrier = 1;
   prd__mag_plain = prd__mag_membarrier && !prd__mag_annot;
 #else

@@ -57,14 +57,14 @@
  *    requests between wake-ups), and a wake-up a second costs nothing; the option
  *    stats_interval_ms, when shorter, sets the period instead (the statistics job writes a
  *    snapshot at each wake-up once that much time has passed); the tick's own period is the
- *    option maint_interval (seed 004's 15 s update interval, shorter by default).  MAINT_SLOTS 8: a handful of layers register
- *    jobs; registering more fails (-1) rather than allocate.  MAINT_LOOK_MS 10: how often a
- *    magazine miss (prd__maint_poke_miss) asks maint_needed while no thread runs and one
- *    application thread does: the look reads every library thread's record and every job's
- *    predicate, about a hundred instructions, where a program with a large live set misses
- *    on most calls and a single-threaded one never starts the thread (section 2); a second
- *    application thread is seen at once (one load), and prd__maint_wake and the other
- *    pokes (rare events: a huge block's free) look every time.
+ *    option maint_interval (seed 004's 15 s update interval, shorter by default).  MAINT_SLOTS
+ *    8: a handful of layers register jobs; registering more fails (-1) rather than allocate.
+ *    MAINT_LOOK_MS 10: how often a magazine miss (prd__maint_poke_miss) asks maint_needed while
+ *    no thread runs and one application thread does: the look reads every library thread's
+ *    record and every job's predicate, about a hundred instructions, where a program with a
+ *    large live set misses on most calls and a single-threaded one never starts the thread
+ *    (section 2); a second application thread is seen at once (one load), and prd__maint_wake
+ *    and the other pokes (rare events: a huge block's free) look every time.
  *
  * 5. fork.  fork.c calls prd__maint_fork_prepare first of the magazine layer's steps
  *    (maint_lock before mag_reap_lock: fork.c section 2), prd__maint_fork_release last, and

@@ -53,10 +53,11 @@
  *    peak RSS 1.6 times glibc's); a loop of big blocks takes them back sooner.
  *    calloc zeroes a kept block (a fresh mapping is zero already; big_zero gives a mostly
  *    untouched one back to the kernel instead).  Unmaps happen outside hc_lock.  Memory
- *    ordering: the cache itself is read and written only under hc_lock; hc_nonempty, read without it by a take, the
- *    release and the job's predicate, is a relaxed hint: a stale false only makes a request
- *    map a fresh block (or the job wait a wake-up) while one is kept, a stale true only takes
- *    the lock and finds nothing, so no ordering is needed beyond the mutex's.
+ *    ordering: the cache itself is read and written only under hc_lock; hc_nonempty, read
+ *    without it by a take, the release and the job's predicate, is a relaxed hint: a stale
+ *    false only makes a request map a fresh block (or the job wait a wake-up) while one is
+ *    kept, a stale true only takes the lock and finds nothing, so no ordering is needed
+ *    beyond the mutex's.
  *
  * 1c. Guarded big blocks (PRUDENCE_DEBUG=redzone or all, option hardened; fixed at start-up
  *    in malloc_guard).  A class block's overrun is caught by its cache's redzone (debug.c);

@@ -85,7 +85,10 @@
  *    layout, reported once: docs/options.md promises a random key.
  * 11. The process-wide barrier (prd__os_membarrier): membarrier(PRIVATE_EXPEDITED), the
  *    writer's half of the magazine handshake and of the grace periods, whose other half is a
- *    compiler barrier only.  The kernel may refuse one call for want of memory (ENOMEM: the
+ *    compiler barrier only.  Each of the two registers it at its start
+ *    (prd__os_membarrier_register: the query, the registration, and the barrier itself tried
+ *    once, since a seccomp filter may let the first two through and refuse the command; any
+ *    refusal there means fence mode, before anything relies on the barrier).  The kernel may refuse one call for want of memory (ENOMEM: the
  *    cpumask it allocates), or be interrupted; that is not a refusal for good, so such a call
  *    is tried again, 1 ms apart doubling to 64 ms, for about a second in all.  The callers
  *    cannot go on without it (a safety guarantee that cannot be kept fails loudly): they end
@@ -94,6 +97,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/membarrier.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -347,12 +351,12 @@ static PRD_COLD void os_unmap_refused_now(void *addr, size_t size, int err)
 {
   int released = madvise(addr, size, MADV_DONTNEED) == 0;
   uint64_t n = atomic_fetch_add_explicit(&os_unmap_refused, 1, memory_order_relaxed) + 1;
-  if (n == 1 || n % 1024 == 0)
-    prd__report("os: munmap(%p, %zu) failed (errno %d): %s; %" PRIu64 " refused so far%s",
-                addr, size, err,
+  if (prd__report_due(n))
+    prd__report("os: munmap(%p, %zu) failed (errno %d): %s; %" PRIu64 " refused so far "
+                "(reported at the first and every %d)", addr, size, err,
                 released ? "its pages were given back, its address space stays mapped"
                          : "it stays mapped, and MADV_DONTNEED was refused too",
-                n, n == 1 ? " (reported again every 1024)" : "");
+                n, PRD_REPORT_EVERY);
 }
 
 void prd__os_unmap(void *addr, size_t size)
@@ -522,6 +526,14 @@ uint64_t prd__os_random64(uint64_t salt)
 }
 
 /* ---- section 11: membarrier ------------------------------------------------------------------ */
+bool prd__os_membarrier_register(void)
+{
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
 int prd__os_membarrier(int cmd)
 {
   long wait_ms = 1;

@@ -293,7 +293,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -392,13 +391,6 @@ static void rcu_count(int which, uint64_t n)
 #define RCU_IDLE_SCANS 4    /* scans held only by readers seen idle before a membarrier vouches */
 static bool gp_counted;     /* RCU_COUNTED and membarrier registered (membarrier_setup) */
 
-#ifndef PRD_TSAN
-static int sys_membarrier(int cmd)   /* membarrier_setup's query and registration */
-{
-  return (int)syscall(__NR_membarrier, cmd, 0, 0);
-}
-#endif
-
 /* (W1)/(W2): a full barrier on every thread of the process, or on this one in fence mode. */
 static void smp_mb_master(void)
 {
@@ -430,10 +422,7 @@ static void membarrier_setup(void)
 #ifdef PRD_TSAN
   use_membarrier = false;
 #else
-  int cmds = sys_membarrier(MEMBARRIER_CMD_QUERY);
-  use_membarrier = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-                   sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
-                   sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+  use_membarrier = prd__os_membarrier_register();
 #endif
   /* No reader is registered yet (init runs before the first registration), or in the fork
    * child this is the only thread: switching modes here is safe. */

@@ -1765,10 +1765,10 @@ prd_vmem_t *prd_heap_arena(void)
 static void decommit_refused(prd_vmem_t *vmp, int err)
 {
   uint64_t n = ++vmp->vm_decommit_refused;
-  if (n == 1 || n % 1024 == 0)
+  if (prd__report_due(n))
     prd__report("vmem '%s': madvise(MADV_DONTNEED) failed (errno %d): free pages stay "
-                "resident; tried again in 1 s; %" PRIu64 " refused so far%s", vmp->vm_name,
-                err, n, n == 1 ? " (reported again every 1024)" : "");
+                "resident; tried again in 1 s; %" PRIu64 " refused so far (reported at the "
+                "first and every %d)", vmp->vm_name, err, n, PRD_REPORT_EVERY);
   vmp->vm_decommit_retry_ns = prd__now_ns() + VMEM_DECOMMIT_RETRY_NS;
 }
 
