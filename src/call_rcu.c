@@ -227,6 +227,15 @@ static struct prd_rcu_head *next_wait(struct prd_rcu_head *n)
   return next;
 }
 
+/* The last node reachable from n through stored links, stopping at `stop` (NULL: none): a
+ * chain a fork cut is followed only as far as it is linked (§7). */
+static struct prd_rcu_head *chain_end(struct prd_rcu_head *n, struct prd_rcu_head *stop)
+{
+  while (n != stop && next_load(n) != NULL)
+    n = next_load(n);
+  return n;
+}
+
 static void cbq_init(struct cb_thread *t)
 {
   __atomic_store_n(&t->ct_head.next, NULL, __ATOMIC_RELAXED);
@@ -285,9 +294,7 @@ static void cbq_orphan_locked(struct cb_thread *t, bool dead)
   struct prd_rcu_head *first, *last;
   if (dead) {
     /* the end of the linked chain; a tail past it is the node whose link the fork cut */
-    struct prd_rcu_head *end = &t->ct_head, *tail = atomic_load(&t->ct_tail);
-    while (next_load(end) != NULL)
-      end = next_load(end);
+    struct prd_rcu_head *tail = atomic_load(&t->ct_tail), *end = chain_end(&t->ct_head, NULL);
     if (end != tail)
       __atomic_store_n(&end->next, tail, __ATOMIC_RELAXED);
     first = next_load(&t->ct_head);
@@ -630,16 +637,6 @@ static void flight_settle(uint64_t deadline)
   }
 }
 
-/* The child's batch in flight as far as it is linked: a producer the fork cut before it
- * linked a segment of it left the rest out of reach (§7). */
-static void flight_trim(void)
-{
-  struct prd_rcu_head *h = cb_flight_first;
-  while (h != cb_flight_last && next_load(h) != NULL)
-    h = next_load(h);
-  cb_flight_last = h;
-}
-
 void prd__call_rcu_fork_prepare(void)
 {
   uint64_t deadline = prd__now_ns() + FORK_CB_WAIT_NS;
@@ -682,7 +679,9 @@ void prd__call_rcu_fork_child(void)
    * which the child's copy of this thread goes on with, or another thread's that prepare's
    * bounded wait did not see end: some of it ran, the child cannot tell which, and drops it */
   if (cb_flight_state == FL_WAITING) {
-    flight_trim();
+    /* as far as it is linked: a producer the fork cut before it linked a segment of it left
+     * the rest out of reach (§7) */
+    cb_flight_last = chain_end(cb_flight_first, cb_flight_last);
     cb_append(&cb_orphan_first, &cb_orphan_last, cb_flight_first, cb_flight_last);
     cb_flight_first = cb_flight_last = NULL;
     cb_flight_state = FL_NONE;
