@@ -422,7 +422,7 @@
  *    thread's magazine, the depot or a slab; a search of them all on every free is out of
  *    the question, so the buffer says it itself.  A free (prd_cache_free, malloc.c's
  *    class_free: prd__mark_free in magazine.h) first tests the mark's word of the buffer
- *    (below: word 0, or the first word of its second line): when it
+ *    (below: word 0, or a word past the first line): when it
  *    holds the mark, the buffer's address XOR prd__mark_secret (a per-process random word
  *    with bit 63 set, so never a user-space pointer, and not a value a program writes by
  *    accident), the buffer is free already: reported ("cache NAME: double free of buffer
@@ -440,16 +440,24 @@
  *    a free, one store on an allocation (docs/benchmarks.md, "The hit paths, counted").  It
  *    makes the free hit's compare of the buffer with the loaded magazine's top round
  *    (free(p); free(p)) redundant: only a free of a cache without the mark makes it.
- *    Where the word is (cache_mark_off, set by mark_cache_init): in a buffer of 128 bytes or
- *    more (PRD_MARK_FAR_MIN), the first word of its second line (PRD_MARK_FAR, 64); else
- *    word 0.  The first line is the one readers read: a lookup compares the key and follows
- *    the link at the head of an object.  A deferral tests the mark in a buffer that was just
- *    unlinked, whose head line a reader on another core has often just read, so that line
- *    may be in that core's cache rather than this one's, and the test's load waited for it.
- *    The second line is written only by this layer's own clear when the buffer was handed
- *    out, and by whatever the program writes there, so the test reads a line the deferring
- *    thread holds (docs/benchmarks.md, "The free mark off the readers' line").  Two whole
- *    lines, so that the small layout's freelist word, the chunk's last, is clear of it.  Not
+ *    Where the word is (cache_mark_off, set by mark_cache_init): in a buffer of 192 bytes or
+ *    more (PRD_MARK_FAR_MIN), the word at byte 128 (PRD_MARK_FAR), the first of its third
+ *    line; in one of 128 to 191 bytes (PRD_MARK_NEAR_MIN), the first word of its second line
+ *    (PRD_MARK_NEAR, 64); else word 0.  The first line is the one readers read: a lookup
+ *    compares the key and follows the link at the head of an object.  A deferral tests the
+ *    mark in a buffer that was just unlinked, whose head line a reader on another core has
+ *    often just read, so that line may be in that core's cache rather than this one's, and
+ *    the test's load waited for it.  Past the first line the word is written only by this
+ *    layer's own clear when the buffer was handed out, and by whatever the program writes
+ *    there, so the test reads a line the deferring thread holds.  Why 128 where there is
+ *    room: the second line is the first one's neighbour in an aligned 128-byte pair, and
+ *    an adjacent-line prefetcher (Intel's L2 spatial prefetcher) fetches the pair together,
+ *    so the reader's read of the head took the second line from the deferring thread's
+ *    cache as well, and the test waited for it as it did for the head; byte 128 is in
+ *    another pair wherever the buffer starts (docs/benchmarks.md, "The free mark off the
+ *    readers' line" and "The free mark off the readers' pair of lines").  Whole lines
+ *    past the word, so that the small layout's freelist word, the chunk's last, is clear
+ *    of it.  Not
  *    in malloc's classes (PRD_CF_PACKED): their hit paths (malloc.c class_free, the plain
  *    allocation hit) find the class, not the cache, and keep word 0, where a free of a
  *    block its program just used finds the line it used.
@@ -2312,10 +2320,13 @@ static void mark_cache_init(prd_cache_t *cp)
       (!(f & PRD_CF_HASH) && cp->cache_link_off == 0))
     f |= PRD_CF_NOMARK;
   cp->cache_flags = f;
-  /* off the first line (section 15): not malloc's classes (PRD_CF_PACKED), whose hit paths
-   * find the class, not the cache, and keep word 0 */
-  cp->cache_mark_off = !(f & (PRD_CF_NOMARK | PRD_CF_PACKED)) &&
-                       cp->cache_bufsize >= PRD_MARK_FAR_MIN ? PRD_MARK_FAR : 0;
+  /* off the first line, and off its pair where there is room (section 15): not malloc's
+   * classes (PRD_CF_PACKED), whose hit paths find the class, not the cache, and keep word 0 */
+  cp->cache_mark_off = 0;
+  if (!(f & (PRD_CF_NOMARK | PRD_CF_PACKED)))
+    cp->cache_mark_off = cp->cache_bufsize >= PRD_MARK_FAR_MIN    ? PRD_MARK_FAR
+                         : cp->cache_bufsize >= PRD_MARK_NEAR_MIN ? PRD_MARK_NEAR
+                                                                  : 0;
   /* before the cache's first slab: the slab layer marks what it links (section 15) */
   cp->cache_mark_key = (f & PRD_CF_NOMARK) ? 0 : prd__mark_secret;
 }

@@ -357,14 +357,18 @@ static inline void prd__mag_rounds_set(prd_cpu_cache_t *cc, uint32_t r)
  * set: never a pointer a program holds).  Written by the free step (prd__mark_free) before the
  * buffer enters any layer, cleared by every path that hands the buffer out, so "the mark is
  * there" is "freed and not handed out since", whichever layer holds the first copy.  The word
- * is at the cache's cache_mark_off: 0, or PRD_MARK_FAR for a buffer of PRD_MARK_FAR_MIN bytes
- * or more, off the line readers read first (section 15).
+ * is at the cache's cache_mark_off: 0, PRD_MARK_NEAR for a buffer of PRD_MARK_NEAR_MIN bytes or
+ * more, PRD_MARK_FAR for one of PRD_MARK_FAR_MIN or more: off the line readers read first, and
+ * where there is room off the pair of lines an adjacent-line prefetcher fetches with it
+ * (section 15).
  * prd__mark_secret is set once, before the first cache exists, and never changes. */
 #define prd__mark_secret (prd__mag_ro.mr_mark_secret)
 typedef uintptr_t __attribute__((may_alias)) prd__mark_word_t;
-#define PRD_MARK_FAR     64u    /* the first word of a buffer's second cache line */
-#define PRD_MARK_FAR_MIN 128u   /* two whole lines: the small layout's freelist word (the
+#define PRD_MARK_FAR     128u   /* the first word of a buffer's third line: another pair */
+#define PRD_MARK_FAR_MIN 192u   /* three whole lines: the small layout's freelist word (the
                                    chunk's last) stays clear of it */
+#define PRD_MARK_NEAR     64u   /* the first word of a buffer's second line */
+#define PRD_MARK_NEAR_MIN 128u  /* two whole lines, for the same reason */
 
 static inline uintptr_t prd__mark_of(const void *buf)
 {

@@ -389,8 +389,8 @@ struct prd_cache {
    * and prd_cache_free read only this line, which nothing writes after creation, while every
    * depot visit writes dp_lock's line */
   uint32_t cache_magid;
-  /* magazine.c section 15: where a free buffer's free mark is, 0 or PRD_MARK_FAR (with the
-   * fields above: the hit paths read it) */
+  /* magazine.c section 15: where a free buffer's free mark is, 0, PRD_MARK_NEAR or
+   * PRD_MARK_FAR (with the fields above: the hit paths read it) */
   uint32_t cache_mark_off;
   size_t cache_bufsize;          /* object size asked for */
   size_t cache_align;

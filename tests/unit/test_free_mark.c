@@ -100,8 +100,8 @@ static void *hold_in_thread(void *arg)
   return NULL;
 }
 
-/* Every case on a cache of *arg bytes: 64 (the mark in word 0) and 512 (the mark off the
- * first line, magazine.c section 15). */
+/* Every case on a cache of *arg bytes: 64 (the mark in word 0), 160 (the mark off the first
+ * line) and 512 (the mark off the first pair of lines, magazine.c section 15). */
 static void cache_child(void *arg)
 {
   size_t size = *(size_t *)arg;
@@ -110,19 +110,26 @@ static void cache_child(void *arg)
   prd_option_set("abort_on_error", "0");
   prd_cache_t *cp = prd_cache_create(name, size, 0, NULL, NULL, NULL, NULL, NULL, 0);
   CHECK(cp != NULL && cp->cache_magid != 0 && !(cp->cache_flags & PRD_CF_NOMARK));
-  CHECK_EQ(cp->cache_mark_off, size >= PRD_MARK_FAR_MIN ? PRD_MARK_FAR : 0u);
+  unsigned off = size >= PRD_MARK_FAR_MIN    ? PRD_MARK_FAR
+                 : size >= PRD_MARK_NEAR_MIN ? PRD_MARK_NEAR
+                                             : 0;
+  CHECK_EQ(cp->cache_mark_off, off);
 
-  if (cp->cache_mark_off != 0) {
-    /* a free and the allocation that hands the buffer out again write nothing in its first
-     * line, where readers read (the hit is LIFO: the same buffer comes back) */
+  if (off != 0) {
+    /* a free and the allocation that hands the buffer out again write nothing before the
+     * mark's word: not in the first line, where readers read, nor from 192 bytes in the
+     * line fetched with it (the hit is LIFO: the same buffer comes back); the free wrote
+     * the mark's word, which the allocation cleared */
     unsigned char *b = prd_cache_alloc(cp, PRD_SLEEP);
     memset(b, 0x3c, size);
     prd_cache_free(cp, b);
+    CHECK(prd__mark_test(b, off));
     CHECK(prd_cache_alloc(cp, PRD_SLEEP) == b);
     int same = 0;
-    for (unsigned i = 0; i < PRD_MARK_FAR; i++)
+    for (unsigned i = 0; i < off; i++)
       same += b[i] == 0x3c;
-    CHECK_EQ(same, (int)PRD_MARK_FAR);
+    CHECK_EQ(same, (int)off);
+    CHECK(!prd__mark_test(b, off));
     prd_cache_free(cp, b);
   }
 
@@ -196,7 +203,7 @@ static void cache_child(void *arg)
 static void test_cache(void)
 {
   static char out[16384];
-  static const size_t sizes[] = { 64, 512 };
+  static const size_t sizes[] = { 64, 160, 512 };
   for (size_t i = 0; i < PRD_ARRAY_SIZE(sizes); i++) {
     size_t size = sizes[i];
     char want[64];
