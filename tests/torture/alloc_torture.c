@@ -119,6 +119,17 @@ static const char *const v_names[V_NKINDS] = { "reap", "cache_reap", "preflush",
 static _Atomic long a_visits[V_NKINDS];
 static struct aobj *_Atomic a_slots[A_SLOTS];   /* slot i holds objects of source i % A_NSRC */
 
+/* A live owner's tag: A_LIVE and an owner id handed out so far.  A buffer's memory may hold
+ * any word of a dead object: a slab made again on the same pages with another color, or a
+ * slab of another cache, puts a buffer's first word where a dead object's generation, check
+ * word or freelist word was, and one random word in 65,536 has the tag's top bits.  An id
+ * below a_owner_next makes such a word look live once in 2^48 / ids. */
+static bool tag_live(uint64_t tag)
+{
+  uint64_t id = tag & ~A_TAGMASK;
+  return (tag & A_TAGMASK) == A_LIVE && id != 0 && id < atomic_load(&a_owner_next);
+}
+
 static void violation(const char *what, const void *p, uint64_t a, uint64_t b)
 {
   long n = atomic_fetch_add(&a_violations, 1);
@@ -158,7 +169,7 @@ static struct aobj *obj_get(const struct asrc *s, uint64_t me)
     return NULL;
   }
   uint64_t old = atomic_exchange_explicit(&o->a_owner, A_LIVE | me, memory_order_relaxed);
-  if ((old & A_TAGMASK) == A_LIVE)
+  if (tag_live(old))
     violation("object handed out twice (it has a live owner)", o, old, A_LIVE | me);
   uint64_t g = atomic_fetch_add_explicit(&a_gen_next, 1, memory_order_relaxed);
   atomic_store_explicit(&o->a_gen, g, memory_order_relaxed);
@@ -172,7 +183,7 @@ static struct aobj *obj_get(const struct asrc *s, uint64_t me)
 static void obj_put(const struct asrc *s, struct aobj *o, uint64_t me, bool defer)
 {
   uint64_t tag = atomic_load_explicit(&o->a_owner, memory_order_relaxed);
-  if (me != 0 ? tag != (A_LIVE | me) : (tag & A_TAGMASK) != A_LIVE)
+  if (me != 0 ? tag != (A_LIVE | me) : !tag_live(tag))
     violation("object changed owner while held (handed out twice)", o, tag, A_LIVE | me);
   atomic_store_explicit(&o->a_owner, defer ? A_RETIRED : A_FREE, memory_order_relaxed);
   if (defer) {
