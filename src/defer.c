@@ -61,6 +61,27 @@
  *    from several threads: the new state is polled before the two tags, so three
  *    unsafe answers would mean three unsafe states at the time of the first poll (slab.c
  *    lat_add).  test_defer checks the bound (bound_* tests).
+ *    Open generations.  A state read must follow the retirer's unlink: while grace periods
+ *    run without (W1) (rcu.c §3, the counted grace period, while readers run sections) that
+ *    takes a full fence, which costs each deferral more than the rest of its hit path
+ *    (docs/benchmarks.md, "Open generations").  So in that mode a deferral whose handshake is
+ *    light (prd__mag_defer_light) reads no state: it pushes into the newer generation while
+ *    that one's tag is PRD_LAT_OPEN (far above every state: never safe).  The generation
+ *    closes on the slow path, when its magazine is full (the older one first makes room for
+ *    it, merged if safe, else whole to the depot), or when a deferral finds the retirers no
+ *    longer fencing: that path reads the state with the fence and makes it the tag (cc_seal),
+ *    a read that follows every unlink of the generation in the thread's order, as a
+ *    deferral's own read follows its unlink.  So every object waits for the grace period
+ *    after its generation closes, up to a magazine of deferrals after its own: the cost of
+ *    Linux's rcu_free sheaf (ANCHORS.md), paid only in this mode.  There it costs no reuse
+ *    in practice: the grace periods are the ones the deferrals ask for, and they ask once per
+ *    full generation (the fill sends it to the depot), so the state moved once per magazine
+ *    of deferrals with exact tags too (docs/benchmarks.md).  Everything that reads a newer
+ *    generation's tag off the hit path (a move to the depot or the latent slabs, a rotation,
+ *    the refill's request at an allocation miss, a visitor) seals it first; a visitor's read
+ *    follows the owner's unlinks through the handshake it holds (cc_seal).  The older
+ *    generation is never open: rotation seals first; it may still be unsafe when the newer one
+ *    closes, and then goes whole to the depot.
  *
  * 4. Algorithm 1, line by line.
  *    FREE_DEFERRED (lines 34-51): read the state (one load, rcu.c §4).  The hit path (in
@@ -182,7 +203,10 @@
  *    after the enter: prd__mag_enter_light with prd__mag_defer_light makes it a compiler
  *    barrier when both the handshake and the readers rely on membarrier, else a full fence
  *    that serves both (under TSan the reader barrier is made on its own); the slow path reads
- *    the state with a reader barrier of its own.  The
+ *    the state with a reader barrier of its own.  While the retirers fence (rcu.c §3) a light
+ *    handshake stays light and its state only decides whether the open generation takes the
+ *    object (section 3, "Open generations"); the fenced read is the one that seals the
+ *    generation, on the slow path or a visitor's.  The
  *    slow path and every visitor hold the thread's tc_lock.  Order: mag_reap_lock
  *    -> mag_registry_lock -> tc_lock -> dp_lock / cache_lock (magazine.c section 12); the
  *    maintenance thread is woken with no lock held.  The RCU layer's fork handler takes its
@@ -234,6 +258,9 @@
 #include "pagemap.h"
 
 #define PRD_DEFER_REFILL_MAX 1023   /* objects one refill takes from the slab layer */
+/* The tag of an open generation (section 3, "Open generations"): far above every state, so
+ * never safe and never a state a deferral reads. */
+#define PRD_LAT_OPEN UINT64_MAX
 #define DEFER_REFILL_CHUNK 128u     /* ... at a time, through a stack array (1 KiB) */
 /* A thread's first refill of a cache takes DEFER_REFILL_FIRST objects, and each one after
  * twice as many, DEFER_REFILL_RAMP times, before the magazine's size alone decides (section
@@ -283,6 +310,7 @@ static inline void cc_count(prd_cpu_cache_t *cc, int i, uint64_t k)
 /* Notes state gp for gp_requests, which asks the driver once no lock is held. */
 static inline void req_later(prd_gp_t gp)
 {
+  PRD_ASSERT(gp != PRD_LAT_OPEN);   /* sealed first (cc_seal) */
   if (gp > defer_req)
     defer_req = gp;
 }
@@ -306,6 +334,19 @@ static inline void cc_request(prd_cpu_cache_t *cc, prd_gp_t gp)
     cc->cc_lat_requested = gp;
     req_later(gp);
   }
+}
+
+/* Section 3, "Open generations": the newer generation's state, read now if its tag is still
+ * PRD_LAT_OPEN, before anything reads it (tc_lock held, the owner out of its hit path, or
+ * the owner itself).  Every deferral it holds came before this read: the owner's in its
+ * program order; for a visitor, the owner's release of the handshake that the visitor
+ * acquired orders them before it (section 8).  prd__rcu_get_state makes the retirer's
+ * barrier (the fence while grace periods run without (W1)), so the state covers them as it
+ * covers a deferral's own unlink. */
+static void cc_seal(prd_cpu_cache_t *cc)
+{
+  if (cc->cc_lat_gp[1] == PRD_LAT_OPEN && lat_n(cc, 1) != 0)
+    cc->cc_lat_gp[1] = prd__rcu_get_state();
 }
 
 /* Recomputes where the deferral hit path stops (section 4): the room under the limit in the
@@ -385,6 +426,8 @@ static void cc_merge_safe(prd_cache_t *cp, prd_cpu_cache_t *cc)
 static void cc_to_slabs(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, uint32_t k)
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
+  if (g == 1)
+    cc_seal(cc);
   uint32_t n = lat_n(cc, g);
   k = PRD_MIN(k, n);
   if (k == 0)
@@ -401,6 +444,8 @@ static void cc_to_slabs(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, uint32_t k)
 static bool cc_to_depot(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, bool refill)
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
+  if (g == 1)
+    cc_seal(cc);
   uint32_t n = lat_n(cc, g);
   prd_mag_t *empty = NULL;
   uint64_t cap = (uint64_t)prd__opt(defer_depot_kb) * 1024;   /* the depot list's bound */
@@ -432,11 +477,14 @@ static void tag_out(prd_cache_t *cp, prd_mag_t *mp)
 static void cc_rotate(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
+  cc_seal(cc);
   cc_request(cc, cc->cc_lat_gp[1]);
   if (lat_n(cc, 0) != 0) {
     if (prd__defer_safe(cc->cc_lat_gp[0]))
       cc_merge_gen(cp, cc, 0);
-    else   /* by section 3 unreachable; stay correct: the latent slabs keep its state */
+    /* unsafe: after an open generation (section 3), else by section 3 unreachable; whole
+     * to the depot's latent list, else the latent slabs keep its state */
+    else if (!cc_to_depot(cp, cc, 0, true))
       cc_to_slabs(cp, cc, 0, lat_n(cc, 0));
   }
   prd_mag_t *t = cc->cc_lat[0];
@@ -502,6 +550,7 @@ static void cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
  * objects' grace period; *waiting: latent objects still wait. */
 static uint32_t refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
 {
+  cc_seal(cc);
   uint32_t lat = prd__mag_latent(cc);
   uint32_t size = prd__mag_cur_size(cp);
   if (cc->cc_loaded != NULL && cc->cc_loaded->mag_size > size)
@@ -618,6 +667,7 @@ static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool
      * (section 9); the slab layer's out-of-memory path below polls longer for everyone's */
     pthread_mutex_lock(&tc->tc_lock);
     prd_cpu_cache_t *cc = &tc->tc_cc[id];
+    cc_seal(cc);
     int g = lat_n(cc, 0) != 0 ? 0 : lat_n(cc, 1) != 0 ? 1 : -1;
     prd_gp_t wgp = g >= 0 ? cc->cc_lat_gp[g] : 0;
     pthread_mutex_unlock(&tc->tc_lock);
@@ -857,6 +907,19 @@ static void defer_light_update(void)
     __atomic_store_n(&prd__mag_defer_light, 1, __ATOMIC_RELAXED);
 }
 
+/* prd__mag_defer_light, relaxed: on x86-64 one `cmpl $0` on the flag in memory, where
+ * compilers load an atomic into a register and test it (as magazine.h's steal test). */
+static inline bool defer_light(void)
+{
+#if defined(__x86_64__) && !defined(PRD_TSAN)
+  bool light;
+  __asm__("cmpl $0, %1" : "=@ccne"(light) : "m"(prd__mag_defer_light));
+  return light;
+#else
+  return __atomic_load_n(&prd__mag_defer_light, __ATOMIC_RELAXED) != 0;
+#endif
+}
+
 /* Everything but the hit path (section 4), tc_lock held for the CPU cache's part.  The state
  * is read here (line 35), after the caller's unlink as on the hit path. */
 static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
@@ -869,6 +932,8 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
     atomic_fetch_or_explicit(&cp->cache_defer_on, PRD_DEFER_LATENT, memory_order_release);
   }
   defer_light_update();
+  /* the new generation is left open while the hit path would push into one (section 3) */
+  bool open = defer_light() && prd__rcu_retire_fenced();
   uint32_t id = cp->cache_magid;
   prd_tcache_t *tc;
   if (id == 0 || (tc = prd__mag_tc_get(id)) == NULL) {
@@ -877,8 +942,23 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
   }
   pthread_mutex_lock(&tc->tc_lock);
   prd_cpu_cache_t *cc = &tc->tc_cc[id];
-  if (lat_n(cc, 1) != 0 && cc->cc_lat_gp[1] != gp)
-    cc_rotate(cp, cc);                                        /* section 3 */
+  bool pending = lat_n(cc, 1) != 0 && cc->cc_lat_gp[1] == PRD_LAT_OPEN;
+  if (open && pending && !cc_open_full(cc)) {
+    /* the open generation stays open while its magazine has room: the older one makes room
+     * for it, merged if safe, else whole to the depot or the latent slabs */
+    if (cc_full(cc) && lat_n(cc, 0) != 0) {
+      if (prd__defer_safe(cc->cc_lat_gp[0]))
+        cc_merge_gen(cp, cc, 0);
+      else if (!cc_to_depot(cp, cc, 0, true))
+        cc_to_slabs(cp, cc, 0, lat_n(cc, 0));
+    }
+  } else {
+    /* an open generation closes: gp was read after every deferral it holds (cc_seal) */
+    if (pending)
+      cc->cc_lat_gp[1] = gp;
+    if (lat_n(cc, 1) != 0 && (open || cc->cc_lat_gp[1] != gp))
+      cc_rotate(cp, cc);                                      /* section 3 */
+  }
   if (cc_full(cc)) {                                          /* line 39 fails */
     cc_merge_safe(cp, cc);                                    /* line 46 */
     /* lines 49-51: a whole generation to the depot's latent list while it has room, else
@@ -903,7 +983,7 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
   }
   uint32_t n1 = lat_n(cc, 1);
   if (n1 == 0)
-    cc->cc_lat_gp[1] = gp;
+    cc->cc_lat_gp[1] = open ? PRD_LAT_OPEN : gp;
   cc->cc_lat[1]->mag_round[n1] = buf;                         /* line 40 */
   lat_set(cc, 1, n1 + 1);
   cc_count(cc, PRD_PC_DEFERRED, 1);
@@ -918,28 +998,16 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
     preflush_ask(&tc->tc_cc[id]);                             /* line 42 */
 }
 
-/* prd__mag_defer_light, relaxed: on x86-64 one `cmpl $0` on the flag in memory, where
- * compilers load an atomic into a register and test it (as magazine.h's steal test). */
-static inline bool defer_light(void)
-{
-#if defined(__x86_64__) && !defined(PRD_TSAN)
-  bool light;
-  __asm__("cmpl $0, %1" : "=@ccne"(light) : "m"(prd__mag_defer_light));
-  return light;
-#else
-  return __atomic_load_n(&prd__mag_defer_light, __ATOMIC_RELAXED) != 0;
-#endif
-}
-
 /* The hit path (section 4) and the slow path behind it, for a buffer that passed the checks
  * but the free mark's, which `marked` asks of it: the handshake of magazine.h around one
  * push, on the CPU cache the magazine hit paths use (mt_lim is 0 while a layer above holds
  * this thread's magazine layer, so a re-entrant deferral takes the slow path as they do).  The
  * handshake's barrier is also the reader barrier before the state's load (section 8), which
  * therefore comes after it.  The mark is loaded after that barrier too: the buffer was just
- * unlinked, its line is often in a reader's cache, and a full barrier (the retirers' fence
- * while readers run sections, rcu.c §3) would wait for that load, where after it the load
- * overlaps the push and the caller's next steps. */
+ * unlinked, its line is often in a reader's cache, and a full barrier (without membarrier)
+ * would wait for that load, where after it the load overlaps the push and the caller's next
+ * steps.  While the retirers fence (rcu.c §3) the light handshake pushes into an open
+ * generation instead (section 3). */
 static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, void *buf,
                                                                bool marked)
 {
@@ -947,8 +1015,11 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
   if (prd_likely(id < prd__mag_tls.mt_lim)) {
     prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
     prd_tcache_t *tc = prd__mag_tls.mt_tc;
-    /* the retirer's fence while grace periods run without (W1) (rcu.c §3): loaded first */
-    bool light = prd_likely(defer_light()) && prd_likely(!prd__rcu_retire_fenced());
+    /* while grace periods run without (W1) (rcu.c §3) a light handshake pushes into an open
+     * generation and reads no state (section 3, "Open generations"); the flag is loaded
+     * first */
+    bool light = prd_likely(defer_light());
+    bool open = light && prd__rcu_retire_fenced();
     if (prd_likely(prd__mag_enter_light(cc, tc, light))) {
 #ifdef PRD_TSAN
       prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
@@ -957,7 +1028,7 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
         prd__mag_exit(cc);
         goto freed;
       }
-      prd_gp_t gp = prd__rcu_get_state_fenced();              /* line 35 */
+      prd_gp_t gp = open ? PRD_LAT_OPEN : prd__rcu_get_state_fenced();   /* line 35 */
       uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
       if (prd_unlikely(prd__mag_late_steal(cc, tc)))
         goto slow;

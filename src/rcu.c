@@ -112,10 +112,11 @@
  *    its next one, so such a grace period makes no membarrier besides (W1).
  *    Without (W1) the retirers' unlinks must precede the flip by themselves: while
  *    prd__rcu_gp.gs_retire_fence is set, a retirer runs a full fence between its unlink and its
- *    load of the sequence (prd__rcu_get_state, and the deferral hit path's handshake barrier,
- *    defer.c section 8), so a state that this grace period ends was loaded, after the unlink was
- *    visible, before the sequence went odd, and so before the flip (stores in order).  The flag
- *    costs a fence per deferral, so it is set only while readers run sections (a reader seen
+ *    load of the sequence (prd__rcu_get_state; a deferral's open generation reads it so once,
+ *    when it closes, after all its unlinks: defer.c section 3), so a state that this grace
+ *    period ends was loaded, after the unlink was visible, before the sequence went odd, and
+ *    so before the flip (stores in order).  The flag costs retirers a fence each (deferrals one
+ *    per generation), so it is set only while readers run sections (a reader seen
  *    inside one, or with a count of the last two flips), and cleared after RCU_FENCE_QUIET
  *    grace periods in a row saw none (counted_begin).  It goes up before a (W1), and only the
  *    grace periods after that (W1) skip theirs: a retirer that loaded the flag as 0 did so

@@ -1623,6 +1623,89 @@ static void test_destroy_in_callback(void)
   }
 }
 
+/* ---- open generations (defer.c section 3): deferrals while readers run sections ------------ */
+static atomic_int og_stop, og_hold, og_held;
+
+/* A reader that runs sections back to back; while og_hold is set it stays inside one. */
+static void *og_reader(void *arg)
+{
+  (void)arg;
+  prd_rcu_register_thread();
+  while (!atomic_load(&og_stop)) {
+    prd_rcu_read_lock();
+    if (atomic_load(&og_hold)) {
+      atomic_store(&og_held, 1);
+      while (atomic_load(&og_hold))
+        sched_yield();
+      atomic_store(&og_held, 0);
+    }
+    prd_rcu_read_unlock();
+  }
+  prd_rcu_unregister_thread();
+  return NULL;
+}
+
+/* While the retirers fence, the hit path reads no state and leaves the generation open; the
+ * state it is tagged with when it closes is read then, after every deferral in it.  Checked
+ * with the grace periods: the state read before the deferrals ends while the reader runs
+ * sections, then the reader holds one section from before a state read after the last
+ * deferral; the thread's flush closes the open generation, and none of its objects may come
+ * back while that section is held (a tag read before or at the generation's first deferral
+ * would have ended already).  The generations that closed during the loop (the magazine
+ * full) were tagged then, after their own deferrals: theirs may come back. */
+static void test_open_generation(void)
+{
+  prd_cache_t *cp = prd_cache_create("opengen", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  void *warm = prd_cache_alloc(cp, 0);   /* the CPU cache and the latent magazines exist */
+  prd_cache_free_deferred(cp, warm);
+  wait_all();
+  atomic_store(&og_stop, 0);
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, og_reader, NULL) == 0);
+  /* the mode starts when a grace period sees a reader inside a section (x86-64 with
+   * membarrier, the built-in source; elsewhere no generation is ever open) */
+  for (int i = 0; i < 2000 && !prd__rcu_retire_fenced(); i++)
+    prd_synchronize_rcu();
+  enum { N = 40 };
+  void *b[N];
+  for (int i = 0; i < N; i++)
+    CHECK((b[i] = prd_cache_alloc(cp, 0)) != NULL);
+  prd_gp_t s_first = prd_rcu_get_state();
+  for (int i = 0; i < N; i++)
+    prd_cache_free_deferred(cp, b[i]);
+  prd_gp_t s_last = prd_rcu_get_state();
+  prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[cp->cache_magid];
+  /* the newest deferrals, in the open generation (the flag may have dropped meanwhile: then
+   * the generation was tagged at the next deferral, or none is open) */
+  int n_open = cc->cc_lat_gp[1] == UINT64_MAX ? (int)cc->cc_lat_n[1] : 0;   /* PRD_LAT_OPEN */
+  if (prd__rcu_retire_fenced() && prd__mag_membarrier)
+    CHECK(n_open > 0);
+  prd_rcu_wait_state(s_first);
+  atomic_store(&og_hold, 1);
+  while (!atomic_load(&og_held))
+    sched_yield();
+  prd_gp_t s_held = prd_rcu_get_state();   /* cannot end while the section is held */
+  CHECK(s_held >= s_last);
+  prd_thread_flush();   /* the open generation closes and leaves the CPU cache */
+  void *x[400];
+  for (int i = 0; i < 400; i++) {
+    CHECK((x[i] = prd_cache_alloc(cp, 0)) != NULL);
+    for (int k = N - n_open; k < N; k++)
+      if (x[i] == b[k])
+        CHECK(prd_rcu_poll_state(s_held));   /* never while the section is held */
+  }
+  CHECK(!prd_rcu_poll_state(s_held));
+  atomic_store(&og_hold, 0);
+  atomic_store(&og_stop, 1);
+  pthread_join(th, NULL);
+  for (int i = 0; i < 400; i++)
+    prd_cache_free(cp, x[i]);
+  wait_all();
+  check_counts(cp, 0);
+  prd_cache_destroy(cp);
+}
+
 int main(void)
 {
   /* first, while this process has no thread: its child starts the RCU threads (TSan
@@ -1661,5 +1744,6 @@ int main(void)
   RUN(test_hit_path_stays);
   RUN(test_flush_reap_keep_states);
   RUN(test_counts_across_depot_wait);
+  RUN(test_open_generation);
   return prd_test_done();
 }
