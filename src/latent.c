@@ -229,10 +229,11 @@ size_t prd__slab_defer_bulk(prd_cache_t *cp, void *const *bufs, size_t n, prd_gp
       ok = r != LAT_BAD;
       if (!ok)
         why = PRD_SLAB_WHY_TWICE;
-      if (r == LAT_SAFE) {
+      if (r == LAT_SAFE) {   /* merged at once: its grace period has ended */
         prd__slab_put(cp, sp, bcp != NULL ? bcp
                                      : (prd_bufctl_t *)((char *)buf + cp->cache_link_off));
         prd__slab_relist(cp, sp);
+        cp->cache_lat_safe_frees++;
       } else if (r == LAT_ADDED) {
         prd__slab_relist(cp, sp);
         /* pre-movement: full -> partial at deferral, or onto the free list when every

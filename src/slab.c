@@ -1235,6 +1235,8 @@ static void slab_free_bulk(prd_cache_t *cp, void *const *bufs, size_t n, bool de
       }
     }
     prd__slab_put(cp, sp, bcp);
+    if (deferral)   /* a deferred buffer whose grace period ended before it reached here */
+      cp->cache_lat_safe_frees++;
     if (prd_unlikely(sp->slab_refcnt == 0) && (cp->cache_flags & PRD_CACHE_UNMAP)) {
       /* synchronous unmapping (002 §6.5): the free slab is destroyed at once */
       slab_detach(cp, sp);
@@ -1687,7 +1689,7 @@ void prd__slab_stats(prd_cache_t *cp, prd_cache_stats_t *st)
   st->bufs_total = cp->cache_bufs_total;
   st->hash_buckets = (cp->cache_flags & PRD_CF_HASH) ? cp->cache_hash_mask + 1 : 0;
   st->latent_slab_objs = cp->cache_lat_slab_objs;
-  st->latent_merges = cp->cache_lat_slab_merges;
+  st->latent_merges = cp->cache_lat_slab_merges + cp->cache_lat_safe_frees;
   st->slab_premoves = cp->cache_lat_premoves;
   st->frag_skips = cp->cache_lat_skips;
   pthread_mutex_unlock(cp->cache_lock);

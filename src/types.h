@@ -451,6 +451,8 @@ struct prd_cache {
                                     magazine.c's depot_lat_wait reads it without the lock) */
   uint64_t cache_lat_premoves;   /* slab pre-movements (Algorithm 1 lines 52-57) */
   uint64_t cache_lat_slab_merges;/* latent-slab buffers merged back after their grace period */
+  uint64_t cache_lat_safe_frees; /* deferred buffers whose grace period had ended when they
+                                  * reached the slab layer: freed at once (latent_merges) */
   uint64_t cache_lat_skips;      /* refill choices that passed over a mostly deferred slab */
   prd_gp_t cache_lat_maxgp;      /* the latest state in any latent slab (OOM waits for it) */
   size_t cache_lat_words;        /* small layout: 64-bit words per latent bitmap generation */

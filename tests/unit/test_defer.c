@@ -1623,6 +1623,39 @@ static void test_destroy_in_callback(void)
   }
 }
 
+/* Every deferred object that comes back after its grace period counts in latent_merges, those
+ * whose grace period had ended by the time they reached the slab layer too (a drain of a
+ * thread's safe generations with the depot's latent list off, and the deferrals of a cache
+ * without magazines). */
+static void test_merges_count_every_deferral(void)
+{
+  long old_depot = opt_push("defer_depot_kb", "0");
+  prd_cache_t *caches[2] = {
+    prd_cache_create("mergecnt", 64, 0, NULL, NULL, NULL, NULL, NULL, PRD_CACHE_NODEBUG),
+    prd_cache_create("mergecnt_nomag", 64, 0, NULL, NULL, NULL, NULL, NULL,
+                     PRD_CACHE_NODEBUG | PRD_CACHE_NOMAGAZINE),
+  };
+  for (int c = 0; c < 2; c++) {
+    prd_cache_t *cp = caches[c];
+    void *b[100];
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < 100; i++)
+        CHECK((b[i] = prd_cache_alloc(cp, 0)) != NULL);
+      for (int i = 0; i < 100; i++)
+        prd_cache_free_deferred(cp, b[i]);
+      wait_all();
+      prd_thread_flush();   /* the safe generations leave through the slab layer */
+    }
+    (void)prd__slab_lat_merge_all(cp);
+    prd_cache_stats_t st = stats_of(cp);
+    CHECK_EQ(st.deferred_frees, 300);
+    CHECK_EQ(st.latent_merges, st.deferred_frees);
+    check_counts(cp, 0);
+    prd_cache_destroy(cp);
+  }
+  opt_pop("defer_depot_kb", old_depot);
+}
+
 /* ---- open generations (defer.c section 3): deferrals while readers run sections ------------ */
 static atomic_int og_stop, og_hold, og_held;
 
@@ -1745,5 +1778,6 @@ int main(void)
   RUN(test_flush_reap_keep_states);
   RUN(test_counts_across_depot_wait);
   RUN(test_open_generation);
+  RUN(test_merges_count_every_deferral);
   return prd_test_done();
 }
