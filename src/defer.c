@@ -469,6 +469,18 @@ static void tag_out(prd_cache_t *cp, prd_mag_t *mp)
   prd__mag_free_empty(mp);
 }
 
+/* The older generation leaves the CPU cache: merged if safe, else whole to the depot's latent
+ * list, else to the latent slabs with its state. */
+static void cc_older_out(prd_cache_t *cp, prd_cpu_cache_t *cc)
+{
+  if (lat_n(cc, 0) == 0)
+    return;
+  if (prd__defer_safe(cc->cc_lat_gp[0]))
+    cc_merge_gen(cp, cc, 0);
+  else if (!cc_to_depot(cp, cc, 0, true))
+    cc_to_slabs(cp, cc, 0, lat_n(cc, 0));
+}
+
 /* A deferral brings a new state while the open generation holds objects (section 3): the
  * open generation closes (its grace period is asked for), the older one, safe by section 3,
  * merges, and the generations rotate.  The new open generation gets a magazine of the
@@ -479,14 +491,8 @@ static void cc_rotate(prd_cache_t *cp, prd_cpu_cache_t *cc)
   PRD_RACE();   /* race widening (race.h): a latent transition */
   cc_seal(cc);
   cc_request(cc, cc->cc_lat_gp[1]);
-  if (lat_n(cc, 0) != 0) {
-    if (prd__defer_safe(cc->cc_lat_gp[0]))
-      cc_merge_gen(cp, cc, 0);
-    /* unsafe: after an open generation (section 3), else by section 3 unreachable; whole
-     * to the depot's latent list, else the latent slabs keep its state */
-    else if (!cc_to_depot(cp, cc, 0, true))
-      cc_to_slabs(cp, cc, 0, lat_n(cc, 0));
-  }
+  /* unsafe only after an open generation (section 3), else by section 3 unreachable */
+  cc_older_out(cp, cc);
   prd_mag_t *t = cc->cc_lat[0];
   cc->cc_lat[0] = cc->cc_lat[1];
   cc->cc_lat_gp[0] = cc->cc_lat_gp[1];
@@ -945,13 +951,9 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
   bool pending = lat_n(cc, 1) != 0 && cc->cc_lat_gp[1] == PRD_LAT_OPEN;
   if (open && pending && !cc_open_full(cc)) {
     /* the open generation stays open while its magazine has room: the older one makes room
-     * for it, merged if safe, else whole to the depot or the latent slabs */
-    if (cc_full(cc) && lat_n(cc, 0) != 0) {
-      if (prd__defer_safe(cc->cc_lat_gp[0]))
-        cc_merge_gen(cp, cc, 0);
-      else if (!cc_to_depot(cp, cc, 0, true))
-        cc_to_slabs(cp, cc, 0, lat_n(cc, 0));
-    }
+     * for it */
+    if (cc_full(cc))
+      cc_older_out(cp, cc);
   } else {
     /* an open generation closes: gp was read after every deferral it holds (cc_seal) */
     if (pending)

@@ -98,6 +98,18 @@ static void *allocator(void *arg)
   return NULL;
 }
 
+/* In a child: this thread's magazines and a grace period first, then another thread with
+ * magazines and reader sections (allocator); the child exits 3 if it cannot start. */
+static pthread_t start_allocator(void)
+{
+  prd_free(prd_malloc(48));
+  prd_synchronize_rcu();
+  pthread_t t;
+  if (pthread_create(&t, NULL, allocator, NULL) != 0)
+    _exit(3);
+  return t;
+}
+
 /* A child: another thread with magazines and reader sections, membarrier refused, then
  * `what` (0: a reap of every thread's magazines, 1: a grace period).  Never returns normally:
  * the library ends it. */
@@ -105,11 +117,7 @@ static void lose_membarrier(void *arg)
 {
   int what = (int)(intptr_t)arg;
   prd_option_set("abort_on_error", "0");   /* the end does not depend on it */
-  prd_free(prd_malloc(48));
-  prd_synchronize_rcu();
-  pthread_t t;
-  if (pthread_create(&t, NULL, allocator, NULL) != 0)
-    _exit(3);
+  pthread_t t = start_allocator();
   usleep(100000);
   if (!refuse_membarrier())
     _exit(77);
@@ -155,11 +163,7 @@ static void start_refused(void *arg)
   (void)arg;
   if (!refuse_membarrier_command())
     _exit(77);
-  prd_free(prd_malloc(48));   /* the library's first use */
-  prd_synchronize_rcu();
-  pthread_t t;
-  if (pthread_create(&t, NULL, allocator, NULL) != 0)
-    _exit(3);
+  pthread_t t = start_allocator();   /* the library's first use */
   for (int i = 0; i < 200; i++) {
     prd_reap();
     prd_synchronize_rcu();
@@ -191,11 +195,7 @@ static void refused_for_a_while(void *arg)
 {
   intptr_t v = (intptr_t)arg;
   int what = (int)(v & 1), n = (int)(v >> 1);
-  prd_free(prd_malloc(48));
-  prd_synchronize_rcu();
-  pthread_t t;
-  if (pthread_create(&t, NULL, allocator, NULL) != 0)
-    _exit(3);
+  pthread_t t = start_allocator();
   usleep(50000);
   atomic_store(&fail_left, n);
   for (int i = 0; i < 20; i++) {
