@@ -21,7 +21,9 @@
  *    deferred buffers is on the cache's FIFO of latent slabs (cache_latent), oldest first.
  *    A generation whose state has ended is merged: its buffers go on the slab's freelist,
  *    counted as freed (lat_merge_gen).  Deferrals come a batch at a time, all with one state,
- *    under one hold of cache_lock (prd__slab_defer_bulk).
+ *    under one hold of cache_lock (prd__slab_defer_bulk); a batch or buffer whose state has
+ *    ended already goes straight to its freelist, counted apart (cache_lat_safe_frees; both
+ *    are the statistics' latent_merges).
  *
  * 3. The bound.  A buffer never waits for a grace period that started after it was deferred:
  *    it joins the generation with its own state, else a free one.  A new state is polled
