@@ -81,7 +81,10 @@
  *    the refill's request at an allocation miss, a visitor) seals it first; a visitor's read
  *    follows the owner's unlinks through the handshake it holds (cc_seal).  The older
  *    generation is never open: rotation seals first; it may still be unsafe when the newer one
- *    closes, and then goes whole to the depot.
+ *    closes, and then goes whole to the depot.  The free mark (magazine.c section 15) of an
+ *    open generation's buffers is tested when it closes too, all at once, not at each
+ *    deferral (cc_open_check): in this mode readers run sections, the buffer just unlinked is
+ *    in their caches, and each test waited for another core.
  *
  * 4. Algorithm 1, line by line.
  *    FREE_DEFERRED (lines 34-51): read the state (one load, rcu.c §4).  The hit path (in
@@ -336,17 +339,52 @@ static inline void cc_request(prd_cpu_cache_t *cc, prd_gp_t gp)
   }
 }
 
+/* Section 3, "Open generations": the free mark of the open generation's objects, tested
+ * when it closes.  The hit path does not test it while it pushes into an open generation:
+ * the buffer it defers was just unlinked, and its first line, where a small buffer's mark
+ * is, is then in the readers' caches, so the test's load waited for another core at every
+ * deferral, and the caller's next locked instruction (its next unlink's exchange) waited for
+ * that load (docs/benchmarks.md, "The deferral's test of the mark, once a generation").
+ * Here the loads are independent of each other and overlap.  A buffer that carries the mark
+ * was free when it was deferred (or was freed after its deferral): reported as at the call
+ * and dropped from the generation; one whose memory is no longer a buffer of cp was free
+ * too, its slab given back since: reported and dropped without reading it.  A freed buffer
+ * handed out again between its deferral and this test carries no mark and is not found
+ * (docs/api.md).  tc_lock held, or the owner out of its hit path. */
+static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
+{
+  if (cp->cache_flags & PRD_CF_NOMARK)
+    return;
+  prd_mag_t *mp = cc->cc_lat[1];
+  uint32_t n = lat_n(cc, 1), k = 0, off = cp->cache_mark_off;
+  for (uint32_t i = 0; i < n; i++) {
+    void *o = mp->mag_round[i];
+    if (prd_unlikely(!prd__pm_owns(cp, o) || prd__mark_test(o, off))) {
+      prd__mag_double_free(cp, o, "deferred free");
+      continue;
+    }
+    mp->mag_round[k++] = o;
+  }
+  if (k != n) {   /* not deferred after all: the count as if refused at the call */
+    cc_count(cc, PRD_PC_DEFERRED, (uint64_t)k - n);
+    lat_set(cc, 1, k);
+  }
+}
+
 /* Section 3, "Open generations": the newer generation's state, read now if its tag is still
  * PRD_LAT_OPEN, before anything reads it (tc_lock held, the owner out of its hit path, or
  * the owner itself).  Every deferral it holds came before this read: the owner's in its
  * program order; for a visitor, the owner's release of the handshake that the visitor
  * acquired orders them before it (section 8).  prd__rcu_get_state makes the retirer's
  * barrier (the fence while grace periods run without (W1)), so the state covers them as it
- * covers a deferral's own unlink. */
-static void cc_seal(prd_cpu_cache_t *cc)
+ * covers a deferral's own unlink.  The buffers' free mark is tested first (cc_open_check),
+ * read in the same order after the owner's pushes, as the hit path would have read it. */
+static void cc_seal(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
-  if (cc->cc_lat_gp[1] == PRD_LAT_OPEN && lat_n(cc, 1) != 0)
+  if (cc->cc_lat_gp[1] == PRD_LAT_OPEN && lat_n(cc, 1) != 0) {
+    cc_open_check(cp, cc);
     cc->cc_lat_gp[1] = prd__rcu_get_state();
+  }
 }
 
 /* Recomputes where the deferral hit path stops (section 4): the room under the limit in the
@@ -427,7 +465,7 @@ static void cc_to_slabs(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, uint32_t k)
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
   if (g == 1)
-    cc_seal(cc);
+    cc_seal(cp, cc);
   uint32_t n = lat_n(cc, g);
   k = PRD_MIN(k, n);
   if (k == 0)
@@ -445,7 +483,7 @@ static bool cc_to_depot(prd_cache_t *cp, prd_cpu_cache_t *cc, int g, bool refill
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
   if (g == 1)
-    cc_seal(cc);
+    cc_seal(cp, cc);
   uint32_t n = lat_n(cc, g);
   prd_mag_t *empty = NULL;
   uint64_t cap = (uint64_t)prd__opt(defer_depot_kb) * 1024;   /* the depot list's bound */
@@ -489,7 +527,7 @@ static void cc_older_out(prd_cache_t *cp, prd_cpu_cache_t *cc)
 static void cc_rotate(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
-  cc_seal(cc);
+  cc_seal(cp, cc);
   cc_request(cc, cc->cc_lat_gp[1]);
   /* unsafe only after an open generation (section 3), else by section 3 unreachable */
   cc_older_out(cp, cc);
@@ -556,7 +594,7 @@ static void cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
  * objects' grace period; *waiting: latent objects still wait. */
 static uint32_t refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
 {
-  cc_seal(cc);
+  cc_seal(cp, cc);
   uint32_t lat = prd__mag_latent(cc);
   uint32_t size = prd__mag_cur_size(cp);
   if (cc->cc_loaded != NULL && cc->cc_loaded->mag_size > size)
@@ -673,7 +711,7 @@ static void *refill(prd_cache_t *cp, uint32_t id, int flags, uint32_t want, bool
      * (section 9); the slab layer's out-of-memory path below polls longer for everyone's */
     pthread_mutex_lock(&tc->tc_lock);
     prd_cpu_cache_t *cc = &tc->tc_cc[id];
-    cc_seal(cc);
+    cc_seal(cp, cc);
     int g = lat_n(cc, 0) != 0 ? 0 : lat_n(cc, 1) != 0 ? 1 : -1;
     prd_gp_t wgp = g >= 0 ? cc->cc_lat_gp[g] : 0;
     pthread_mutex_unlock(&tc->tc_lock);
@@ -956,8 +994,10 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
       cc_older_out(cp, cc);
   } else {
     /* an open generation closes: gp was read after every deferral it holds (cc_seal) */
-    if (pending)
+    if (pending) {
+      cc_open_check(cp, cc);
       cc->cc_lat_gp[1] = gp;
+    }
     if (lat_n(cc, 1) != 0 && (open || cc->cc_lat_gp[1] != gp))
       cc_rotate(cp, cc);                                      /* section 3 */
   }
@@ -1009,7 +1049,9 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
  * unlinked, its line is often in a reader's cache, and a full barrier (without membarrier)
  * would wait for that load, where after it the load overlaps the push and the caller's next
  * steps.  While the retirers fence (rcu.c §3) the light handshake pushes into an open
- * generation instead (section 3). */
+ * generation instead (section 3), and does not load the mark: readers run sections then, the
+ * caller's next locked instruction would wait for the load all the same, and the
+ * generation's close tests every buffer it took at once (cc_open_check). */
 static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, void *buf,
                                                                bool marked)
 {
@@ -1026,7 +1068,10 @@ static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, 
 #ifdef PRD_TSAN
       prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
 #endif
-      if (marked && prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
+      /* an open generation tests the mark when it closes (cc_open_check), but in a cache
+       * made with the option hardened */
+      if (marked && (!open || (cp->cache_flags & PRD_CF_HARDENED)) &&
+          prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
         prd__mag_exit(cc);
         goto freed;
       }
