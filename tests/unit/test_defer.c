@@ -1678,6 +1678,23 @@ static void *og_reader(void *arg)
   return NULL;
 }
 
+/* A 64-byte cache whose CPU cache and latent magazines exist, and og_reader running in *th:
+ * the mode starts when a grace period sees a reader inside a section (x86-64 with membarrier,
+ * the built-in source; elsewhere no generation is ever open). */
+static prd_cache_t *og_start(const char *name, pthread_t *th)
+{
+  prd_cache_t *cp = prd_cache_create(name, 64, 0, NULL, NULL, NULL, NULL, NULL,
+                                     PRD_CACHE_NODEBUG);
+  void *warm = prd_cache_alloc(cp, 0);
+  prd_cache_free_deferred(cp, warm);
+  wait_all();
+  atomic_store(&og_stop, 0);
+  CHECK(pthread_create(th, NULL, og_reader, NULL) == 0);
+  for (int i = 0; i < 2000 && !prd__rcu_retire_fenced(); i++)
+    prd_synchronize_rcu();
+  return cp;
+}
+
 /* While the retirers fence, the hit path reads no state and leaves the generation open; the
  * state it is tagged with when it closes is read then, after every deferral in it.  Checked
  * with the grace periods: the state read before the deferrals ends while the reader runs
@@ -1688,18 +1705,8 @@ static void *og_reader(void *arg)
  * full) were tagged then, after their own deferrals: theirs may come back. */
 static void test_open_generation(void)
 {
-  prd_cache_t *cp = prd_cache_create("opengen", 64, 0, NULL, NULL, NULL, NULL, NULL,
-                                     PRD_CACHE_NODEBUG);
-  void *warm = prd_cache_alloc(cp, 0);   /* the CPU cache and the latent magazines exist */
-  prd_cache_free_deferred(cp, warm);
-  wait_all();
-  atomic_store(&og_stop, 0);
   pthread_t th;
-  CHECK(pthread_create(&th, NULL, og_reader, NULL) == 0);
-  /* the mode starts when a grace period sees a reader inside a section (x86-64 with
-   * membarrier, the built-in source; elsewhere no generation is ever open) */
-  for (int i = 0; i < 2000 && !prd__rcu_retire_fenced(); i++)
-    prd_synchronize_rcu();
+  prd_cache_t *cp = og_start("opengen", &th);
   enum { N = 40 };
   void *b[N];
   for (int i = 0; i < N; i++)
@@ -1747,16 +1754,8 @@ static void test_open_generation(void)
 static void test_open_generation_freed(void)
 {
   long abort_old = opt_push("abort_on_error", "0");
-  prd_cache_t *cp = prd_cache_create("openfreed", 64, 0, NULL, NULL, NULL, NULL, NULL,
-                                     PRD_CACHE_NODEBUG);
-  void *warm = prd_cache_alloc(cp, 0);
-  prd_cache_free_deferred(cp, warm);
-  wait_all();
-  atomic_store(&og_stop, 0);
   pthread_t th;
-  CHECK(pthread_create(&th, NULL, og_reader, NULL) == 0);
-  for (int i = 0; i < 2000 && !prd__rcu_retire_fenced(); i++)
-    prd_synchronize_rcu();
+  prd_cache_t *cp = og_start("openfreed", &th);
   void *a = prd_cache_alloc(cp, 0), *p = prd_cache_alloc(cp, 0), *b = prd_cache_alloc(cp, 0);
   prd_cache_free_deferred(cp, a);   /* the generation opens (or is tagged) */
   prd_cache_free(cp, p);
