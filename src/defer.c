@@ -348,9 +348,11 @@ static inline void cc_request(prd_cpu_cache_t *cc, prd_gp_t gp)
  * Here the loads are independent of each other and overlap.  A buffer that carries the mark
  * was free when it was deferred (or was freed after its deferral): reported as at the call
  * and dropped from the generation; one whose memory is no longer a buffer of cp was free
- * too, its slab given back since: reported and dropped without reading it.  A freed buffer
- * handed out again between its deferral and this test carries no mark and is not found
- * (docs/api.md).  tc_lock held, or the owner out of its hit path. */
+ * too, its slab given back since: reported and dropped without reading it.  Not found, as
+ * docs/api.md says: a freed buffer handed out again between its deferral and this test (it
+ * carries no mark), and one whose slab was given back and made again at the same place
+ * meanwhile, in the large layout, whose new slabs mark nothing.  tc_lock held, or the owner
+ * out of its hit path. */
 static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
   if (cp->cache_flags & PRD_CF_NOMARK)
