@@ -25,10 +25,13 @@
 # Prudence's malloc.  Summary (last line; with --json the only output besides the per-run
 # JSON lines on stderr):
 #   {"bench":"deferred-compare","summary":true,"readers":R,"min_ratio_vs_best_external":E,
-#    "min_ratio_vs_best_batch":B,"rss_ratio_vs_best_batch":M,"rss_ratio_vs_best_batch_4096":F}
+#    "min_ratio_vs_best_batch":B,"rss_ratio_vs_best_batch":M,"rss_ratio_vs_best_batch_4096":F,
+#    "prd_malloc_min_ratio_vs_best_batch":P,"prd_malloc_rss_ratio_vs_best_batch":Q}
 # B: min over sizes of prudence's pairs/s over the best of glibc, jemalloc, mimalloc and
 # tcmalloc + batch at that size; M: max over sizes of prudence's peak RSS over that one's; F:
-# M at 4096 B (0 when 4096 is not among the sizes).
+# M at 4096 B (0 when 4096 is not among the sizes); P and Q: B and M for the prd-malloc mode
+# (prd_free_deferred; 0 unless --our-modes names it).  E: prudence over the best external
+# call_rcu(free), the modes of our run left out.
 # On a terminal, stderr shows progress (bench/common.sh), except with --json.
 set -eu
 . "$(dirname "$0")/common.sh"
@@ -133,12 +136,12 @@ if not quiet:
     print("%6s %10s" % ("size", "prudence") + "".join(" %22s" % ("%s/%s" % c) for c in cols)
           + " %8s %16s %8s %8s" % ("ratio", "best batch", "/batch", "RSS/b"))
 worst = None
-bworst = brss = brss4096 = None
+bworst = brss = brss4096 = pworst = prss = None
 for z in sizes:
     ours = med(keys.get((z, "prudence", "prudence"), []))
     ours_rss = med(rss.get((z, "prudence", "prudence"), []))
     ext = [med(keys[(z, a, m)]) for (a, m) in cols
-           if (z, a, m) in keys and m not in ("oblivious", "batch")]
+           if (z, a, m) in keys and a != "prudence" and m != "batch"]
     best = max(ext) if ext else 0
     ratio = ours / best if best else 0
     worst = ratio if worst is None else min(worst, ratio)
@@ -146,6 +149,11 @@ for z in sizes:
     bbest, bname = max(bat) if bat else (0, "-")
     bratio = ours / bbest if bbest else 0
     brr = ours_rss / med(rss[(z, bname, "batch")]) if bbest else 0
+    pm = med(keys.get((z, "prudence", "prd-malloc"), []))
+    if bbest and pm:
+        pm_rr = med(rss[(z, "prudence", "prd-malloc")]) / med(rss[(z, bname, "batch")])
+        pworst = pm / bbest if pworst is None else min(pworst, pm / bbest)
+        prss = pm_rr if prss is None else max(prss, pm_rr)
     if bbest:
         bworst = bratio if bworst is None else min(bworst, bratio)
         brss = brr if brss is None else max(brss, brr)
@@ -165,5 +173,7 @@ print(json.dumps({"bench": "deferred-compare", "summary": True, "readers": int(s
                   "min_ratio_vs_best_external": round(worst or 0, 3),
                   "min_ratio_vs_best_batch": round(bworst or 0, 3),
                   "rss_ratio_vs_best_batch": round(brss or 0, 3),
-                  "rss_ratio_vs_best_batch_4096": round(brss4096 or 0, 3)}))
+                  "rss_ratio_vs_best_batch_4096": round(brss4096 or 0, 3),
+                  "prd_malloc_min_ratio_vs_best_batch": round(pworst or 0, 3),
+                  "prd_malloc_rss_ratio_vs_best_batch": round(prss or 0, 3)}))
 PY

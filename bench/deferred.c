@@ -14,6 +14,8 @@
  *              it is full, one synchronize on the run's grace-period source, then free them
  *              all (what liburcu's own benchmarks and many servers do).  The process's malloc,
  *              so it runs under any allocator by LD_PRELOAD as the malloc mode does
+ *   prd-malloc prd_malloc + prd_free_deferred: the malloc family's Prudence path (the block's
+ *              size class cache, whatever the process's malloc is)
  * Grace-period source (--source builtin|urcu-memb|urcu-qsbr, default builtin): the library's
  * (prd_rcu_set_source in each child, before anything uses RCU: prudence, oblivious, malloc),
  * the batch mode's synchronize (prd_synchronize_rcu, or liburcu's flavour directly) and the
@@ -38,9 +40,11 @@
  *    the run.  Writers default to the CPUs less the readers (at least 1).
  *    Summary: {"bench":"deferred","summary":true,"readers":R,"min_ratio_vs_batch":X,
  *    "rss_ratio_vs_batch":Y,"rss_ratio_vs_batch_4096":Z,"min_ratio_vs_oblivious":A,
- *    "ratio_vs_oblivious_4096":B,"min_ratio_vs_malloc_callrcu":C}, ratios of medians: X the
- *    min over sizes of prudence over batch (pairs/s), Y the max over sizes of prudence's
- *    peak RSS over batch's, Z that at 4096 B.
+ *    "ratio_vs_oblivious_4096":B,"min_ratio_vs_malloc_callrcu":C,
+ *    "prd_malloc_min_ratio_vs_batch":D,"prd_malloc_rss_ratio_vs_batch":E}, ratios of medians:
+ *    X the min over sizes of prudence over batch (pairs/s), Y the max over sizes of
+ *    prudence's peak RSS over batch's, Z that at 4096 B; D and E the same as X and Y for
+ *    prd-malloc.
  * 2. endurance (§3.5, §5.5, Fig. 3): every thread updates its own RCU-protected list of 64
  *    512-byte nodes (allocate a new version, copy, publish, defer the old) for --seconds
  *    (default 60); a sampler thread records RSS every 10 ms.  --readers R adds R threads of
@@ -79,9 +83,9 @@
 #include "prd_child.h"
 
 /* ---- modes -------------------------------------------------------------------------------- */
-enum { M_PRUDENCE, M_OBLIVIOUS, M_MALLOC, M_URCU, M_BATCH, M_COUNT };
+enum { M_PRUDENCE, M_OBLIVIOUS, M_MALLOC, M_URCU, M_BATCH, M_PMALLOC, M_COUNT };
 static const char *const mode_names[M_COUNT] = { "prudence", "oblivious", "malloc", "urcu",
-                                                 "batch" };
+                                                 "batch", "prd-malloc" };
 
 /* ---- grace-period sources (--source) ---------------------------------------------------- */
 enum { S_BUILTIN, S_URCU_MEMB, S_URCU_QSBR, S_COUNT };
@@ -180,6 +184,8 @@ static inline void *mode_alloc(struct mode_ctx *mc)
 {
   if (mc->mc_cache != NULL)
     return prd_cache_alloc(mc->mc_cache, 0);
+  if (mc->mc_mode == M_PMALLOC)
+    return prd_malloc(mc->mc_size);
   if (mc->mc_mode == M_URCU)
     return malloc(mc->mc_head_off + bench_urcu_head_size());
   if (mc->mc_mode == M_BATCH)
@@ -191,6 +197,8 @@ static inline void mode_defer(struct mode_ctx *mc, void *p)
 {
   if (mc->mc_cache != NULL) {
     prd_cache_free_deferred(mc->mc_cache, p);
+  } else if (mc->mc_mode == M_PMALLOC) {
+    prd_free_deferred(p);
   } else if (mc->mc_mode == M_URCU) {
     bench_urcu_call_free(p, mc->mc_head_off);
   } else if (mc->mc_mode == M_BATCH) {
@@ -235,14 +243,15 @@ static void mode_drain(struct mode_ctx *mc)
 {
   if (mc->mc_mode == M_URCU)
     bench_urcu_barrier();
-  else if (mc->mc_mode != M_PRUDENCE && mc->mc_mode != M_BATCH)
+  else if (mc->mc_mode != M_PRUDENCE && mc->mc_mode != M_BATCH && mc->mc_mode != M_PMALLOC)
     prd_rcu_barrier();
 }
 
 /* The backlog guard (see the header): every 65536 pairs. */
 static inline void mode_guard(struct mode_ctx *mc, long i)
 {
-  if ((i & 65535) != 65535 || mc->mc_mode == M_PRUDENCE || mc->mc_mode == M_BATCH)
+  if ((i & 65535) != 65535 || mc->mc_mode == M_PRUDENCE || mc->mc_mode == M_BATCH ||
+      mc->mc_mode == M_PMALLOC)
     return;
   if (bench_rss_kb() > mc->mc_max_rss_kb) {
     atomic_fetch_add(&mc->mc_backlog_waits, 1);
@@ -558,7 +567,7 @@ static void pairs_child(void *arg, char *out, size_t len)
 static void usage_deferred(void)
 {
   fprintf(stderr, "usage: prd-bench deferred [--pairs N] [--threads N] [--sizes a,b,...] "
-                  "[--modes prudence,oblivious,malloc,urcu,batch] [--batch B] [--readers R] "
+                  "[--modes prudence,oblivious,malloc,urcu,batch,prd-malloc] [--batch B] [--readers R] "
                   "[--source builtin|urcu-memb|urcu-qsbr] [--max-rss-mb N] [--rounds N] "
                   "[--json] [--smoke]\n");
 }
@@ -690,7 +699,8 @@ static int deferred_main(int argc, char **argv)
       mrss[s][m] = on ? bench_median(rss[s][m], (size_t)rounds) : 0;
     }
   double min_obl = 0, r4096 = 0, min_mal = 0, min_bat = 0, rss_bat = 0, rss_bat4096 = 0;
-  bool have_obl = false, have_mal = false, have_bat = false;
+  double min_pm = 0, rss_pm = 0;
+  bool have_obl = false, have_mal = false, have_bat = false, have_pm = false;
   if (!bc.bc_json) {
     printf("  %6s", "size");
     for (int m = 0; m < M_COUNT; m++)
@@ -713,6 +723,12 @@ static int deferred_main(int argc, char **argv)
     if (med[s][M_MALLOC] > 0 && med[s][M_PRUDENCE] > 0) {
       min_mal = have_mal ? PRD_MIN(min_mal, rm) : rm;
       have_mal = true;
+    }
+    if (med[s][M_BATCH] > 0 && med[s][M_PMALLOC] > 0) {
+      double p = med[s][M_PMALLOC] / med[s][M_BATCH], q = mrss[s][M_PMALLOC] / mrss[s][M_BATCH];
+      min_pm = have_pm ? PRD_MIN(min_pm, p) : p;
+      rss_pm = have_pm ? PRD_MAX(rss_pm, q) : q;
+      have_pm = true;
     }
     if (med[s][M_BATCH] > 0 && med[s][M_PRUDENCE] > 0) {
       min_bat = have_bat ? PRD_MIN(min_bat, rb) : rb;
@@ -780,9 +796,11 @@ static int deferred_main(int argc, char **argv)
   printf("{\"bench\":\"deferred\",\"summary\":true,\"readers\":%d,\"min_ratio_vs_batch\":%.3f,"
          "\"rss_ratio_vs_batch\":%.3f,\"rss_ratio_vs_batch_4096\":%.3f,"
          "\"min_ratio_vs_oblivious\":%.3f,\"ratio_vs_oblivious_4096\":%.3f,"
-         "\"min_ratio_vs_malloc_callrcu\":%.3f}\n",
+         "\"min_ratio_vs_malloc_callrcu\":%.3f,\"prd_malloc_min_ratio_vs_batch\":%.3f,"
+         "\"prd_malloc_rss_ratio_vs_batch\":%.3f}\n",
          readers, have_bat ? min_bat : 0.0, have_bat ? rss_bat : 0.0, rss_bat4096,
-         have_obl ? min_obl : 0.0, r4096, have_mal ? min_mal : 0.0);
+         have_obl ? min_obl : 0.0, r4096, have_mal ? min_mal : 0.0, have_pm ? min_pm : 0.0,
+         have_pm ? rss_pm : 0.0);
   return failures == 0 ? 0 : 1;
 }
 

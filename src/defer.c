@@ -1042,71 +1042,94 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
     preflush_ask(&tc->tc_cc[id]);                             /* line 42 */
 }
 
-/* The hit path (section 4) and the slow path behind it, for a buffer that passed the checks
- * but the free mark's, which `marked` asks of it: the handshake of magazine.h around one
- * push, on the CPU cache the magazine hit paths use (mt_lim is 0 while a layer above holds
- * this thread's magazine layer, so a re-entrant deferral takes the slow path as they do).  The
- * handshake's barrier is also the reader barrier before the state's load (section 8), which
- * therefore comes after it.  The mark is loaded after that barrier too: the buffer was just
- * unlinked, its line is often in a reader's cache, and a full barrier (without membarrier)
- * would wait for that load, where after it the load overlaps the push and the caller's next
- * steps.  While the retirers fence (rcu.c §3) the light handshake pushes into an open
- * generation instead (section 3), and does not load the mark: readers run sections then, the
- * caller's next locked instruction would wait for the load all the same, and the
- * generation's close tests every buffer it took at once (cc_open_check). */
+/* The hit path (section 4), for a buffer that passed the checks but the free mark's, which
+ * `marked` asks of it: the handshake of magazine.h around one push, on the CPU cache the
+ * magazine hit paths use (mt_lim is 0 while a layer above holds this thread's magazine
+ * layer, so a re-entrant deferral takes the slow path as they do).  The handshake's barrier
+ * is also the reader barrier before the state's load (section 8), which therefore comes
+ * after it.  The mark is loaded after that barrier too: the buffer was just unlinked, its
+ * line is often in a reader's cache, and a full barrier (without membarrier) would wait for
+ * that load, where after it the load overlaps the push and the caller's next steps.  While
+ * the retirers fence (rcu.c §3) the light handshake pushes into an open generation instead
+ * (section 3), and does not load the mark: readers run sections then, the caller's next
+ * locked instruction would wait for the load all the same, and the generation's close tests
+ * every buffer it took at once (cc_open_check).  1: pushed; -1: the mark found (nothing
+ * done; the caller reports); 0: the slow path's (nothing done).  `may_ask` (a constant
+ * after inlining): a push that wants a pre-flush asks for it here (line 42); without it
+ * such a push is left to the slow path, which asks, so that the hit calls nothing. */
+static inline __attribute__((always_inline)) int defer_hit(prd_cache_t *cp, void *buf,
+                                                           bool marked, bool may_ask)
+{
+  uint32_t id = cp->cache_magid;
+  if (prd_unlikely(id >= prd__mag_tls.mt_lim))
+    return 0;
+  prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
+  prd_tcache_t *tc = prd__mag_tls.mt_tc;
+  /* while grace periods run without (W1) (rcu.c §3) a light handshake pushes into an open
+   * generation and reads no state (section 3, "Open generations"); the flag is loaded
+   * first */
+  bool light = prd_likely(defer_light());
+  bool open = light && prd__rcu_retire_fenced();
+  if (prd_unlikely(!prd__mag_enter_light(cc, tc, light)))
+    return 0;
+#ifdef PRD_TSAN
+  prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
+#endif
+  /* an open generation tests the mark when it closes (cc_open_check), but in a cache made
+   * with the option hardened */
+  if (marked && (!open || (cp->cache_flags & PRD_CF_HARDENED)) &&
+      prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
+    prd__mag_exit(cc);
+    return -1;
+  }
+  prd_gp_t gp = open ? PRD_LAT_OPEN : prd__rcu_get_state_fenced();   /* line 35 */
+  uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
+  if (prd_unlikely(prd__mag_late_steal(cc, tc)))
+    return 0;
+  if (prd_likely(gp == cc->cc_lat_gp[1] && n < cc->cc_lat_stop)) {   /* line 39 */
+    /* line 41: loaded + latent over the limit, as rounds + n + 1 > limit - cc_lat_n[0] */
+    bool ask = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + n + 1 >
+                   cc->cc_lat_room &&
+               !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed);
+    if (!may_ask && prd_unlikely(ask)) {
+      prd__mag_exit(cc);
+      return 0;
+    }
+    cc->cc_lat[1]->mag_round[n] = buf;                          /* line 40 */
+    PRD_RACE();
+    atomic_store_explicit(&cc->cc_lat_n[1], n + 1, memory_order_relaxed);
+    PRD__MAG_COUNT(cc->cc_pcnt[PRD_PC_DEFERRED]);
+    prd__mag_exit(cc);
+    if (prd_unlikely(ask))
+      preflush_ask(cc);                                         /* line 42 */
+    return 1;
+  }
+  prd__mag_exit(cc);
+  return 0;
+}
+
+/* The hit path, then the slow path behind it. */
 static inline __attribute__((always_inline)) void defer_latent(prd_cache_t *cp, void *buf,
                                                                bool marked)
 {
-  uint32_t id = cp->cache_magid;
-  if (prd_likely(id < prd__mag_tls.mt_lim)) {
-    prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[id];
-    prd_tcache_t *tc = prd__mag_tls.mt_tc;
-    /* while grace periods run without (W1) (rcu.c §3) a light handshake pushes into an open
-     * generation and reads no state (section 3, "Open generations"); the flag is loaded
-     * first */
-    bool light = prd_likely(defer_light());
-    bool open = light && prd__rcu_retire_fenced();
-    if (prd_likely(prd__mag_enter_light(cc, tc, light))) {
-#ifdef PRD_TSAN
-      prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
-#endif
-      /* an open generation tests the mark when it closes (cc_open_check), but in a cache
-       * made with the option hardened */
-      if (marked && (!open || (cp->cache_flags & PRD_CF_HARDENED)) &&
-          prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
-        prd__mag_exit(cc);
-        goto freed;
-      }
-      prd_gp_t gp = open ? PRD_LAT_OPEN : prd__rcu_get_state_fenced();   /* line 35 */
-      uint32_t n = atomic_load_explicit(&cc->cc_lat_n[1], memory_order_relaxed);
-      if (prd_unlikely(prd__mag_late_steal(cc, tc)))
-        goto slow;
-      if (prd_likely(gp == cc->cc_lat_gp[1] && n < cc->cc_lat_stop)) {   /* line 39 */
-        cc->cc_lat[1]->mag_round[n] = buf;                    /* line 40 */
-        PRD_RACE();
-        atomic_store_explicit(&cc->cc_lat_n[1], n + 1, memory_order_relaxed);
-        PRD__MAG_COUNT(cc->cc_pcnt[PRD_PC_DEFERRED]);
-        /* line 41: loaded + latent over the limit, as rounds + n + 1 > limit - cc_lat_n[0] */
-        bool over = atomic_load_explicit(&cc->cc_rounds, memory_order_relaxed) + n + 1 >
-                    cc->cc_lat_room;
-        prd__mag_exit(cc);
-        if (prd_unlikely(over) &&
-            !atomic_load_explicit(&cc->cc_want_preflush, memory_order_relaxed))
-          preflush_ask(cc);                                   /* line 42 */
-        return;
-      }
-      prd__mag_exit(cc);
-    }
-  }
-slow:
+  int r = defer_hit(cp, buf, marked, true);
+  if (prd_likely(r > 0))
+    return;
   /* a freed buffer (magazine.c section 15): the mark is only read, never written here, a
    * deferred buffer's readers may still read it */
-  if (marked && prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
-freed:
+  if (r < 0 || (marked && prd_unlikely(prd__mark_test(buf, cp->cache_mark_off)))) {
     prd__mag_double_free(cp, buf, "deferred free");
     return;
   }
   defer_slow(cp, buf);
+}
+
+bool prd__defer_hit_plain(prd_cache_t *cp, void *buf)
+{
+  uint32_t f = cp->cache_flags;
+  if (prd_unlikely(f & (PRD_CF_DEBUG | PRD_CACHE_NOTOUCH | PRD_CF_DEFERHEAD)))
+    return false;
+  return defer_hit(cp, buf, !(f & PRD_CF_NOMARK), false) > 0;
 }
 
 /* Not one of cp's buffers by the page map, or NULL (ignored, as free(NULL)). */

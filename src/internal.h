@@ -335,6 +335,12 @@ void prd__options_fork_child(void);
  * flags say PRD_NOSLEEP (or the caller is inside a read-side section), merges what is safe.
  * True if any buffer came back. */
 bool  prd__defer_oom(prd_cache_t *cp, int flags);
+/* The deferral's hit path alone, for a buffer of cp that passed the ownership check: true when
+ * buf went into this thread's open latent generation; false when nothing was done (a freed
+ * buffer, the slow path's cases, a debugging or call_rcu cache) and the caller calls
+ * prd_cache_free_deferred.  Calls nothing, takes no lock (malloc.c's prd_free_deferred, ahead
+ * of its re-entry mark, as its free's hit path). */
+bool  prd__defer_hit_plain(prd_cache_t *cp, void *buf);
 /* Before a cache is destroyed: every thread's latent generations to the latent slabs, their
  * grace periods and the call_rcu path's callbacks waited for.  False (reported) when the
  * caller is inside a read-side section and the cache has had deferred frees: the destroy is

@@ -1996,12 +1996,18 @@ static void free_deferred_in(void *ptr)
   if (e == 0)
     return;
   switch (e & PM_KIND_MASK) {
-  case PM_CLASS:
-    /* the Prudence path of the block's size class (defer.c) */
+  case PM_CLASS: {
+    /* the Prudence path of the block's size class (defer.c): its hit path first, which calls
+     * nothing and so needs no re-entry mark (as free's hit path, section 8; a re-entrant call
+     * finds the thread's magazine layer held and misses); everything else marked */
+    prd_cache_t *cp = class_cache_of(e);
+    if (prd_likely(prd__defer_hit_plain(cp, ptr)))
+      return;
     malloc_enter();
-    prd_cache_free_deferred(class_cache_of(e), ptr);
+    prd_cache_free_deferred(cp, ptr);
     malloc_leave();
     return;
+  }
   case PM_BOOT:
     return;
   default: {

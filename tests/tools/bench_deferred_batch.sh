@@ -34,7 +34,7 @@ for s in $sources; do
     done
   done
   if [ "$s" = urcu-memb ]; then expect "$s" '"mode":"urcu","size":64'; fi
-  expect "$s" '^\{"bench":"deferred","summary":true,"readers":1,"min_ratio_vs_batch":[0-9.]+,"rss_ratio_vs_batch":[0-9.]+,"rss_ratio_vs_batch_4096":[0-9.]+,"min_ratio_vs_oblivious":[0-9.]+,"ratio_vs_oblivious_4096":[0-9.]+,"min_ratio_vs_malloc_callrcu":[0-9.]+\}$'
+  expect "$s" '^\{"bench":"deferred","summary":true,"readers":1,"min_ratio_vs_batch":[0-9.]+,"rss_ratio_vs_batch":[0-9.]+,"rss_ratio_vs_batch_4096":[0-9.]+,"min_ratio_vs_oblivious":[0-9.]+,"ratio_vs_oblivious_4096":[0-9.]+,"min_ratio_vs_malloc_callrcu":[0-9.]+,"prd_malloc_min_ratio_vs_batch":[0-9.]+,"prd_malloc_rss_ratio_vs_batch":[0-9.]+\}$'
   # the batch ratios were computed (a missing batch or prudence point leaves them 0)
   if grep -q '"min_ratio_vs_batch":0.000' "$tmp/$s"; then fail "$s: no batch ratio"; fi
 done
@@ -52,9 +52,13 @@ else
 fi
 
 sh "$src/bench/compare-deferred.sh" --rounds 1 --pairs 2000 --sizes 64,4096 --readers 1 \
-  --bench "$bench" --json > "$tmp/cmp" 2> /dev/null || fail "compare-deferred.sh --readers 1"
-expect cmp '"readers": 1, "min_ratio_vs_best_external": [0-9.]+, "min_ratio_vs_best_batch": [0-9.]+, "rss_ratio_vs_best_batch": [0-9.]+, "rss_ratio_vs_best_batch_4096": [0-9.]+\}$'
+  --our-modes prudence,oblivious,prd-malloc --bench "$bench" --json > "$tmp/cmp" 2> /dev/null ||
+  fail "compare-deferred.sh --readers 1"
+expect cmp '"readers": 1, "min_ratio_vs_best_external": [0-9.]+, "min_ratio_vs_best_batch": [0-9.]+, "rss_ratio_vs_best_batch": [0-9.]+, "rss_ratio_vs_best_batch_4096": [0-9.]+, "prd_malloc_min_ratio_vs_best_batch": [0-9.]+, "prd_malloc_rss_ratio_vs_best_batch": [0-9.]+\}$'
 if grep -q '"min_ratio_vs_best_batch": 0[,}]' "$tmp/cmp"; then fail "compare: no batch ratio"; fi
+if grep -q '"prd_malloc_min_ratio_vs_best_batch": 0[,}]' "$tmp/cmp"; then
+  fail "compare: no prd-malloc ratio"
+fi
 
 [ $fails = 0 ] || { echo "$fails checks failed"; exit 1; }
 echo "ok - batch mode, readers on every source and the summaries"
