@@ -1752,6 +1752,36 @@ static void test_open_generation(void)
   prd_cache_destroy(cp);
 }
 
+/* The reader stopped, every grace period over, then OG_N allocations into x: none of the
+ * three buffers sent (deferred, or freed and deferred) may come out twice. */
+enum { OG_N = 300 };
+
+static void *og_cache_alloc(prd_cache_t *cp)
+{
+  return prd_cache_alloc(cp, 0);
+}
+
+static void *og_malloc64(prd_cache_t *cp)
+{
+  (void)cp;
+  return prd_malloc(64);
+}
+
+static void og_handouts(pthread_t th, void *(*alloc)(prd_cache_t *), prd_cache_t *cp, void **x,
+                        void *const sent[3])
+{
+  atomic_store(&og_stop, 1);
+  pthread_join(th, NULL);
+  wait_all();
+  int seen[3] = { 0, 0, 0 };
+  for (int i = 0; i < OG_N; i++) {
+    CHECK((x[i] = alloc(cp)) != NULL);
+    for (int k = 0; k < 3; k++)
+      seen[k] += x[i] == sent[k];
+  }
+  CHECK(seen[0] <= 1 && seen[1] <= 1 && seen[2] <= 1);
+}
+
 /* A freed buffer deferred into an open generation: the hit path does not test its mark; the
  * generation's close does (defer.c cc_open_check), reports it as a deferral of a freed
  * buffer and drops it, so that it is handed out once, not twice.  A buffer deferred
@@ -1774,21 +1804,10 @@ static void test_open_generation_freed(void)
     CHECK_EQ(prd__error_count(), e);       /* not at the call */
   prd_thread_flush();                      /* the generation closes: tested */
   CHECK_EQ(prd__error_count(), e + 1);
-  atomic_store(&og_stop, 1);
-  pthread_join(th, NULL);
-  wait_all();
-  enum { N = 300 };
-  void *x[N];
-  int seen_p = 0, seen_a = 0, seen_b = 0;
-  for (int i = 0; i < N; i++) {
-    CHECK((x[i] = prd_cache_alloc(cp, 0)) != NULL);
-    seen_p += x[i] == p;
-    seen_a += x[i] == a;
-    seen_b += x[i] == b;
-  }
-  CHECK(seen_p <= 1 && seen_a <= 1 && seen_b <= 1);
+  void *x[OG_N], *sent[3] = { a, p, b };
+  og_handouts(th, og_cache_alloc, cp, x, sent);
   CHECK_EQ(prd__error_count(), e + 1);
-  for (int i = 0; i < N; i++)
+  for (int i = 0; i < OG_N; i++)
     prd_cache_free(cp, x[i]);
   wait_all();
   check_counts(cp, 0);
@@ -1815,19 +1834,10 @@ static void test_open_generation_freed_malloc(void)
   prd_free_deferred(b);
   prd_thread_flush();
   CHECK_EQ(prd__error_count(), e + 1);
-  atomic_store(&og_stop, 1);
-  pthread_join(th, NULL);
-  wait_all();
-  enum { N = 300 };
-  void *x[N];
-  int seen_p = 0;
-  for (int i = 0; i < N; i++) {
-    CHECK((x[i] = prd_malloc(64)) != NULL);
-    seen_p += x[i] == p;
-  }
-  CHECK(seen_p <= 1);
+  void *x[OG_N], *sent[3] = { a, p, b };
+  og_handouts(th, og_malloc64, NULL, x, sent);
   CHECK_EQ(prd__error_count(), e + 1);
-  for (int i = 0; i < N; i++)
+  for (int i = 0; i < OG_N; i++)
     prd_free(x[i]);
   opt_pop("abort_on_error", abort_old);
 }
