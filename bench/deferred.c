@@ -567,8 +567,9 @@ static void pairs_child(void *arg, char *out, size_t len)
 static void usage_deferred(void)
 {
   fprintf(stderr, "usage: prd-bench deferred [--pairs N] [--threads N] [--sizes a,b,...] "
-                  "[--modes prudence,oblivious,malloc,urcu,batch,prd-malloc] [--batch B] [--readers R] "
-                  "[--source builtin|urcu-memb|urcu-qsbr] [--max-rss-mb N] [--rounds N] "
+                  "[--modes prudence,oblivious,malloc,urcu,batch,prd-malloc] [--batch B] "
+                  "[--readers R] [--source builtin|urcu-memb|urcu-qsbr] [--max-rss-mb N] "
+                  "[--rounds N] "
                   "[--json] [--smoke]\n");
 }
 
