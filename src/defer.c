@@ -85,6 +85,15 @@
  *    open generation's buffers is tested when it closes too, all at once, not at each
  *    deferral (cc_open_check): in this mode readers run sections, the buffer just unlinked is
  *    in their caches, and each test waited for another core.
+ *    How full an open generation gets before it closes adapts (cc_open_adapt): a class
+ *    deferred slowly while other classes keep grace periods running filled a whole magazine
+ *    (up to 4,095 objects) over many grace periods, so its objects waited long after theirs
+ *    had ended, in every such class at once (docs/benchmarks.md, "Open generations of classes
+ *    deferred slowly").  A generation open while two grace periods or more began makes the
+ *    next close at half its count (PRD_LAT_TARGET_MIN at least); one full within less
+ *    doubles the target back.  The hit path pushes below the target (cc_lat_stop) and the
+ *    slow path closes at it (cc_open_full); a fast class, whose generations fill within a
+ *    grace period, keeps whole magazines.
  *
  * 4. Algorithm 1, line by line.
  *    FREE_DEFERRED (lines 34-51): read the state (one load, rcu.c §4).  The hit path (in
@@ -310,6 +319,33 @@ static inline void cc_count(prd_cpu_cache_t *cc, int i, uint64_t k)
                         memory_order_relaxed);
 }
 
+/* Section 3, "Open generations": the count at which the open generation closes, its
+ * magazine's size or the adapted target below it (cc_open_adapt). */
+#define PRD_LAT_TARGET_MIN 32u
+static inline uint32_t open_cap(const prd_cpu_cache_t *cc)
+{
+  uint32_t size = cc->cc_lat[1] != NULL ? cc->cc_lat[1]->mag_size : 0;
+  uint32_t t = cc->cc_lat_target;
+  return t != 0 && t < size ? t : size;
+}
+
+/* An open generation closes on state gp (cc_seal, defer_slow): the count at which the next
+ * one closes follows how long this one stayed open.  Open while two grace periods or more
+ * began, its first objects waited for grace periods that had ended while it filled, held for
+ * nothing (a class deferred slowly among others that keep grace periods running): the next
+ * one closes at half this one's count, PRD_LAT_TARGET_MIN at least.  Full within less, the
+ * target doubles back towards the magazine's size.  tc_lock held, or the owner. */
+static void cc_open_adapt(prd_cpu_cache_t *cc, prd_gp_t gp)
+{
+  uint32_t n = lat_n(cc, 1), cap = open_cap(cc);
+  uint32_t size = cc->cc_lat[1] != NULL ? cc->cc_lat[1]->mag_size : 0;
+  uint32_t began = ((uint32_t)gp - cc->cc_lat_opened) / 2;   /* states move by 2 */
+  if (began >= 2)
+    cc->cc_lat_target = PRD_MAX(PRD_LAT_TARGET_MIN, n / 2);
+  else if (n >= cap && cc->cc_lat_target != 0)
+    cc->cc_lat_target = cap >= size / 2 ? 0 : cap * 2;
+}
+
 /* Notes state gp for gp_requests, which asks the driver once no lock is held. */
 static inline void req_later(prd_gp_t gp)
 {
@@ -384,8 +420,10 @@ static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
 static void cc_seal(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
   if (cc->cc_lat_gp[1] == PRD_LAT_OPEN && lat_n(cc, 1) != 0) {
+    prd_gp_t gp = prd__rcu_get_state();
+    cc_open_adapt(cc, gp);
     cc_open_check(cp, cc);
-    cc->cc_lat_gp[1] = prd__rcu_get_state();
+    cc->cc_lat_gp[1] = gp;
   }
 }
 
@@ -399,6 +437,8 @@ static void cc_restop(prd_cpu_cache_t *cc)
     uint32_t n0 = lat_n(cc, 0);
     uint32_t room = cc->cc_lat_limit > n0 ? cc->cc_lat_limit - n0 : 0;
     stop = PRD_MIN(room, mp->mag_size);
+    if (cc->cc_lat_gp[1] == PRD_LAT_OPEN)
+      stop = PRD_MIN(stop, open_cap(cc));
   }
   cc->cc_lat_stop = stop;
   cc->cc_lat_room = cc->cc_lat_limit > lat_n(cc, 0) ? cc->cc_lat_limit - lat_n(cc, 0) : 0;
@@ -589,6 +629,7 @@ static void cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
   cc->cc_lat_limit = 0;
   cc->cc_lat_gp[0] = cc->cc_lat_gp[1] = 0;
   cc->cc_lat_requested = 0;   /* the id may serve another cache later: ask afresh */
+  cc->cc_lat_target = 0;
   atomic_store_explicit(&cc->cc_want_preflush, 0, memory_order_relaxed);
 }
 
@@ -932,10 +973,13 @@ static void defer_direct(prd_cache_t *cp, void *buf, prd_gp_t gp)
   atomic_fetch_add_explicit(&cp->cache_defer_direct, 1, memory_order_relaxed);
 }
 
-/* The open generation's magazine is full; the latent cache is at its limit (line 39). */
+/* The open generation's magazine is full (an open one: at its target, section 3); the latent
+ * cache is at its limit (line 39). */
 static inline bool cc_open_full(const prd_cpu_cache_t *cc)
 {
-  return cc->cc_lat[1] != NULL && lat_n(cc, 1) >= cc->cc_lat[1]->mag_size;
+  return cc->cc_lat[1] != NULL &&
+         lat_n(cc, 1) >= (cc->cc_lat_gp[1] == PRD_LAT_OPEN ? open_cap(cc)
+                                                           : cc->cc_lat[1]->mag_size);
 }
 
 static inline bool cc_full(const prd_cpu_cache_t *cc)
@@ -997,6 +1041,7 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
   } else {
     /* an open generation closes: gp was read after every deferral it holds (cc_seal) */
     if (pending) {
+      cc_open_adapt(cc, gp);
       cc_open_check(cp, cc);
       cc->cc_lat_gp[1] = gp;
     }
@@ -1026,8 +1071,10 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
     return;
   }
   uint32_t n1 = lat_n(cc, 1);
-  if (n1 == 0)
+  if (n1 == 0) {
     cc->cc_lat_gp[1] = open ? PRD_LAT_OPEN : gp;
+    cc->cc_lat_opened = (uint32_t)gp;
+  }
   cc->cc_lat[1]->mag_round[n1] = buf;                         /* line 40 */
   lat_set(cc, 1, n1 + 1);
   cc_count(cc, PRD_PC_DEFERRED, 1);

@@ -352,9 +352,15 @@ typedef struct prd_cpu_cache {
    * hint, checked by the slab layer under cache_lock; under tc_lock */
   void *cc_own;
   uint64_t cc_idle_mark;         /* maintenance: operations seen at the last interval */
+  /* -- Prudence's open generations (defer.c section 3), under tc_lock: the count at which the
+   * next one closes (0: its magazine's size), and the low 32 bits of the state read when the
+   * open one took its first object */
+  uint32_t cc_lat_target;
+  uint32_t cc_lat_opened;
 } prd_cpu_cache_t;
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "cc_rounds is the low half-word of cc_rw");
+_Static_assert(sizeof(prd_cpu_cache_t) == 256, "a CPU cache is 4 lines: the hit paths shift");
 
 /* One thread's CPU caches, indexed by cache_magid; on the thread registry. */
 typedef struct prd_tcache {

@@ -1842,6 +1842,38 @@ static void test_open_generation_freed_malloc(void)
   opt_pop("abort_on_error", abort_old);
 }
 
+/* A cache deferred into slowly while grace periods keep running (four deferrals each): its
+ * open generations close at the adapted target (defer.c cc_open_adapt), not at a magazine's
+ * worth, so what waits in the CPU cache stays within two targets; every object still comes
+ * back only after its grace period (check_counts, and the reader's section below). */
+static void test_open_generation_target(void)
+{
+  pthread_t th;
+  prd_cache_t *cp = og_start("opentarget", &th);
+  prd_cpu_cache_t *cc = &prd__mag_tls.mt_cc[cp->cache_magid];
+  uint32_t most = 0;
+  for (int i = 0; i < 4000; i++) {
+    prd_cache_free_deferred(cp, prd_cache_alloc(cp, 0));
+    if (i % 4 == 3)
+      prd_synchronize_rcu();
+    if (i >= 2000)
+      most = PRD_MAX(most, cc->cc_lat_n[0] + cc->cc_lat_n[1]);
+  }
+  if (prd__rcu_retire_fenced() && prd__mag_membarrier) {
+    uint32_t size = cc->cc_lat[1] != NULL ? cc->cc_lat[1]->mag_size : 0;
+    CHECK(cc->cc_lat_target != 0 && cc->cc_lat_target < size);
+    CHECK(most <= 2 * cc->cc_lat_target + 4);
+    if (most > 2 * cc->cc_lat_target + 4)
+      fprintf(stderr, "# target %u, magazine %u, most waiting %u\n", cc->cc_lat_target, size,
+              most);
+  }
+  atomic_store(&og_stop, 1);
+  pthread_join(th, NULL);
+  wait_all();
+  check_counts(cp, 0);
+  prd_cache_destroy(cp);
+}
+
 int main(void)
 {
   /* first, while this process has no thread: its child starts the RCU threads (TSan
@@ -1883,6 +1915,7 @@ int main(void)
   RUN(test_open_generation);
   RUN(test_open_generation_freed);
   RUN(test_open_generation_freed_malloc);
+  RUN(test_open_generation_target);
   RUN(test_merges_count_every_deferral);
   return prd_test_done();
 }
