@@ -14,6 +14,9 @@
  *   cc rcu_mixed.c $(pkg-config --cflags --libs prudence) -o rcu_mixed
  *   ./rcu_mixed [SECONDS [RATE [READERS]]]        (defaults: 2 s, 100, 1)
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* usleep; the project's build defines it already */
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
