@@ -25,9 +25,12 @@
  *      safe one replaces an empty loaded magazine by a pointer exchange (lines 7-11).
  *    - Size.  Magazines start at libumem's size for the object size (magazine.c section 8)
  *      and the depot moves to the next size (prd__mag_grow) whenever an allocation miss has
- *      to refill from the slabs while latent objects still wait: the grace period outlasts
- *      what the cache holds, so the deferrals of one grace period would spill into the latent
- *      slabs (seed 004's resizing, by the grace-period latency instead of depot contention).
+ *      to refill from the slabs while half a magazine of latent objects or more still waits:
+ *      the grace period outlasts what the cache holds, so the deferrals of one grace period
+ *      would spill into the latent slabs (seed 004's resizing, by the grace-period latency
+ *      instead of depot contention).  A few objects waiting say nothing of the kind: a class
+ *      deferred slowly always has some at a miss, and grew at every miss (docs/benchmarks.md,
+ *      "Open generations of classes deferred slowly").
  *      It grows while a magazine holds at most 512 KiB of objects, into rows past libumem's
  *      table (255 to 4095 rounds) that only this growth reaches (docs/benchmarks.md,
  *      "Magazine layer", measures both); with more than 32 threads holding magazines the
@@ -634,7 +637,8 @@ static void cc_drain(prd_cache_t *cp, prd_cpu_cache_t *cc)
 }
 
 /* The refill size (line 14: size less the latent count, at least 1), asking for the latent
- * objects' grace period; *waiting: latent objects still wait. */
+ * objects' grace period; *waiting: half a magazine of latent objects or more still waits
+ * (section 2: the magazine grows). */
 static uint32_t refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
 {
   cc_seal(cp, cc);
@@ -642,7 +646,7 @@ static uint32_t refill_size(prd_cache_t *cp, prd_cpu_cache_t *cc, bool *waiting)
   uint32_t size = prd__mag_cur_size(cp);
   if (cc->cc_loaded != NULL && cc->cc_loaded->mag_size > size)
     size = cc->cc_loaded->mag_size;
-  *waiting = lat != 0;
+  *waiting = lat != 0 && lat >= size / 2;
   if (lat != 0)   /* the objects that would have served this miss: their grace period */
     cc_request(cc, cc->cc_lat_gp[lat_n(cc, 1) != 0 ? 1 : 0]);
   uint32_t want = size > lat ? size - lat : 1;   /* line 14 */
