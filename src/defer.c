@@ -325,9 +325,14 @@ static inline void cc_count(prd_cpu_cache_t *cc, int i, uint64_t k)
 /* Section 3, "Open generations": the count at which the open generation closes, its
  * magazine's size or the adapted target below it (cc_open_adapt). */
 #define PRD_LAT_TARGET_MIN 32u
+static inline uint32_t lat1_size(const prd_cpu_cache_t *cc)
+{
+  return cc->cc_lat[1] != NULL ? cc->cc_lat[1]->mag_size : 0;
+}
+
 static inline uint32_t open_cap(const prd_cpu_cache_t *cc)
 {
-  uint32_t size = cc->cc_lat[1] != NULL ? cc->cc_lat[1]->mag_size : 0;
+  uint32_t size = lat1_size(cc);
   uint32_t t = cc->cc_lat_target;
   return t != 0 && t < size ? t : size;
 }
@@ -340,8 +345,7 @@ static inline uint32_t open_cap(const prd_cpu_cache_t *cc)
  * target doubles back towards the magazine's size.  tc_lock held, or the owner. */
 static void cc_open_adapt(prd_cpu_cache_t *cc, prd_gp_t gp)
 {
-  uint32_t n = lat_n(cc, 1), cap = open_cap(cc);
-  uint32_t size = cc->cc_lat[1] != NULL ? cc->cc_lat[1]->mag_size : 0;
+  uint32_t n = lat_n(cc, 1), cap = open_cap(cc), size = lat1_size(cc);
   uint32_t began = ((uint32_t)gp - cc->cc_lat_opened) / 2;   /* states move by 2 */
   if (began >= 2)
     cc->cc_lat_target = PRD_MAX(PRD_LAT_TARGET_MIN, n / 2);
@@ -412,6 +416,15 @@ static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
   }
 }
 
+/* The open generation closes on state gp, read after its every deferral (cc_seal, and
+ * defer_slow with its own read): the next one's target, the buffers' free mark, the tag. */
+static void cc_close_open(prd_cache_t *cp, prd_cpu_cache_t *cc, prd_gp_t gp)
+{
+  cc_open_adapt(cc, gp);
+  cc_open_check(cp, cc);
+  cc->cc_lat_gp[1] = gp;
+}
+
 /* Section 3, "Open generations": the newer generation's state, read now if its tag is still
  * PRD_LAT_OPEN, before anything reads it (tc_lock held, the owner out of its hit path, or
  * the owner itself).  Every deferral it holds came before this read: the owner's in its
@@ -422,12 +435,8 @@ static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
  * read in the same order after the owner's pushes, as the hit path would have read it. */
 static void cc_seal(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
-  if (cc->cc_lat_gp[1] == PRD_LAT_OPEN && lat_n(cc, 1) != 0) {
-    prd_gp_t gp = prd__rcu_get_state();
-    cc_open_adapt(cc, gp);
-    cc_open_check(cp, cc);
-    cc->cc_lat_gp[1] = gp;
-  }
+  if (cc->cc_lat_gp[1] == PRD_LAT_OPEN && lat_n(cc, 1) != 0)
+    cc_close_open(cp, cc, prd__rcu_get_state());
 }
 
 /* Recomputes where the deferral hit path stops (section 4): the room under the limit in the
@@ -982,8 +991,7 @@ static void defer_direct(prd_cache_t *cp, void *buf, prd_gp_t gp)
 static inline bool cc_open_full(const prd_cpu_cache_t *cc)
 {
   return cc->cc_lat[1] != NULL &&
-         lat_n(cc, 1) >= (cc->cc_lat_gp[1] == PRD_LAT_OPEN ? open_cap(cc)
-                                                           : cc->cc_lat[1]->mag_size);
+         lat_n(cc, 1) >= (cc->cc_lat_gp[1] == PRD_LAT_OPEN ? open_cap(cc) : lat1_size(cc));
 }
 
 static inline bool cc_full(const prd_cpu_cache_t *cc)
@@ -1044,11 +1052,8 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
       cc_older_out(cp, cc);
   } else {
     /* an open generation closes: gp was read after every deferral it holds (cc_seal) */
-    if (pending) {
-      cc_open_adapt(cc, gp);
-      cc_open_check(cp, cc);
-      cc->cc_lat_gp[1] = gp;
-    }
+    if (pending)
+      cc_close_open(cp, cc, gp);
     if (lat_n(cc, 1) != 0 && (open || cc->cc_lat_gp[1] != gp))
       cc_rotate(cp, cc);                                      /* section 3 */
   }

@@ -478,8 +478,8 @@
  *    readers may still read it, nothing is written into it, so deferring a freed buffer is
  *    found (at the call, or for an open generation when it closes, defer.c section 3: then
  *    not if the buffer was handed out again meanwhile), and a plain free of a buffer already
- *    deferred is not (it carries no mark until
- *    its grace period ends; the call_rcu path writes the mark then, the latent generations
+ *    deferred is not (it carries no mark until its grace period ends; the call_rcu path
+ *    writes the mark then, the latent generations
  *    hand their buffers back without one, unless the cache was made with the option
  *    hardened: then every merge of a safe generation or tagged magazine marks its objects,
  *    prd__mark_merge, and a copy it finds marked already, a second deferral or a free after
