@@ -1981,11 +1981,27 @@ static void malloc_defer_cb(struct prd_rcu_head *h)
 
 static void free_deferred_in(void *ptr);
 
-void prd_free_deferred(void *ptr)
+/* Everything but a class block's deferral hit: errno kept (section 4). */
+static PRD_NOINLINE void free_deferred_slow(void *ptr)
 {
-  int saved = errno;   /* as free (section 4) */
+  int saved = errno;
   free_deferred_in(ptr);
   errno = saved;
+}
+
+void prd_free_deferred(void *ptr)
+{
+  /* a class block as prd_free finds it (class_of_start), then the deferral's hit path of its
+   * cache, which calls nothing, takes no lock and sets no errno: no re-entry mark (as free's
+   * hit path, section 8; a re-entrant call finds the thread's magazine layer held and
+   * misses).  The rest out of line, so that this path saves no registers and no errno */
+  uint32_t sm;
+  const prd_mclass_t *mc = class_of_start(ptr, &sm);
+  if (prd_likely(mc != NULL) &&
+      prd_likely(prd__defer_hit_plain(atomic_load_explicit(&mc->mc_cache, memory_order_relaxed),
+                                      ptr)))
+    return;
+  free_deferred_slow(ptr);
 }
 
 static void free_deferred_in(void *ptr)
@@ -1997,12 +2013,9 @@ static void free_deferred_in(void *ptr)
     return;
   switch (e & PM_KIND_MASK) {
   case PM_CLASS: {
-    /* the Prudence path of the block's size class (defer.c): its hit path first, which calls
-     * nothing and so needs no re-entry mark (as free's hit path, section 8; a re-entrant call
-     * finds the thread's magazine layer held and misses); everything else marked */
+    /* the Prudence path of the block's size class (defer.c), marked: prd_free_deferred tried
+     * its hit path already */
     prd_cache_t *cp = class_cache_of(e);
-    if (prd_likely(prd__defer_hit_plain(cp, ptr)))
-      return;
     malloc_enter();
     prd_cache_free_deferred(cp, ptr);
     malloc_leave();
