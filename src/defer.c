@@ -84,10 +84,19 @@
  *    the refill's request at an allocation miss, a visitor) seals it first; a visitor's read
  *    follows the owner's unlinks through the handshake it holds (cc_seal).  The older
  *    generation is never open: rotation seals first; it may still be unsafe when the newer one
- *    closes, and then goes whole to the depot.  The free mark (magazine.c section 15) of an
- *    open generation's buffers is tested when it closes too, all at once, not at each
- *    deferral (cc_open_check): in this mode readers run sections, the buffer just unlinked is
- *    in their caches, and each test waited for another core.
+ *    closes, and then goes whole to the depot.
+ *    The free mark, when a generation closes.  The free mark (magazine.c section 15) of an
+ *    open generation's buffers is tested when it closes, all at once, not at each deferral
+ *    (cc_mark_check): in this mode readers run sections, the buffer just unlinked is in their
+ *    caches, and each test waited for another core.  So is every generation's on an external
+ *    source (liburcu's flavours, rcu.c §6: prd__rcu_source_external), whose readers this
+ *    library does not see: a program takes such a source for its readers, and there the
+ *    test at each deferral waited for their cores as well (docs/benchmarks.md, "The
+ *    deferral's test of the mark on an external source").  The newer generation's objects from
+ *    cc_lat_checked on are the ones not tested yet; every path that takes them (a merge, a
+ *    move to the depot or the latent slabs, a rotation, a visitor) seals the generation
+ *    first, and the seal tests them.  A cache made with the option hardened tests at the
+ *    call in every mode.
  *    How full an open generation gets before it closes adapts (cc_open_adapt): a class
  *    deferred slowly while other classes keep grace periods running filled a whole magazine
  *    (up to 4,095 objects) over many grace periods, so its objects waited long after theirs
@@ -312,6 +321,8 @@ static inline uint32_t lat_n(const prd_cpu_cache_t *cc, int g)
 static inline void lat_set(prd_cpu_cache_t *cc, int g, uint32_t n)
 {
   atomic_store_explicit(&cc->cc_lat_n[g], n, memory_order_relaxed);
+  if (g == 1 && cc->cc_lat_checked > n)
+    cc->cc_lat_checked = n;
 }
 
 /* A counter of cc: written by the owner or under tc_lock while the owner is out (section 5). */
@@ -382,27 +393,29 @@ static inline void cc_request(prd_cpu_cache_t *cc, prd_gp_t gp)
   }
 }
 
-/* Section 3, "Open generations": the free mark of the open generation's objects, tested
- * when it closes.  The hit path does not test it while it pushes into an open generation:
- * the buffer it defers was just unlinked, and its first line, where a small buffer's mark
- * is, is then in the readers' caches, so the test's load waited for another core at every
- * deferral, and the caller's next locked instruction (its next unlink's exchange) waited for
- * that load (docs/benchmarks.md, "The deferral's test of the mark, once a generation").
- * Here the loads are independent of each other and overlap.  A buffer that carries the mark
- * was free when it was deferred (or was freed after its deferral): reported as at the call
- * and dropped from the generation; one whose memory is no longer a buffer of cp was free
- * too, its slab given back since: reported and dropped without reading it.  Not found, as
- * docs/api.md says: a freed buffer handed out again between its deferral and this test (it
- * carries no mark), and one whose slab was given back and made again at the same place
- * meanwhile, in the large layout, whose new slabs mark nothing.  tc_lock held, or the owner
- * out of its hit path. */
-static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
+/* Section 3, "The free mark, when a generation closes": the free mark of the newer
+ * generation's objects not tested yet (from cc_lat_checked), tested when it closes.  The hit
+ * path does not test it while readers are taken to run sections (an open generation, or any
+ * generation on an external source): the buffer it defers was just unlinked, and its first
+ * line, where a small buffer's mark is, is then in the readers' caches, so the test's load
+ * waited for another core at every deferral, and the caller's next locked instruction (its
+ * next unlink's exchange) waited for that load (docs/benchmarks.md, "The deferral's test of
+ * the mark, once a generation").  Here the loads are independent of each other and overlap.
+ * A buffer that carries the mark was free when it was deferred (or was freed after its
+ * deferral): reported as at the call and dropped from the generation; one whose memory is no
+ * longer a buffer of cp was free too, its slab given back since: reported and dropped without
+ * reading it.  Not found, as docs/api.md says: a freed buffer handed out again between its
+ * deferral and this test (it carries no mark), and one whose slab was given back and made
+ * again at the same place meanwhile, in the large layout, whose new slabs mark nothing.  A
+ * buffer tested at the call is tested again here, which finds nothing new.  tc_lock held, or
+ * the owner out of its hit path. */
+static void cc_mark_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
-  if (cp->cache_flags & PRD_CF_NOMARK)
+  uint32_t n = lat_n(cc, 1), k = cc->cc_lat_checked, off = cp->cache_mark_off;
+  if (k >= n || (cp->cache_flags & PRD_CF_NOMARK))
     return;
   prd_mag_t *mp = cc->cc_lat[1];
-  uint32_t n = lat_n(cc, 1), k = 0, off = cp->cache_mark_off;
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = k; i < n; i++) {
     void *o = mp->mag_round[i];
     if (prd_unlikely(!prd__pm_owns(cp, o) || prd__mark_test(o, off))) {
       prd__mag_double_free(cp, o, "deferred free");
@@ -414,6 +427,7 @@ static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
     cc_count(cc, PRD_PC_DEFERRED, (uint64_t)k - n);
     lat_set(cc, 1, k);
   }
+  cc->cc_lat_checked = k;
 }
 
 /* The open generation closes on state gp, read after its every deferral (cc_seal, and
@@ -421,7 +435,7 @@ static void cc_open_check(prd_cache_t *cp, prd_cpu_cache_t *cc)
 static void cc_close_open(prd_cache_t *cp, prd_cpu_cache_t *cc, prd_gp_t gp)
 {
   cc_open_adapt(cc, gp);
-  cc_open_check(cp, cc);
+  cc_mark_check(cp, cc);
   cc->cc_lat_gp[1] = gp;
 }
 
@@ -431,12 +445,17 @@ static void cc_close_open(prd_cache_t *cp, prd_cpu_cache_t *cc, prd_gp_t gp)
  * program order; for a visitor, the owner's release of the handshake that the visitor
  * acquired orders them before it (section 8).  prd__rcu_get_state makes the retirer's
  * barrier (the fence while grace periods run without (W1)), so the state covers them as it
- * covers a deferral's own unlink.  The buffers' free mark is tested first (cc_open_check),
- * read in the same order after the owner's pushes, as the hit path would have read it. */
+ * covers a deferral's own unlink.  The buffers' free mark is tested first (cc_mark_check),
+ * read in the same order after the owner's pushes, as the hit path would have read it; on
+ * an external source, an exact generation's untested buffers are tested the same way. */
 static void cc_seal(prd_cache_t *cp, prd_cpu_cache_t *cc)
 {
-  if (cc->cc_lat_gp[1] == PRD_LAT_OPEN && lat_n(cc, 1) != 0)
+  if (lat_n(cc, 1) == 0)
+    return;
+  if (cc->cc_lat_gp[1] == PRD_LAT_OPEN)
     cc_close_open(cp, cc, prd__rcu_get_state());
+  else if (prd__rcu_source_external())
+    cc_mark_check(cp, cc);
 }
 
 /* Recomputes where the deferral hit path stops (section 4): the room under the limit in the
@@ -471,6 +490,8 @@ static void cc_annot_in(prd_cache_t *cp, void *const *objs, uint32_t n)
 static void cc_merge_gen(prd_cache_t *cp, prd_cpu_cache_t *cc, int g)
 {
   PRD_RACE();   /* race widening (race.h): a latent transition */
+  if (g == 1)
+    cc_seal(cp, cc);
   prd_mag_t *mp = cc->cc_lat[g];
   uint32_t n = lat_n(cc, g);
   if (n == 0)
@@ -1109,7 +1130,8 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
  * the retirers fence (rcu.c §3) the light handshake pushes into an open generation instead
  * (section 3), and does not load the mark: readers run sections then, the caller's next
  * locked instruction would wait for the load all the same, and the generation's close tests
- * every buffer it took at once (cc_open_check).  1: pushed; -1: the mark found (nothing
+ * every buffer it took at once (cc_mark_check); on an external source neither does any
+ * deferral (section 3, "The free mark, when a generation closes").  1: pushed; -1: the mark found (nothing
  * done; the caller reports); 0: the slow path's (nothing done).  `may_ask` (a constant
  * after inlining): a push that wants a pre-flush asks for it here (line 42); without it
  * such a push is left to the slow path, which asks, so that the hit calls nothing. */
@@ -1131,9 +1153,10 @@ static inline __attribute__((always_inline)) int defer_hit(prd_cache_t *cp, void
 #ifdef PRD_TSAN
   prd__rcu_reader_barrier();   /* TSan's handshake has no fence: the reader barrier's own */
 #endif
-  /* an open generation tests the mark when it closes (cc_open_check), but in a cache made
-   * with the option hardened */
-  if (marked && (!open || (cp->cache_flags & PRD_CF_HARDENED)) &&
+  /* the mark is tested when the generation closes (cc_mark_check) while readers are taken
+   * to run sections: an open generation, and any on an external source; but in a cache made
+   * with the option hardened, at the call */
+  if (marked && ((!open && !prd__rcu_source_external()) || (cp->cache_flags & PRD_CF_HARDENED)) &&
       prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
     prd__mag_exit(cc);
     return -1;

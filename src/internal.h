@@ -699,7 +699,10 @@ struct prd__rcu_gp_state {
    * retirer then runs a full fence between its unlink and its load of gs_seq.  On gs_seq's
    * line, which every deferral loads anyway. */
   _Atomic int gs_retire_fence;
-  char gs_pad[64 - sizeof(uint64_t) - sizeof(int)];
+  /* Nonzero once the process's source is not the built-in one (rcu.c §6): this library does
+   * not see its readers.  Written before the source is published, never changed after. */
+  _Atomic int gs_external;
+  char gs_pad[64 - sizeof(uint64_t) - 2 * sizeof(int)];
 };
 extern struct prd__rcu_gp_state prd__rcu_gp __attribute__((visibility("hidden")));
 /* prd_rcu_poll_state inline, for the allocator's fast paths: one acquire load (it pairs with
@@ -716,6 +719,11 @@ static inline prd_gp_t prd__rcu_get_state_fenced(void)
 {
   return (atomic_load_explicit(&prd__rcu_gp.gs_seq, memory_order_acquire) + 3) &
          ~(uint64_t)1;
+}
+/* True once the source is an external one (gs_external): relaxed, a flag set once. */
+static inline bool prd__rcu_source_external(void)
+{
+  return atomic_load_explicit(&prd__rcu_gp.gs_external, memory_order_relaxed) != 0;
 }
 /* True while retirers must fence (gs_retire_fence): loaded before the barrier it chooses. */
 static inline bool prd__rcu_retire_fenced(void)

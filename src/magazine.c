@@ -476,8 +476,9 @@
  *    mark survives the slab's freelist.
  *    Deferral (prd_cache_free_deferred, defer.c) only tests the mark: a deferred buffer's
  *    readers may still read it, nothing is written into it, so deferring a freed buffer is
- *    found (at the call, or for an open generation when it closes, defer.c section 3: then
- *    not if the buffer was handed out again meanwhile), and a plain free of a buffer already
+ *    found (at the call, or for an open generation and on an external source when the
+ *    generation closes, defer.c section 3: then not if the buffer was handed out again
+ *    meanwhile), and a plain free of a buffer already
  *    deferred is not (it carries no mark until its grace period ends; the call_rcu path
  *    writes the mark then, the latent generations
  *    hand their buffers back without one, unless the cache was made with the option

@@ -921,6 +921,14 @@ _Noreturn static PRD_COLD void source_missing(const char *name)
   _exit(EXIT_FAILURE);
 }
 
+/* The source about to be published: whether it is the built-in one, for the deferrals'
+ * hit path (prd__rcu_source_external), written before the release that publishes it. */
+static void source_note(const struct prd_rcu_source *src)
+{
+  atomic_store_explicit(&prd__rcu_gp.gs_external, src != &prd_rcu_builtin,
+                        memory_order_relaxed);
+}
+
 static PRD_NOINLINE const struct prd_rcu_source *source_fix(void)
 {
   rcu_init();
@@ -936,6 +944,7 @@ static PRD_NOINLINE const struct prd_rcu_source *source_fix(void)
         source_missing(name); /* does not return */
       src = found;
     }
+    source_note(src);
     atomic_store_explicit(&rcu_src, src, memory_order_release);
   }
   pthread_mutex_unlock(&src_lock);
@@ -961,6 +970,7 @@ int prd_rcu_set_source(const struct prd_rcu_source *src)
   const struct prd_rcu_source *cur = atomic_load_explicit(&rcu_src, memory_order_relaxed);
   int rc = 0;
   if (cur == NULL) {
+    source_note(src);
     atomic_store_explicit(&rcu_src, src, memory_order_release);
     /* the option says which source is in use (prd_option_get), and stays so */
     (void)prd__option_set_fixed("rcu", src->rs_name, "prd_rcu_set_source",

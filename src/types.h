@@ -335,7 +335,9 @@ typedef struct prd_cpu_cache {
   _Atomic uint64_t cc_free_base;
   uint64_t cc_misses;            /* depot visits (under tc_lock) */
   uint32_t cc_prounds;           /* rounds in cc_previous (it is always full or empty) */
-  uint32_t cc_pad0;
+  /* -- Prudence (defer.c section 3): the newer generation's first objects whose free mark
+   * was tested (cc_mark_check); under tc_lock, or the owner out of its hit path */
+  uint32_t cc_lat_checked;
   /* -- Prudence (defer.c): changed by the owner's deferral hit path (busy set) or under tc_lock */
   prd_mag_t *cc_lat[2];          /* latent generations: [0] older, [1] open (NULL: none yet) */
   _Atomic uint32_t cc_lat_n[2];  /* deferred objects in each */
