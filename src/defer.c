@@ -1131,10 +1131,11 @@ static PRD_NOINLINE void defer_slow(prd_cache_t *cp, void *buf)
  * (section 3), and does not load the mark: readers run sections then, the caller's next
  * locked instruction would wait for the load all the same, and the generation's close tests
  * every buffer it took at once (cc_mark_check); on an external source neither does any
- * deferral (section 3, "The free mark, when a generation closes").  1: pushed; -1: the mark found (nothing
- * done; the caller reports); 0: the slow path's (nothing done).  `may_ask` (a constant
- * after inlining): a push that wants a pre-flush asks for it here (line 42); without it
- * such a push is left to the slow path, which asks, so that the hit calls nothing. */
+ * deferral (section 3, "The free mark, when a generation closes").  1: pushed; -1: the
+ * mark found (nothing done; the caller reports); 0: the slow path's (nothing done).
+ * `may_ask` (a constant after inlining): a push that wants a pre-flush asks for it here
+ * (line 42); without it such a push is left to the slow path, which asks, so that the hit
+ * calls nothing. */
 static inline __attribute__((always_inline)) int defer_hit(prd_cache_t *cp, void *buf,
                                                            bool marked, bool may_ask)
 {
@@ -1156,7 +1157,8 @@ static inline __attribute__((always_inline)) int defer_hit(prd_cache_t *cp, void
   /* the mark is tested when the generation closes (cc_mark_check) while readers are taken
    * to run sections: an open generation, and any on an external source; but in a cache made
    * with the option hardened, at the call */
-  if (marked && ((!open && !prd__rcu_source_external()) || (cp->cache_flags & PRD_CF_HARDENED)) &&
+  bool late = open || prd__rcu_source_external();
+  if (marked && (!late || (cp->cache_flags & PRD_CF_HARDENED)) &&
       prd_unlikely(prd__mark_test(buf, cp->cache_mark_off))) {
     prd__mag_exit(cc);
     return -1;

@@ -700,7 +700,10 @@ struct prd__rcu_gp_state {
    * line, which every deferral loads anyway. */
   _Atomic int gs_retire_fence;
   /* Nonzero once the process's source is not the built-in one (rcu.c §6): this library does
-   * not see its readers.  Written before the source is published, never changed after. */
+   * not see its readers.  Written before the source is published, never changed after; read
+   * relaxed.  A deferral that read it as set leaves the buffer's mark to the generation's
+   * seal (defer.c section 3), which reads it as set too: the same thread's later load, or a
+   * visitor's, ordered after that deferral by the handshake (read-read coherence). */
   _Atomic int gs_external;
   char gs_pad[64 - sizeof(uint64_t) - 2 * sizeof(int)];
 };
