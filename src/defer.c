@@ -310,6 +310,10 @@ static void defer_init_once(void)
 {
   (void)prd__maint_register(preflush_job, NULL, NULL, false);
   prd__mag_set_hooks(&defer_hooks);
+  /* the grace-period source fixed before the first latent generation: whether it is an
+   * external one decides where its buffers' mark is tested (section 3), and a source named
+   * by the option alone would otherwise be fixed only at the first grace period */
+  (void)prd_rcu_get_source();
 }
 
 /* ---- one CPU cache's latent generations (tc_lock held, or the owner inside its handshake) - */

@@ -587,17 +587,21 @@ static void test_memb_held_wait(void)
 /* On an external source the deferral hit path leaves the free mark's test to the close of
  * the generation (defer.c section 3, "The free mark, when a generation closes"): a freed
  * buffer deferred is reported once, when the generation closes rather than at the call, and
- * handed out once.  Without the close's test it would be handed out twice: once as freed,
- * once after its grace period. */
+ * handed out once; so is a deferred buffer freed before the close.  Without the close's test
+ * each would be handed out twice.  The source is set by prd_rcu_set_source (arg NULL) or by
+ * the option alone (arg non-NULL), which the first deferral must fix before its generation
+ * exists. */
 #define MARK_N 64
 static void child_memb_deferral_mark(void *arg)
 {
-  (void)arg;
   prd_option_set("abort_on_error", "0");
-  if (prd_rcu_set_source(&prd_rcu_urcu_memb) != 0)
+  if (arg != NULL)
+    prd_option_set("rcu", "urcu-memb");
+  else if (prd_rcu_set_source(&prd_rcu_urcu_memb) != 0)
     return;
   prd_cache_t *cp = prd_cache_create("extmark", 64, 0, NULL, NULL, NULL, NULL, NULL, 0);
   void *a = prd_cache_alloc(cp, 0), *p = prd_cache_alloc(cp, 0), *b = prd_cache_alloc(cp, 0);
+  void *q = prd_cache_alloc(cp, 0);
   prd_cache_free_deferred(cp, a);   /* the generation, tagged on the slow path */
   prd_cache_free(cp, p);
   uint64_t e = prd__error_count();
@@ -607,32 +611,48 @@ static void child_memb_deferral_mark(void *arg)
    * sends it to the slow path, which tests it at the call) */
   bool pending = atomic_load(&cc->cc_lat_n[1]) > cc->cc_lat_checked;
   uint64_t at_call = prd__error_count() - e;
+  prd_cache_free_deferred(cp, q);
+  prd_cache_free(cp, q);            /* freed after its deferral, before the close */
   prd_cache_free_deferred(cp, b);
   prd_thread_flush();   /* the generation closes: tested */
   uint64_t at_close = prd__error_count() - e;
   prd_synchronize_rcu();
   void *x[MARK_N];
-  int seen_p = 0;
+  int seen_p = 0, seen_q = 0;
   for (int i = 0; i < MARK_N; i++) {
     x[i] = prd_cache_alloc(cp, 0);
     seen_p += x[i] == p;
+    seen_q += x[i] == q;
   }
   for (int i = 0; i < MARK_N; i++)
     prd_cache_free(cp, x[i]);
-  printf("pending=%d at_call=%llu at_close=%llu p_handed_out=%d\n", pending && at_call == 0,
-         (unsigned long long)at_call, (unsigned long long)at_close, seen_p);
+  printf("source=%s pending=%d at_call=%llu at_close=%llu p_handed_out=%d q_handed_out=%d\n",
+         prd_rcu_get_source()->rs_name, pending && at_call == 0, (unsigned long long)at_call,
+         (unsigned long long)at_close, seen_p, seen_q);
+}
+
+static void child_memb_deferral_mark_opt(void *arg)
+{
+  (void)arg;
+  static int by_option;
+  child_memb_deferral_mark(&by_option);
 }
 
 static void test_memb_deferral_mark(void)
 {
-  char buf[4096];
-  run_guarded_child(child_memb_deferral_mark, buf, sizeof(buf));
-  fputs(buf, stdout);
-  CHECK_STR_CONTAINS(buf, "at_close=1 p_handed_out=");
-  CHECK(strstr(buf, "p_handed_out=2") == NULL);
-  /* the hit path's case, the one this test is for, in nearly every run */
-  if (strstr(buf, "pending=1") == NULL)
-    fprintf(stderr, "  note: the freed buffer took the slow path (tested at the call)\n");
+  for (int opt = 0; opt < 2; opt++) {
+    char buf[4096];
+    run_guarded_child(opt ? child_memb_deferral_mark_opt : child_memb_deferral_mark, buf,
+                      sizeof(buf));
+    fputs(buf, stdout);
+    CHECK_STR_CONTAINS(buf, "source=urcu-memb ");
+    CHECK_STR_CONTAINS(buf, "at_close=2 p_handed_out=");
+    CHECK(strstr(buf, "p_handed_out=2") == NULL);
+    CHECK(strstr(buf, "q_handed_out=2") == NULL);
+    /* the hit path's case, the one this test is for, in nearly every run */
+    if (strstr(buf, "pending=1") == NULL)
+      fprintf(stderr, "  note: the freed buffer took the slow path (tested at the call)\n");
+  }
 }
 
 int main(void)
