@@ -2012,15 +2012,13 @@ static void free_deferred_in(void *ptr)
   if (e == 0)
     return;
   switch (e & PM_KIND_MASK) {
-  case PM_CLASS: {
+  case PM_CLASS:
     /* the Prudence path of the block's size class (defer.c), marked: prd_free_deferred tried
      * its hit path already */
-    prd_cache_t *cp = class_cache_of(e);
     malloc_enter();
-    prd_cache_free_deferred(cp, ptr);
+    prd_cache_free_deferred(class_cache_of(e), ptr);
     malloc_leave();
     return;
-  }
   case PM_BOOT:
     return;
   default: {

@@ -181,20 +181,21 @@
  *    callers share grace periods, as liburcu's do).
  *
  * 6. Sources (struct prd_rcu_source, include/prudence.h): chosen once per process, by
- *    prd_rcu_set_source() before first use or by the option rcu=NAME among the registered
- *    sources; fixed at first use.  gp_run brackets the source's rs_synchronize with the
- *    sequence updates and (W1), so every source gets the same state semantics.  An option
- *    that names a source no linked library registered ends the process (source_missing),
- *    whatever abort_on_error says: a safety choice that cannot be honoured fails loudly, as
- *    falling back to the built-in source, which does not see liburcu's readers, would reuse
- *    deferred objects under them.  The liburcu sources register from libprudence-urcu's
- *    constructors, before main; the library stays linked under --as-needed through
- *    prudence_urcu.h, prudence-urcu.pc and CMake's prudence::urcu.  A thread that registers
- *    through prd_rcu_register_thread with such a source is registered there once, and its exit
- *    unregisters it (a pthread key of its own, as the built-in source's in §2), unless it
- *    unregistered: liburcu keeps a registered thread's record, in that thread's TLS, on its
- *    registry until the thread unregisters, and a grace period after the thread ended would
- *    read freed memory.
+ *    prd_rcu_set_source() before first use or by the option rcu=NAME among the registered sources;
+ *    fixed at first use (a deferral's first is one, defer.c section 3).  Whether the fixed source
+ *    is an external one is published with it (source_note, gs_external): the deferrals then take
+ *    its readers, which they cannot see, as running.  gp_run brackets the source's rs_synchronize
+ *    with the sequence updates and (W1), so every source gets the same state semantics.  An option
+ *    that names a source no linked library registered ends the process (source_missing), whatever
+ *    abort_on_error says: a safety choice that cannot be honoured fails loudly, as falling back to
+ *    the built-in source, which does not see liburcu's readers, would reuse deferred objects under
+ *    them.  The liburcu sources register from libprudence-urcu's constructors, before main; the
+ *    library stays linked under --as-needed through prudence_urcu.h, prudence-urcu.pc and CMake's
+ *    prudence::urcu.  A thread that registers through prd_rcu_register_thread with such a source is
+ *    registered there once, and its exit unregisters it (a pthread key of its own, as the built-in
+ *    source's in §2), unless it unregistered: liburcu keeps a registered thread's record, in that
+ *    thread's TLS, on its registry until the thread unregisters, and a grace period after the
+ *    thread ended would read freed memory.
  *
  * 7. Fork.  The library's pthread_atfork handlers (fork.c, which states the whole process's
  *    lock order in its section 2) take every lock of this file before fork, through
